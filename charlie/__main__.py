@@ -1,0 +1,3 @@
+from charlie.adapters.cli import main
+
+main()

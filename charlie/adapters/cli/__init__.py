@@ -1,0 +1,47 @@
+"""The `charlie` command."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from charlie import __version__
+from charlie.errors import CharlieError
+
+
+class CharlieGroup(click.Group):
+    """Prints a `CharlieError` as `Error: …` and exits 1, instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CharlieError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=CharlieGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="charlie")
+def cli() -> None:
+    """Charlie: a local-first personal assistant whose memory you can read and edit.
+
+    Settings come from CHARLIE_* environment variables or charlie.toml in the data home
+    (CHARLIE_HOME). The README has a quickstart.
+    """
+
+
+def _register() -> None:
+    from charlie.adapters.cli import chat, memory, projects
+
+    cli.add_command(chat.chat)
+    cli.add_command(projects.projects)
+    cli.add_command(memory.memory_group)
+    cli.add_command(memory.distill_command)
+
+
+_register()
+
+
+def main() -> None:
+    cli()

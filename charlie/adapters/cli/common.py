@@ -1,0 +1,78 @@
+"""What every CLI command needs: the data home, the model client, the channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from charlie import distill, memory
+from charlie.config import load_settings
+from charlie.conversations import Channel, private_channel, shared_channel
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.llm import LLMClient
+from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
+from charlie.users import User, ensure_user
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def opened_home() -> Iterator[Home]:
+    home = Home.open(load_settings())
+    try:
+        yield home
+    finally:
+        home.close()
+
+
+@contextmanager
+def opened_llm(home: Home) -> Iterator[LLMClient]:
+    llm = LLMClient.from_settings(home.settings)
+    try:
+        yield llm
+    finally:
+        llm.close()
+
+
+def channel_options(func: F) -> F:
+    """-p/--project, --private and --user, shared by every command that works on a channel."""
+    func = click.option(
+        "--user", "user_name", metavar="NAME", help="Who is speaking (default: CHARLIE_USER)."
+    )(func)
+    func = click.option(
+        "--private", is_flag=True, help="Use your private channel (SQLite only, yours alone)."
+    )(func)
+    func = click.option(
+        "-p", "--project", metavar="PROJECT", help=f"Project name (default: {DEFAULT_PROJECT})."
+    )(func)
+    return func
+
+
+def resolve_channel(
+    home: Home, project: str | None, private: bool, user_name: str | None, *, create: bool
+) -> tuple[Channel, User]:
+    user = ensure_user(home.db, user_name or home.settings.user)
+    if private:
+        if project:
+            raise CharlieError("Choose either --private or -p PROJECT, not both.")
+        return private_channel(home, user), user
+    slug = project or DEFAULT_PROJECT
+    found = ensure_project(home, slug) if create or slug == DEFAULT_PROJECT else None
+    channel = shared_channel(home, found or get_project(home, slug))
+    memory.ensure_file(home, channel)
+    return channel, user
+
+
+def distilled_line(result: distill.DistillResult) -> str:
+    m = result.memory
+    line = (
+        f"(memory updated from messages {result.first_message_id}-{result.last_message_id}: "
+        f"{len(m.decisions)} decisions, {len(m.quotes)} quotes"
+    )
+    if result.rejected_quotes:
+        line += f"; {len(result.rejected_quotes)} non-verbatim quote(s) rejected"
+    return line + ")"

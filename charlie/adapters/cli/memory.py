@@ -1,0 +1,115 @@
+"""`charlie memory …` and `charlie distill`: read, edit, restore and rebuild memory."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from charlie import distill, memory
+from charlie.adapters.cli.common import (
+    channel_options,
+    distilled_line,
+    opened_home,
+    opened_llm,
+    resolve_channel,
+)
+from charlie.errors import CharlieError
+
+
+@click.group("memory")
+def memory_group() -> None:
+    """Show, edit, list the history of, or undo a project's (or your private) memory."""
+
+
+@memory_group.command("show")
+@channel_options
+def show_command(project: str | None, private: bool, user_name: str | None) -> None:
+    """Print the memory: Summary, Decisions, Recent quotes."""
+    with opened_home() as home:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        if channel.project is not None:
+            text = memory.read_file_text(channel) or ""
+            memory.parse(text)  # a malformed file is reported, not shown as if fine
+            click.echo(text, nl=False)
+        else:
+            click.echo(memory.render(memory.load(home, channel), channel.label), nl=False)
+
+
+@memory_group.command("edit")
+@channel_options
+def edit_command(project: str | None, private: bool, user_name: str | None) -> None:
+    """Edit the memory in $EDITOR (private memory: pipe the new markdown on stdin)."""
+    with opened_home() as home:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        if channel.private:
+            if sys.stdin.isatty():
+                raise CharlieError(
+                    "Private memory is never written to a file, so it is not opened in an "
+                    "editor. Pipe the new memory in: `charlie memory show --private > x.md`, "
+                    "edit, then `charlie memory edit --private < x.md`."
+                )
+            edited = memory.parse(sys.stdin.read())
+            revision = memory.save(home, channel, edited, "edit")
+            click.echo(f"Saved your private memory (revision {revision.id}).")
+            return
+        assert channel.project is not None
+        path = channel.project.memory_path
+        click.edit(filename=str(path))
+        recorded = memory.sync_hand_edits(home, channel)
+        if recorded is None:
+            click.echo("No changes.")
+        else:
+            click.echo(f"Saved {path} (revision {recorded.id}). Your edits win.")
+
+
+@memory_group.command("history")
+@channel_options
+@click.option("--show", "show_id", type=int, metavar="ID", help="Print one revision in full.")
+def history_command(
+    project: str | None, private: bool, user_name: str | None, show_id: int | None
+) -> None:
+    """List earlier versions of the memory, newest first."""
+    with opened_home() as home:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        if not channel.private:
+            memory.sync_hand_edits(home, channel)
+        history = memory.revisions(home, channel)
+        if show_id is not None:
+            match = [r for r in history if r.id == show_id]
+            if not match:
+                raise CharlieError(f"There is no revision {show_id} in {channel.label}.")
+            click.echo(memory.render(match[0].memory, channel.label), nl=False)
+            return
+        if not history:
+            click.echo(f"No memory revisions yet in {channel.label}.")
+        for revision in history:
+            m = revision.memory
+            click.echo(
+                f"{revision.id}\t{revision.created_at[:19].replace('T', ' ')}\t"
+                f"{revision.source}\t{len(m.summary)} chars, {len(m.decisions)} decisions, "
+                f"{len(m.quotes)} quotes"
+            )
+
+
+@memory_group.command("undo")
+@channel_options
+@click.option("--to", "to", type=int, metavar="ID", help="Restore this revision (see history).")
+def undo_command(project: str | None, private: bool, user_name: str | None, to: int | None) -> None:
+    """Restore the previous version of the memory (kept as a new revision, so undo is undoable)."""
+    with opened_home() as home:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        revision = memory.undo(home, channel, to)
+        click.echo(
+            f"Restored memory as it was in revision {revision.source.split(':')[1]} "
+            f"(new revision {revision.id})."
+        )
+
+
+@click.command("distill")
+@channel_options
+def distill_command(project: str | None, private: bool, user_name: str | None) -> None:
+    """Distill the conversation into memory now, without waiting for the cadence."""
+    with opened_home() as home, opened_llm(home) as llm:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        click.echo(distilled_line(distill.distill(home, channel, llm)))

@@ -1,0 +1,149 @@
+"""The SQLite database: connection settings and ordered migrations.
+
+Migrations are plain functions named `mNNN_…`, applied in order and recorded in the
+`migrations` table. Add a new one at the end; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from charlie.errors import CharlieError
+
+
+def now() -> str:
+    """The current time as an ISO-8601 UTC string, the format every table uses."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """Run SQL statements one by one, inside the caller's transaction.
+
+    (`executescript` would commit first, breaking a migration's all-or-nothing.)
+    """
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement: {statement.strip()[:80]}")
+
+
+def m001_initial(db: sqlite3.Connection) -> None:
+    run_script(
+        db,
+        """
+        CREATE TABLE users (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+            is_admin INTEGER NOT NULL DEFAULT 0,
+            password_hash TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE projects (
+            id INTEGER PRIMARY KEY,
+            slug TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        );
+        -- A conversation is either a shared project's (project_id set, owner_id NULL)
+        -- or one person's private channel (owner_id set, project_id NULL).
+        CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER REFERENCES projects(id),
+            owner_id INTEGER REFERENCES users(id),
+            private INTEGER NOT NULL,
+            distilled_upto INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            CHECK ((private = 0 AND project_id IS NOT NULL AND owner_id IS NULL)
+                OR (private = 1 AND owner_id IS NOT NULL AND project_id IS NULL))
+        );
+        CREATE UNIQUE INDEX conversations_project ON conversations(project_id)
+            WHERE private = 0;
+        CREATE UNIQUE INDEX conversations_owner ON conversations(owner_id) WHERE private = 1;
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+            project_id INTEGER REFERENCES projects(id),
+            private INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            user_id INTEGER REFERENCES users(id),
+            speaker TEXT NOT NULL,
+            content TEXT NOT NULL,
+            images TEXT NOT NULL DEFAULT '[]',
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX messages_conversation ON messages(conversation_id, id);
+        CREATE TABLE memory_revisions (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+            owner_id INTEGER REFERENCES users(id),
+            source TEXT NOT NULL,
+            layers TEXT NOT NULL,
+            file_sha256 TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX memory_revisions_conversation ON memory_revisions(conversation_id, id);
+        CREATE TABLE distillations (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+            owner_id INTEGER REFERENCES users(id),
+            status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+            first_message_id INTEGER NOT NULL,
+            last_message_id INTEGER NOT NULL,
+            attempts INTEGER NOT NULL,
+            structured INTEGER NOT NULL,
+            rejected_quotes TEXT NOT NULL DEFAULT '[]',
+            error TEXT,
+            revision_id INTEGER REFERENCES memory_revisions(id),
+            started_at TEXT NOT NULL,
+            finished_at TEXT NOT NULL
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the database at `path` and bring it up to date."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("PRAGMA synchronous = NORMAL")
+        migrate(db)
+    except sqlite3.DatabaseError as exc:
+        raise CharlieError(
+            f"The database {path} could not be opened ({exc}). If it is damaged, move it "
+            "aside: notes and shared memory live in the project folders and are kept."
+        ) from exc
+    return db
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    applied = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    for migration in MIGRATIONS:
+        if migration.__name__ in applied:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            migration(db)
+            db.execute(
+                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                (migration.__name__, now()),
+            )
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

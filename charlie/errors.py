@@ -1,0 +1,54 @@
+"""The errors Charlie shows to the person.
+
+Every subclass of `CharlieError` carries a message written for the person using Charlie:
+what went wrong and what to do about it. Adapters translate these once (the CLI prints
+`Error: …` and exits 1); anything else escaping is a bug.
+"""
+
+
+class CharlieError(Exception):
+    """A failure the person should see, with what to do about it."""
+
+
+class SettingsError(CharlieError):
+    """A setting has a bad value."""
+
+
+class NotFound(CharlieError):
+    """A project, user, revision or other named thing does not exist."""
+
+
+class InvalidName(CharlieError):
+    """A project slug or user name is not acceptable."""
+
+
+class MemoryFormatError(CharlieError):
+    """memory.md could not be read as the three memory layers."""
+
+
+class LLMError(CharlieError):
+    """The language model server could not give a usable answer."""
+
+
+class LLMUnavailable(LLMError):
+    """The server could not be reached, or kept failing."""
+
+
+class LLMModelNotFound(LLMError):
+    """The server does not know the configured model."""
+
+
+class LLMBadResponse(LLMError):
+    """The server answered something that is not a valid OpenAI-compatible response."""
+
+
+class LLMRejected(LLMError):
+    """The server refused the request (HTTP 4xx)."""
+
+
+class DistillationError(CharlieError):
+    """The model's distillation could not be turned into valid memory."""
+
+
+class PrivacyError(CharlieError):
+    """An operation would expose one person's private channel to another."""

@@ -1,0 +1,171 @@
+"""Projects: a folder each under `projects/`, with `project.toml` and `memory.md`.
+
+The folder is the source of truth; the database only gives each slug a stable id.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from charlie.db import now
+from charlie.errors import CharlieError, InvalidName, NotFound
+from charlie.files import write_atomic
+from charlie.home import Home
+
+SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+CONFIG_FILE = "project.toml"
+MEMORY_FILE = "memory.md"
+DEFAULT_PROJECT = "general"
+
+
+class ProjectConfig(BaseModel):
+    """What `project.toml` holds. Keys this version does not know are kept as they are."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    name: str = Field(min_length=1, max_length=200)
+    style: str = Field("", description="How replies should read in this project.")
+    persona: str = Field("", description="Extra instructions for the assistant.")
+    distill_every: int = Field(5, ge=1, le=1000, description="Messages between distillations.")
+    quotes_window: int | None = Field(None, ge=1, le=100, description="Recent quotes kept.")
+
+
+@dataclass(frozen=True)
+class Project:
+    id: int
+    slug: str
+    path: Path
+    config: ProjectConfig
+
+    @property
+    def memory_path(self) -> Path:
+        return self.path / MEMORY_FILE
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_FILE
+
+
+def validate_slug(slug: str) -> str:
+    if not SLUG_RE.match(slug):
+        raise InvalidName(
+            f"{slug!r} is not a valid project name: use lower-case letters, digits and '-' "
+            "(at most 64), starting and ending with a letter or digit, e.g. 'kitchen-reno'."
+        )
+    return slug
+
+
+def slugify(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:64].strip("-")
+    if not slug:
+        raise InvalidName(f"Cannot make a project name from {name!r}: use some letters or digits.")
+    return slug
+
+
+def project_dir(home: Home, slug: str) -> Path:
+    """The folder of project `slug`, refusing any slug that could leave the data home."""
+    validate_slug(slug)
+    root = home.settings.projects_dir.resolve()
+    path = (root / slug).resolve()
+    if path.parent != root:
+        raise InvalidName(f"{slug!r} would place a project outside {root}.")
+    return path
+
+
+def _project_id(db: sqlite3.Connection, slug: str) -> int:
+    db.execute(
+        "INSERT INTO projects (slug, created_at) VALUES (?, ?) ON CONFLICT(slug) DO NOTHING",
+        (slug, now()),
+    )
+    row = db.execute("SELECT id FROM projects WHERE slug = ?", (slug,)).fetchone()
+    return int(row[0])
+
+
+def read_config(path: Path) -> ProjectConfig:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CharlieError(f"{path} is not valid TOML ({exc}); fix the file by hand.") from exc
+    try:
+        return ProjectConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"'{'.'.join(str(p) for p in e['loc'])}': {e['msg']}" for e in exc.errors()
+        )
+        raise CharlieError(f"{path} has a bad setting: {problems}. Fix the file by hand.") from exc
+
+
+def write_config(path: Path, config: ProjectConfig) -> None:
+    data: dict[str, Any] = {k: v for k, v in config.model_dump().items() if v is not None}
+    write_atomic(path, tomli_w.dumps(data))
+
+
+def get_project(home: Home, slug: str) -> Project:
+    path = project_dir(home, slug)
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file():
+        raise NotFound(
+            f"There is no project {slug!r}. Create it with `charlie projects create {slug}`, "
+            "or see `charlie projects list`."
+        )
+    return Project(_project_id(home.db, slug), slug, path, read_config(config_path))
+
+
+def create_project(
+    home: Home,
+    name: str,
+    *,
+    slug: str | None = None,
+    style: str = "",
+    persona: str = "",
+    distill_every: int = 5,
+) -> Project:
+    slug = validate_slug(slug) if slug is not None else slugify(name)
+    path = project_dir(home, slug)
+    if (path / CONFIG_FILE).exists():
+        raise CharlieError(f"A project {slug!r} already exists at {path}.")
+    try:
+        config = ProjectConfig(name=name, style=style, persona=persona, distill_every=distill_every)
+    except ValidationError as exc:
+        raise CharlieError(f"Cannot create project {slug!r}: {exc.errors()[0]['msg']}.") from exc
+    path.mkdir(parents=True, exist_ok=True)
+    write_config(path / CONFIG_FILE, config)
+    return Project(_project_id(home.db, slug), slug, path, config)
+
+
+def ensure_project(home: Home, slug: str) -> Project:
+    """Project `slug`, created with default settings if it does not exist yet."""
+    try:
+        return get_project(home, slug)
+    except NotFound:
+        return create_project(home, slug.replace("-", " ").capitalize(), slug=slug)
+
+
+def update_project(home: Home, slug: str, **changes: Any) -> Project:
+    project = get_project(home, slug)
+    data = project.config.model_dump() | {k: v for k, v in changes.items() if v is not None}
+    try:
+        config = ProjectConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise CharlieError(f"Cannot set {err['loc'][0]} of {slug!r}: {err['msg']}.") from exc
+    write_config(project.config_path, config)
+    return Project(project.id, slug, project.path, config)
+
+
+def list_projects(home: Home) -> list[Project]:
+    """Every project folder with a readable `project.toml`, by slug."""
+    projects = []
+    for config_path in sorted(home.settings.projects_dir.glob(f"*/{CONFIG_FILE}")):
+        slug = config_path.parent.name
+        if SLUG_RE.match(slug):
+            projects.append(get_project(home, slug))
+    return projects

@@ -1,0 +1,73 @@
+"""Shared fixtures: a fresh data home per test, the scripted LLM server, the CLI runner."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from llm_double import ScriptedLLMServer
+
+from charlie.adapters.cli import cli
+from charlie.config import load_settings
+from charlie.home import Home
+
+
+@pytest.fixture(autouse=True)
+def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own empty data home and no stray CHARLIE_* settings."""
+    for key in list(os.environ):
+        if key.startswith("CHARLIE_"):
+            monkeypatch.delenv(key)
+    home = tmp_path / "home"
+    monkeypatch.setenv("CHARLIE_HOME", str(home))
+    monkeypatch.setenv("CHARLIE_USER", "alice")
+    monkeypatch.setenv("CHARLIE_LLM_RETRIES", "0")
+    monkeypatch.setenv("EDITOR", "false")
+    return home
+
+
+@pytest.fixture
+def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedLLMServer]:
+    """The scripted OpenAI-compatible test double, and Charlie pointed at it."""
+    with ScriptedLLMServer(model="test-model") as server:
+        monkeypatch.setenv("CHARLIE_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("CHARLIE_LLM_MODEL", "test-model")
+        yield server
+
+
+@pytest.fixture
+def dead_url(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A loopback URL where nothing listens, and Charlie pointed at it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    monkeypatch.setenv("CHARLIE_LLM_BASE_URL", url)
+    monkeypatch.setenv("CHARLIE_LLM_MODEL", "test-model")
+    return url
+
+
+@pytest.fixture
+def home(charlie_home: Path) -> Iterator[Home]:
+    opened = Home.open(load_settings())
+    yield opened
+    opened.close()
+
+
+class Cli:
+    """Runs `charlie …` in-process, as a person would type it."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, input: str | None = None) -> Result:
+        return self.runner.invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture
+def charlie() -> Cli:
+    return Cli()

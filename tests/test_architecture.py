@@ -1,0 +1,36 @@
+"""The core never imports an adapter or an adapter's framework; adapters never import each other."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "charlie"
+FRAMEWORKS = {"click", "typer", "fastapi", "starlette", "uvicorn", "discord"}
+
+
+def imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_core_never_imports_adapters_or_their_frameworks() -> None:
+    edges = {"adapters", "__main__.py"}  # `python -m charlie` is an entry point, like the CLI
+    core = [p for p in PACKAGE.rglob("*.py") if not edges & set(p.relative_to(PACKAGE).parts)]
+    assert len(core) > 10
+    for path in core:
+        for name in imports(path):
+            assert not name.startswith("charlie.adapters"), f"{path} imports {name}"
+            assert name.split(".")[0] not in FRAMEWORKS, f"{path} imports {name}"
+
+
+def test_adapters_never_import_each_other() -> None:
+    adapters = PACKAGE / "adapters"
+    for adapter in [p for p in adapters.iterdir() if p.is_dir() and p.name != "__pycache__"]:
+        for path in adapter.rglob("*.py"):
+            for name in imports(path):
+                if name.startswith("charlie.adapters."):
+                    assert name.split(".")[2] == adapter.name, f"{path} imports {name}"

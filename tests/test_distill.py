@@ -1,0 +1,273 @@
+import json
+from typing import Any
+
+import pytest
+from llm_double import ScriptedLLMServer
+
+from charlie import chat, conversations, distill, memory
+from charlie.conversations import Channel, shared_channel
+from charlie.errors import DistillationError, LLMUnavailable, MemoryFormatError
+from charlie.home import Home
+from charlie.llm import LLMClient
+from charlie.memory import Memory, Quote
+from charlie.projects import create_project
+from charlie.users import User, ensure_user
+
+
+def is_distillation(request: dict[str, Any]) -> bool:
+    return str(request["messages"][0]["content"]).startswith("You maintain the long-term memory")
+
+
+def distill_answer(
+    summary: str = "Planning the kitchen.",
+    decisions: tuple[str, ...] = ("Oak worktops",),
+    quotes: tuple[tuple[str, str], ...] = (),
+) -> str:
+    return json.dumps(
+        {
+            "summary": summary,
+            "decisions": list(decisions),
+            "quotes": [{"speaker": s, "text": t} for s, t in quotes],
+        }
+    )
+
+
+@pytest.fixture
+def setup(home: Home, llm: ScriptedLLMServer) -> tuple[Channel, User, LLMClient]:
+    project = create_project(home, "Kitchen", distill_every=5)
+    client = LLMClient(llm.base_url, "test-model", retries=0)
+    yield shared_channel(home, project), ensure_user(home.db, "alice"), client
+    client.close()
+
+
+def say(home: Home, client: LLMClient, channel: Channel, user: User, text: str) -> list[Any]:
+    return list(chat.turn(home, client, channel, user, text))
+
+
+def test_distills_exactly_every_n_messages(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    llm.default = lambda req: distill_answer() if is_distillation(req) else "Reply."
+    distilled_after: list[int] = []
+    for number in range(1, 11):  # 10 turns = 20 messages = 4 distillations
+        events = say(home, client, channel, alice, f"Message {number} about oak.")
+        if any(isinstance(e, chat.Distilled) for e in events):
+            distilled_after.append(conversations.count_messages(home, channel))
+    assert distilled_after == [6, 10, 16, 20]  # checked at each turn's end
+    runs = home.db.execute(
+        "SELECT first_message_id, last_message_id FROM distillations ORDER BY id"
+    ).fetchall()
+    assert [tuple(r) for r in runs] == [(1, 5), (6, 10), (11, 15), (16, 20)]
+    assert sum(is_distillation(r) for r in llm.requests) == 4
+
+
+def test_cadence_is_per_project(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    _, alice, client = setup
+    channel = shared_channel(home, create_project(home, "Quick", distill_every=2))
+    llm.default = lambda req: distill_answer() if is_distillation(req) else "Ok."
+    for number in range(3):
+        say(home, client, channel, alice, f"Point {number}.")
+    runs = home.db.execute("SELECT first_message_id, last_message_id FROM distillations")
+    assert [tuple(r) for r in runs] == [(1, 2), (3, 4), (5, 6)]
+
+
+def test_quotes_must_be_verbatim(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    conversations.add_message(home, channel, "user", "We will use oak, not marble.", user=alice)
+    conversations.add_message(home, channel, "assistant", "Oak is durable and warm.")
+    llm.reply(
+        distill_answer(
+            quotes=(
+                ("alice", "We will use oak, not marble."),
+                ("alice", "We will use oak instead of marble."),  # paraphrase
+                ("alice", "Oak is durable"),  # said by Charlie, not alice
+            )
+        )
+    )
+    result = distill.distill(home, channel, client)
+    assert result.memory.quotes == [
+        Quote("alice", "We will use oak, not marble."),
+        Quote("Charlie", "Oak is durable"),
+    ]
+    assert [r["text"] for r in result.rejected_quotes] == ["We will use oak instead of marble."]
+    stored = home.db.execute("SELECT rejected_quotes FROM distillations").fetchone()[0]
+    assert "instead of marble" in stored
+    assert "instead of marble" not in channel.project.memory_path.read_text()  # type: ignore[union-attr]
+
+
+def test_quotes_roll_in_a_window(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    home.settings.quotes_window = 3
+    for batch in range(3):
+        lines = [f"Line {batch}-{i} matters." for i in range(2)]
+        for line in lines:
+            conversations.add_message(home, channel, "user", line, user=alice)
+        llm.reply(distill_answer(quotes=tuple(("alice", line) for line in lines)))
+        distill.distill(home, channel, client)
+    quotes = memory.load(home, channel).quotes
+    assert [q.text for q in quotes] == [
+        "Line 1-1 matters.",
+        "Line 2-0 matters.",
+        "Line 2-1 matters.",
+    ]
+
+
+def test_hand_edits_win(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    conversations.add_message(home, channel, "user", "Let's plan the kitchen.", user=alice)
+    llm.reply(distill_answer(summary="Charlie's summary.", decisions=("Oak worktops",)))
+    distill.distill(home, channel, client)
+
+    path = channel.project.memory_path  # type: ignore[union-attr]
+    edited = (
+        path.read_text()
+        .replace("Charlie's summary.", "MY summary, written by hand.")
+        .replace("- Oak worktops", "- Oak worktops\n- Budget is 12k, hard limit")
+        + "\n## My links\n- the supplier's page\n"
+    )
+    path.write_text(edited)
+
+    conversations.add_message(home, channel, "user", "Also tiles for the floor.", user=alice)
+    # The model forgets the hand-added decision and rewrites the summary.
+    llm.reply(distill_answer(summary="Rewritten.", decisions=("Oak worktops", "Tiled floor")))
+    distill.distill(home, channel, client)
+
+    after = memory.parse(path.read_text())
+    assert after.summary == "MY summary, written by hand."
+    assert after.decisions == ["Oak worktops", "Tiled floor", "Budget is 12k, hard limit"]
+    assert "## My links\n- the supplier's page" in path.read_text()
+    prompt = llm.requests[-1]["messages"][1]["content"]
+    assert "Budget is 12k, hard limit" in prompt  # the model started from the edited file
+    sources = [r.source for r in memory.revisions(home, channel)]
+    assert sources[:3] == ["distill", "hand_edit", "distill"]
+
+    # Once the person's edit has been folded in, the next distillation may update the summary.
+    conversations.add_message(home, channel, "user", "Cabinets are white.", user=alice)
+    llm.reply(distill_answer(summary="Kitchen plan, white cabinets.", decisions=("Oak",)))
+    distill.distill(home, channel, client)
+    assert memory.load(home, channel).summary == "Kitchen plan, white cabinets."
+
+
+def test_malformed_answer_gets_one_repair(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    conversations.add_message(home, channel, "user", "Oak.", user=alice)
+    llm.reply("Sure! Here is the memory: {summary: oak")
+    llm.reply("<think>fix it</think>```json\n" + distill_answer() + "\n```")
+    result = distill.distill(home, channel, client)
+    assert result.attempts == 2
+    assert result.memory.summary == "Planning the kitchen."
+    assert "was not usable" in llm.requests[1]["messages"][-1]["content"]
+
+
+def test_invalid_twice_keeps_the_old_memory_and_records_the_failure(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    conversations.add_message(home, channel, "user", "Oak.", user=alice)
+    llm.reply(distill_answer(summary="Good memory."))
+    distill.distill(home, channel, client)
+    path = channel.project.memory_path  # type: ignore[union-attr]
+    before = path.read_bytes()
+
+    conversations.add_message(home, channel, "user", "More.", user=alice)
+    llm.reply('{"summary": "half", "decisions": "not a list"}')
+    llm.reply('{"summary": ""}')
+    with pytest.raises(DistillationError, match="not valid twice"):
+        distill.distill(home, channel, client)
+    assert path.read_bytes() == before
+    assert conversations.distilled_upto(home, channel) == 1  # "More." is still pending
+    row = home.db.execute("SELECT status, error FROM distillations ORDER BY id DESC").fetchone()
+    assert row["status"] == "failed" and "decisions" in row["error"]
+
+
+def test_server_refusing_response_format_falls_back_to_plain_prompting(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    llm.refuse_response_format = True
+    conversations.add_message(home, channel, "user", "Oak.", user=alice)
+    llm.reply("Here you go:\n" + distill_answer(summary="Plain prompting works."))
+    result = distill.distill(home, channel, client)
+    assert not result.structured
+    assert result.memory.summary == "Plain prompting works."
+    assert "response_format" in llm.requests[0]
+    assert "response_format" not in llm.requests[1]
+
+
+def test_structured_output_request_carries_the_schema(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    conversations.add_message(home, channel, "user", "Oak.", user=alice)
+    llm.reply(distill_answer())
+    assert distill.distill(home, channel, client).structured
+    schema = llm.requests[0]["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["summary", "decisions", "quotes"]
+
+
+def test_malformed_memory_file_pauses_distillation_without_touching_it(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    path = channel.project.memory_path  # type: ignore[union-attr]
+    memory.save(home, channel, Memory("ok"), "distill")
+    broken = path.read_text() + "\n## Decisions\n- second decisions section\n"
+    path.write_text(broken)
+    conversations.add_message(home, channel, "user", "Oak.", user=alice)
+    with pytest.raises(MemoryFormatError, match="a second '## Decisions'"):
+        distill.distill(home, channel, client)
+    assert path.read_text() == broken
+    assert llm.requests == []
+
+
+def test_llm_down_during_distillation_keeps_the_turn_and_the_memory(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    for number in range(2):
+        llm.reply("Reply.")
+        say(home, client, channel, alice, f"Message {number}.")
+    llm.reply("Reply.")
+    llm.error(503, "model crashed")
+    events = say(home, client, channel, alice, "Third.")
+    notices = [e.text for e in events if isinstance(e, chat.Notice)]
+    assert any("Memory was not updated" in n and "503" in n for n in notices)
+    assert any(isinstance(e, chat.Reply) for e in events)
+    assert memory.load(home, channel) == memory.parse(
+        channel.project.memory_path.read_text()  # type: ignore[union-attr]
+    )
+    assert memory.load(home, channel).summary == ""
+
+
+def test_nothing_to_distill_is_a_clear_error(
+    home: Home, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, _, client = setup
+    with pytest.raises(DistillationError, match="no new messages"):
+        distill.distill(home, channel, client)
+
+
+def test_down_server_fails_distill_cleanly(home: Home, dead_url: str) -> None:
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    conversations.add_message(home, channel, "user", "Oak.", user=ensure_user(home.db, "alice"))
+    with pytest.raises(LLMUnavailable, match=dead_url):
+        distill.distill(home, channel, LLMClient(dead_url, "m", retries=0))
+    assert home.db.execute("SELECT status FROM distillations").fetchone()[0] == "failed"
+
+
+def test_extract_json_tolerates_chatter() -> None:
+    text = 'Thinking {not json} then ```json\n{"summary": "x", "decisions": [], "quotes": []}```'
+    assert distill.extract_json(text)["summary"] == "x"
+    with pytest.raises(DistillationError, match="no JSON object"):
+        distill.extract_json("no braces at all")
