@@ -213,13 +213,11 @@ def _merge(
 
 def _person_edit_base(home: Home, channel: Channel) -> Memory | None:
     """What Charlie last wrote, if the person has edited the memory since; else None."""
-    history = memory.revisions(home, channel)
-    if not history or history[0].source not in PERSON_SOURCES:
+    newest = memory.last_revision(home, channel)
+    if newest is None or newest.source not in PERSON_SOURCES:
         return None
-    for revision in history:
-        if revision.source not in PERSON_SOURCES:
-            return revision.memory
-    return Memory()
+    written = memory.last_charlie_revision(home, channel)
+    return written.memory if written else Memory()
 
 
 def _record(

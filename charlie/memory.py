@@ -227,6 +227,16 @@ def last_revision(home: Home, channel: Channel) -> Revision | None:
     return _revision(row) if row else None
 
 
+def last_charlie_revision(home: Home, channel: Channel) -> Revision | None:
+    """The newest revision Charlie wrote (not a person's edit)."""
+    row = home.db.execute(
+        "SELECT * FROM memory_revisions WHERE conversation_id = ? AND owner_id IS ? "
+        "AND source NOT IN ('hand_edit', 'edit') ORDER BY id DESC LIMIT 1",
+        (channel.conversation_id, _owner_id(channel)),
+    ).fetchone()
+    return _revision(row) if row else None
+
+
 def _add_revision(
     home: Home, channel: Channel, memory: Memory, source: str, file_sha: str | None
 ) -> Revision:
