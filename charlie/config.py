@@ -10,7 +10,7 @@ import getpass
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -36,6 +36,9 @@ _FIXES: dict[str, str] = {
     "llm_timeout": "set CHARLIE_LLM_TIMEOUT to a number of seconds, e.g. 120",
     "llm_retries": "set CHARLIE_LLM_RETRIES to a whole number from 0 to 10",
     "quotes_window": "set CHARLIE_QUOTES_WINDOW to a whole number from 1 to 100",
+    "embeddings": "set CHARLIE_EMBEDDINGS to 'local' (the packaged model) or 'openai'",
+    "usage_half_life_days": "set CHARLIE_USAGE_HALF_LIFE_DAYS to a number of days above 0",
+    "usage_weight": "set CHARLIE_USAGE_WEIGHT to a number from 0 to 10 (default 0.3)",
 }
 
 
@@ -71,6 +74,13 @@ class Settings(BaseSettings):
     llm_retries: int = Field(2, ge=0, le=10, description="Retries for transient server errors.")
     user: str = Field(default_factory=_default_user, description="Who is talking in the CLI.")
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")
+    embeddings: Literal["local", "openai"] = Field(
+        "local", description="local: the packaged MiniLM model; openai: a /v1/embeddings server."
+    )
+    embeddings_model: str = Field("", description="Model name for the embeddings server.")
+    embeddings_base_url: str = Field("", description="Embeddings server (default: the LLM's).")
+    usage_half_life_days: float = Field(30.0, gt=0, description="Usage fades by half in this.")
+    usage_weight: float = Field(0.3, ge=0, le=10, description="score = sim × (1 + boost × w).")
 
     @field_validator("llm_base_url")
     @classmethod

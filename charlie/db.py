@@ -107,7 +107,35 @@ def m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial]
+def m002_usage(db: sqlite3.Connection) -> None:
+    """Usage events, the input of the usage model (`charlie.usage`).
+
+    A note is named by its stable key "project-slug/note-name", never by an index row id:
+    the search index is derived data that gets rebuilt. Tags are lower-case, without '#'.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE usage_events (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            kind TEXT NOT NULL
+                CHECK (kind IN ('view', 'tag', 'shown', 'accepted', 'dismissed', 'cited')),
+            note TEXT,
+            tag TEXT,
+            private INTEGER NOT NULL DEFAULT 0 CHECK (private IN (0, 1)),
+            at TEXT NOT NULL,
+            CHECK (kind = 'tag' OR (note IS NOT NULL AND tag IS NULL)),
+            CHECK (kind <> 'tag' OR tag IS NOT NULL)
+        );
+        -- Covering indexes: the model's two GROUP BY queries read only these.
+        CREATE INDEX usage_events_note ON usage_events(user_id, note, kind, at);
+        CREATE INDEX usage_events_tag ON usage_events(user_id, tag, at);
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_usage]
 
 
 def connect(path: Path) -> sqlite3.Connection:

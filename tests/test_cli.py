@@ -20,6 +20,15 @@ COMMANDS = [
     ["memory", "history"],
     ["memory", "undo"],
     ["distill"],
+    ["notes"],
+    ["notes", "add"],
+    ["notes", "list"],
+    ["notes", "show"],
+    ["notes", "tag"],
+    ["notes", "rm"],
+    ["notes", "import"],
+    ["reindex"],
+    ["search"],
 ]
 
 

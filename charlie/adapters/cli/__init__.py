@@ -32,12 +32,15 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from charlie.adapters.cli import chat, memory, projects
+    from charlie.adapters.cli import chat, memory, notes, projects
 
     cli.add_command(chat.chat)
     cli.add_command(projects.projects)
     cli.add_command(memory.memory_group)
     cli.add_command(memory.distill_command)
+    cli.add_command(notes.notes_group)
+    cli.add_command(notes.reindex_command)
+    cli.add_command(notes.search_command)
 
 
 _register()

@@ -8,11 +8,12 @@ from typing import Any, TypeVar
 
 import click
 
-from charlie import distill, memory
+from charlie import distill, embeddings, memory
 from charlie.config import load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.index import Index
 from charlie.llm import LLMClient
 from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
 from charlie.users import User, ensure_user
@@ -76,3 +77,22 @@ def distilled_line(result: distill.DistillResult) -> str:
     if result.rejected_quotes:
         line += f"; {len(result.rejected_quotes)} non-verbatim quote(s) rejected"
     return line + ")"
+
+
+def open_index(home: Home) -> Index:
+    """The notes index, brought up to date with the files (only changed files are read)."""
+    index = Index(home, embeddings.from_settings(home.settings))
+    report = index.refresh()
+    for path, reason in report.problems:
+        click.echo(f"Skipped {path}: {reason}", err=True)
+    return index
+
+
+def project_option(func: F) -> F:
+    return click.option(
+        "-p", "--project", metavar="PROJECT", help=f"Project name (default: {DEFAULT_PROJECT})."
+    )(func)
+
+
+def cli_user(home: Home, name: str | None) -> User:
+    return ensure_user(home.db, name or home.settings.user)

@@ -1,0 +1,253 @@
+"""`charlie notes …`, `charlie reindex` and `charlie search`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, cast
+
+import click
+
+from charlie import notes as core
+from charlie import usage
+from charlie.adapters.cli.common import (
+    cli_user,
+    open_index,
+    opened_home,
+    project_option,
+)
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.index import Index
+from charlie.projects import DEFAULT_PROJECT, Project, ensure_project, get_project, list_projects
+from charlie.search import MODES, Mode, Searcher, SearchResult
+
+
+def _project(home: Home, slug: str | None, *, create: bool = False) -> Project:
+    slug = slug or DEFAULT_PROJECT
+    return (
+        ensure_project(home, slug) if create or slug == DEFAULT_PROJECT else get_project(home, slug)
+    )
+
+
+@click.group("notes")
+def notes_group() -> None:
+    """Add, list, show, tag, remove and import notes (markdown files in the project)."""
+
+
+@notes_group.command("add")
+@click.argument("title")
+@project_option
+@click.option("-t", "--tag", "tags", multiple=True, help="A tag; repeatable.")
+@click.option("-b", "--body", help="The note's text (default: read from stdin if piped).")
+def add_command(title: str, project: str | None, tags: tuple[str, ...], body: str | None) -> None:
+    """Create a note called TITLE."""
+    if body is None and not sys.stdin.isatty():
+        body = sys.stdin.read()
+    with opened_home() as home:
+        note = core.create_note(_project(home, project, create=True), title, body or "", tags)
+        click.echo(f"Created {note.key} at {note.path}")
+
+
+@notes_group.command("list")
+@project_option
+def list_command(project: str | None) -> None:
+    """List notes: name, title and tags."""
+    with opened_home() as home:
+        found, problems = core.list_notes(_project(home, project))
+        for note in found:
+            tags = " ".join(f"#{t}" for t in note.tags)
+            click.echo(f"{note.name}\t{note.title}\t{tags}".rstrip())
+        if not found:
+            click.echo("No notes yet. Add one with `charlie notes add TITLE`.")
+        for problem in problems:
+            click.echo(f"Skipped {problem}", err=True)
+
+
+@notes_group.command("show")
+@click.argument("name")
+@project_option
+@click.option("--user", "user_name", metavar="NAME", help="Who is reading (default: CHARLIE_USER).")
+def show_command(name: str, project: str | None, user_name: str | None) -> None:
+    """Print a note (this counts as a view in your usage)."""
+    with opened_home() as home:
+        note = core.get_note(_project(home, project), name)
+        click.echo(note.path.read_text(encoding="utf-8"), nl=False)
+        usage.record(home.db, cli_user(home, user_name).id, "view", note=note.key)
+
+
+@notes_group.command("tag")
+@click.argument("name")
+@click.argument("tags", nargs=-1, required=True)
+@project_option
+@click.option("--remove", is_flag=True, help="Remove the tags instead of adding them.")
+@click.option("--user", "user_name", metavar="NAME", help="Who is tagging (default: CHARLIE_USER).")
+def tag_command(
+    name: str, tags: tuple[str, ...], project: str | None, remove: bool, user_name: str | None
+) -> None:
+    """Add (or --remove) TAGS on note NAME."""
+    with opened_home() as home:
+        chosen = _project(home, project)
+        if remove:
+            note = core.tag_note(chosen, name, remove=tags)
+        else:
+            note = core.tag_note(chosen, name, add=tags)
+            user = cli_user(home, user_name)
+            for tag in tags:
+                usage.record(home.db, user.id, "tag", tag=tag, note=note.key)
+        click.echo(f"{note.key}: {' '.join('#' + t for t in note.tags) or 'no tags'}")
+
+
+@notes_group.command("rm")
+@click.argument("name")
+@project_option
+def rm_command(name: str, project: str | None) -> None:
+    """Remove a note (it is moved to the data home's trash folder, not destroyed)."""
+    with opened_home() as home:
+        target = core.delete_note(home, _project(home, project), name)
+        click.echo(f"Moved to {target}")
+
+
+@notes_group.command("import")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@project_option
+def import_command(folder: Path, project: str | None) -> None:
+    """Copy every markdown file under FOLDER into the project's notes, then index them."""
+    with opened_home() as home:
+        report = core.import_folder(_project(home, project, create=True), folder)
+        for problem in report.skipped:
+            click.echo(f"Skipped {problem}", err=True)
+        click.echo(f"Imported {len(report.imported)} notes, skipped {len(report.skipped)}.")
+        open_index(home)
+
+
+@click.command("reindex")
+def reindex_command() -> None:
+    """Rebuild the search index from the note files alone."""
+    with opened_home() as home:
+        from charlie.embeddings import from_settings
+
+        index = Index(home, from_settings(home.settings))
+        report = index.rebuild()
+        for path, reason in report.problems:
+            click.echo(f"Skipped {path}: {reason}", err=True)
+        stats = index.stats()
+        click.echo(
+            f"Indexed {stats['notes']} notes ({stats['chunks']} chunks) with {stats['model']}; "
+            f"{len(report.problems)} skipped."
+        )
+
+
+def _hit_json(result: SearchResult, explain: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "query": result.query,
+        "mode": result.mode,
+        "results": [
+            {"id": h.key, "title": h.title, "score": round(h.score, 6)}
+            | (
+                {k: v for k, v in asdict(h).items() if k not in {"key", "title", "score"}}
+                if explain
+                else {}
+            )
+            for h in result.hits
+        ],
+    }
+    if explain:
+        out |= {
+            "terms": result.terms,
+            "literals": result.literals,
+            "best_cosine": result.best_cosine,
+            "keyword_used": result.keyword_used,
+            "fallback_reason": result.fallback_reason,
+        }
+    if result.truncated:
+        out["truncated"] = True
+    return out
+
+
+@click.command("search")
+@click.argument("query", required=False)
+@click.option(
+    "-p",
+    "--project",
+    "project_slugs",
+    multiple=True,
+    metavar="PROJECT",
+    help="Search only this project; repeatable (default: every project).",
+)
+@click.option("-n", "--limit", default=10, show_default=True, help="How many results.")
+@click.option("--mode", type=click.Choice(MODES), help="Retrieval mode (default: fusion).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per query.")
+@click.option("--explain", is_flag=True, help="Say why each result ranked.")
+@click.option(
+    "--queries",
+    type=click.File("r"),
+    metavar="FILE.jsonl",
+    help='Batch: one {"id": …, "query": …} per line; one JSON answer per line.',
+)
+@click.option("--user", "user_name", metavar="NAME", help="Whose usage shapes the ranking.")
+def search_command(
+    query: str | None,
+    project_slugs: tuple[str, ...],
+    limit: int,
+    mode: str | None,
+    as_json: bool,
+    explain: bool,
+    queries: Any,
+    user_name: str | None,
+) -> None:
+    """Search notes for QUERY: meaning (vectors), literal words (keywords) and your usage."""
+    if (query is None) == (queries is None):
+        raise CharlieError("Give either a QUERY or --queries FILE.jsonl.")
+    with opened_home() as home:
+        index = open_index(home)
+        searcher = Searcher(home, index)
+        projects = [get_project(home, s) for s in project_slugs] or list_projects(home)
+        user = cli_user(home, user_name)
+        chosen_mode = cast(Mode, mode or searcher.config.mode)
+        if queries is not None:
+            for number, line in enumerate(queries, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    item = json.loads(line)
+                    qid, text = item["id"], item["query"]
+                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise CharlieError(
+                        f"Line {number} of the queries file is not a JSON object with "
+                        f'"id" and "query" ({exc}).'
+                    ) from exc
+                result = searcher.search(
+                    str(text),
+                    user,
+                    projects,
+                    limit=limit,
+                    mode=chosen_mode,
+                    explain=explain,
+                )
+                click.echo(json.dumps({"id": qid} | _hit_json(result, explain)))
+            return
+        assert query is not None
+        result = searcher.search(
+            query,
+            user,
+            projects,
+            limit=limit,
+            mode=chosen_mode,
+            explain=explain,
+        )
+        if as_json:
+            click.echo(json.dumps(_hit_json(result, explain), indent=2))
+            return
+        if explain and result.fallback_reason:
+            click.echo(f"keyword search joined: {result.fallback_reason}")
+        if not result.hits:
+            click.echo("No matching notes.")
+        for rank, hit in enumerate(result.hits, start=1):
+            click.echo(f"{rank}. {hit.title}  [{hit.key}]  {hit.score:.3f}")
+            if explain:
+                click.echo(f"   {hit.why()}")
+                if hit.snippet:
+                    click.echo(f"   {hit.snippet}")

@@ -1,0 +1,306 @@
+"""Notes: markdown files a person owns, in `projects/<slug>/notes/`.
+
+A note is YAML front matter (title, tags, created, updated, and any keys of the person's
+own, all preserved) followed by a markdown body. Files written by hand or by another tool
+(Obsidian, say) are first-class: front matter is optional, sub-folders are fine, and a file
+that does not parse is reported with its path and reason, never rewritten.
+
+Charlie writes a note only when asked to (create, update, tag); reading and indexing never
+touch the files.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from charlie.errors import CharlieError, NotFound
+from charlie.files import write_atomic
+from charlie.home import Home
+from charlie.projects import Project
+
+NOTES_DIR = "notes"
+TRASH_DIR = "trash"
+MAX_NOTE_BYTES = 5 * 1024 * 1024
+TAG_RE = re.compile(r"^[\w/-]{1,64}$")
+
+
+class NoteFormatError(CharlieError):
+    """A note file that cannot be read as front matter + markdown."""
+
+
+@dataclass
+class Note:
+    project: str
+    name: str  # path inside the notes folder, without ".md" (e.g. "recipes/pasta")
+    path: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+
+    @property
+    def key(self) -> str:
+        """The note's stable identity across the household: "project/name"."""
+        return f"{self.project}/{self.name}"
+
+    @property
+    def title(self) -> str:
+        title = self.meta.get("title")
+        if isinstance(title, str) and title.strip():
+            return title.strip()
+        heading = re.search(r"^#\s+(.+?)\s*#*\s*$", self.body, re.MULTILINE)
+        return heading.group(1) if heading else Path(self.name).name
+
+    @property
+    def tags(self) -> list[str]:
+        return normalise_tags(self.meta.get("tags"))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that was skipped, and why."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def normalise_tags(raw: object) -> list[str]:
+    """Tags as written by people and tools: a list, "a, b", or "#a #b" — lower-case, no '#'."""
+    if raw is None:
+        return []
+    items: Iterable[object] = raw if isinstance(raw, list) else re.split(r"[,\s]+", str(raw))
+    tags: list[str] = []
+    for item in items:
+        tag = str(item).strip().lstrip("#").lower()
+        if tag and tag not in tags:
+            tags.append(tag)
+    return tags
+
+
+def validate_tag(tag: str) -> str:
+    clean = tag.strip().lstrip("#").lower()
+    if not TAG_RE.match(clean):
+        raise CharlieError(
+            f"{tag!r} is not a usable tag: use letters, digits, '-', '_' or '/' (at most 64)."
+        )
+    return clean
+
+
+def notes_dir(project: Project) -> Path:
+    return project.path / NOTES_DIR
+
+
+# ---------------------------------------------------------------- reading and writing
+
+
+def parse(text: str, path: Path) -> tuple[dict[str, Any], str]:
+    """Split a note into its front matter (a dict) and its body."""
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        return {}, text
+    for number, line in enumerate(lines[1:], start=2):
+        if line.rstrip() in {"---", "..."}:
+            raw = "".join(lines[1 : number - 1])
+            body = "".join(lines[number:]).lstrip("\n")
+            break
+    else:
+        raise NoteFormatError(
+            f"{path}: the front matter opened with '---' on line 1 never closes; add a '---' "
+            "line after it."
+        )
+    try:
+        meta = yaml.safe_load(raw) if raw.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" on line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise NoteFormatError(
+            f"{path}: the front matter is not valid YAML{where} ({problem})."
+        ) from exc
+    if not isinstance(meta, dict):
+        raise NoteFormatError(f"{path}: the front matter must be 'key: value' lines.")
+    return {str(k): v for k, v in meta.items()}, body
+
+
+def render(meta: dict[str, Any], body: str) -> str:
+    front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, default_flow_style=None)
+    return f"---\n{front}---\n\n{body.strip()}\n"
+
+
+def read_note(path: Path, project: str, root: Path) -> Note:
+    """Read one note file, raising `NoteFormatError` with the path and the reason."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_NOTE_BYTES:
+            raise NoteFormatError(f"{path}: larger than 5 MB; split it into smaller notes.")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NoteFormatError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8."
+        ) from exc
+    except FileNotFoundError as exc:
+        raise NoteFormatError(f"{path}: the file disappeared while being read.") from exc
+    meta, body = parse(text, path)
+    name = path.relative_to(root).with_suffix("").as_posix()
+    return Note(project, name, path, meta, body)
+
+
+def note_files(project: Project) -> list[Path]:
+    """Every markdown file in the project's notes folder (hidden folders skipped)."""
+    root = notes_dir(project)
+    if not root.is_dir():
+        return []
+    return sorted(
+        p
+        for p in root.rglob("*.md")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
+
+
+def list_notes(project: Project) -> tuple[list[Note], list[Problem]]:
+    notes: list[Note] = []
+    problems: list[Problem] = []
+    root = notes_dir(project)
+    for path in note_files(project):
+        try:
+            notes.append(read_note(path, project.slug, root))
+        except NoteFormatError as exc:
+            problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+    return notes, problems
+
+
+def note_path(project: Project, name: str) -> Path:
+    """Where note `name` lives, refusing names that would leave the notes folder."""
+    root = notes_dir(project).resolve()
+    clean = name.removesuffix(".md")
+    path = (root / f"{clean}.md").resolve()
+    if not clean or root not in path.parents:
+        raise CharlieError(f"{name!r} is not a note name inside project {project.slug}.")
+    return path
+
+
+def get_note(project: Project, name: str) -> Note:
+    path = note_path(project, name)
+    if not path.is_file():
+        raise NotFound(
+            f"There is no note {name!r} in project {project.slug}; see `charlie notes list`."
+        )
+    return read_note(path, project.slug, notes_dir(project).resolve())
+
+
+def _now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def _free_name(project: Project, title: str) -> str:
+    base = re.sub(r"[^\w-]+", "-", title.lower(), flags=re.UNICODE).strip("-_")[:80] or "note"
+    name, number = base, 2
+    while note_path(project, name).exists():
+        name, number = f"{base}-{number}", number + 1
+    return name
+
+
+def create_note(project: Project, title: str, body: str = "", tags: Sequence[str] = ()) -> Note:
+    if not title.strip():
+        raise CharlieError("A note needs a title.")
+    name = _free_name(project, title)
+    stamp = _now()
+    meta: dict[str, Any] = {
+        "title": title.strip(),
+        "tags": [validate_tag(t) for t in tags],
+        "created": stamp,
+        "updated": stamp,
+    }
+    path = note_path(project, name)
+    text = render(meta, body)
+    write_atomic(path, text)
+    return Note(project.slug, name, path, meta, parse(text, path)[1])
+
+
+def _rewrite(note: Note, meta: dict[str, Any], body: str) -> Note:
+    meta["updated"] = _now()
+    text = render(meta, body)
+    write_atomic(note.path, text)
+    return Note(note.project, note.name, note.path, meta, parse(text, note.path)[1])
+
+
+def update_note(
+    project: Project, name: str, *, body: str | None = None, title: str | None = None
+) -> Note:
+    """Change a note's body and/or title; every other front-matter key is kept."""
+    note = get_note(project, name)
+    meta = dict(note.meta)
+    if title is not None:
+        if not title.strip():
+            raise CharlieError("A note's title cannot be empty.")
+        meta["title"] = title.strip()
+    return _rewrite(note, meta, note.body if body is None else body)
+
+
+def tag_note(
+    project: Project, name: str, add: Sequence[str] = (), remove: Sequence[str] = ()
+) -> Note:
+    note = get_note(project, name)
+    removing = {validate_tag(t) for t in remove}
+    tags = [t for t in note.tags if t not in removing]
+    tags += [t for t in (validate_tag(t) for t in add) if t not in tags]
+    return _rewrite(note, dict(note.meta) | {"tags": tags}, note.body)
+
+
+def delete_note(home: Home, project: Project, name: str) -> Path:
+    """Move the note to the data home's trash (never destroyed); return where it went."""
+    note = get_note(project, name)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    target = home.settings.home / TRASH_DIR / project.slug / f"{note.name}.{stamp}.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(note.path, target)
+    return target
+
+
+@dataclass
+class ImportReport:
+    imported: list[Note] = field(default_factory=list)
+    skipped: list[Problem] = field(default_factory=list)
+
+
+def import_folder(project: Project, folder: Path) -> ImportReport:
+    """Copy every markdown file under `folder` into the project's notes, as it is.
+
+    Files that do not parse are skipped and reported; nothing in `folder` is changed, and
+    a note already in the project is never overwritten (the copy gets a new name).
+    """
+    if not folder.is_dir():
+        raise NotFound(f"{folder} is not a folder.")
+    report = ImportReport()
+    root = notes_dir(project)
+    for source in sorted(folder.rglob("*.md")):
+        relative = source.relative_to(folder)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        try:
+            text = source.read_bytes().decode("utf-8")
+            parse(text, source)
+        except UnicodeDecodeError as exc:
+            report.skipped.append(Problem(source, f"not UTF-8 text ({exc.reason}); save as UTF-8"))
+            continue
+        except NoteFormatError as exc:
+            report.skipped.append(Problem(source, str(exc).removeprefix(f"{source}: ")))
+            continue
+        target = root / relative
+        number = 2
+        while target.exists():
+            target = root / relative.with_name(f"{relative.stem}-{number}.md")
+            number += 1
+        write_atomic(target, text)
+        report.imported.append(read_note(target, project.slug, root))
+    return report

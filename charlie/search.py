@@ -1,0 +1,384 @@
+"""Hybrid retrieval over notes: vector search for meaning, keyword search for literals,
+usage for what has mattered before — and an explanation for every result.
+
+Modes (all selectable; `DEFAULT_MODE` was chosen by measurement, see docs/retrieval.md):
+- `vector`: cosine similarity of the query to each note's best chunk;
+- `keyword`: SQLite FTS5 BM25 over the query's few most meaningful terms (OR semantics);
+- `fallback`: vector first; keyword search joins when the best cosine is under
+  `threshold` or the query carries a literal (a quoted phrase, `JWT`, `refresh_token`…);
+- `fusion`: both signals always, min-max normalised and mixed (`alpha` for the vector).
+
+Whatever the mode, the final score is `similarity × (1 + boost × weight)` with the person's
+usage boost in [0, 1] (`charlie.usage`).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.index import Index
+from charlie.keywords import literals, match_expression, top_terms
+from charlie.projects import Project
+from charlie.usage import UsageModel
+from charlie.users import User
+
+Mode = Literal["vector", "keyword", "fallback", "fusion"]
+MODES: tuple[Mode, ...] = ("vector", "keyword", "fallback", "fusion")
+DEFAULT_MODE: Mode = "fusion"
+MAX_QUERY_CHARS = 2000
+
+
+class QueryError(CharlieError):
+    """A query that cannot be searched (empty, say)."""
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    mode: Mode = DEFAULT_MODE
+    threshold: float = 0.45  # fallback: below this best cosine, keyword search joins
+    alpha: float = 0.5  # fusion: weight of the vector side
+    keyword_terms: int = 8  # how many of the query's most meaningful terms to search
+    title_weight: float = 2.0  # BM25 weight of a title hit against a body hit
+    candidates: int = 100  # per signal, before fusion and the usage boost
+
+
+@dataclass
+class Hit:
+    key: str
+    project: str
+    name: str
+    title: str
+    path: str
+    score: float
+    similarity: float
+    vector: float | None = None
+    bm25: float | None = None
+    terms: list[str] = field(default_factory=list)
+    boost: float = 0.0
+    boost_causes: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    snippet: str = ""
+
+    def why(self) -> str:
+        """One line saying why this note ranked where it did."""
+        parts = [f"score {self.score:.3f} = similarity {self.similarity:.3f}"]
+        parts[0] += f" × (1 + boost {self.boost:.2f} × w)" if self.boost else ""
+        if self.vector is not None:
+            parts.append(f"cosine {self.vector:.3f}")
+        if self.bm25 is not None:
+            parts.append(f"BM25 {self.bm25:.2f} on {', '.join(self.terms) or '—'}")
+        if self.boost_causes:
+            parts.append("used: " + "; ".join(self.boost_causes[:3]))
+        return " · ".join(parts)
+
+
+@dataclass
+class SearchResult:
+    query: str
+    mode: Mode
+    hits: list[Hit]
+    terms: list[str]
+    literals: list[str]
+    best_cosine: float | None = None
+    keyword_used: bool = False
+    fallback_reason: str | None = None
+    truncated: bool = False
+
+
+@dataclass
+class _Candidate:
+    note_id: int
+    vector: float | None = None
+    vector_chunk: int | None = None
+    bm25: float | None = None
+    keyword_chunk: int | None = None
+
+
+class Searcher:
+    """Runs searches over one index with one configuration."""
+
+    def __init__(
+        self,
+        home: Home,
+        index: Index,
+        config: SearchConfig | None = None,
+        usage: UsageModel | None = None,
+    ) -> None:
+        self.home = home
+        self.index = index
+        self.config = config or SearchConfig()
+        self.usage = usage or UsageModel(
+            half_life_days=home.settings.usage_half_life_days, weight=home.settings.usage_weight
+        )
+        self._idf: dict[str, float] = {}
+        self._idf_generation: object = None
+
+    # ------------------------------------------------------------ signals
+
+    def idf(self, term: str) -> float:
+        """BM25's IDF of `term` in the index, as FTS5 matches it; 0 when it never occurs."""
+        vectors = self.index.vectors()
+        if self._idf_generation is not vectors:
+            self._idf, self._idf_generation = {}, vectors
+        if term not in self._idf:
+            expression = match_expression([term])
+            total = len(vectors.chunk_ids)
+            count = 0
+            if expression is not None and total:
+                count = self.home.db.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
+                ).fetchone()[0]
+            self._idf[term] = (
+                float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
+            )
+        return self._idf[term]
+
+    def _vector_side(self, query: str, project_ids: Sequence[int]) -> dict[int, tuple[float, int]]:
+        vectors = self.index.vectors()
+        if not len(vectors.chunk_ids):
+            return {}
+        q = self.index.embedder.embed([query])[0]
+        sims = vectors.matrix @ q
+        if project_ids:
+            sims = np.where(np.isin(vectors.project_ids, project_ids), sims, -np.inf)
+        depth = min(len(sims), self.config.candidates * 4)
+        top = np.argpartition(-sims, depth - 1)[:depth]
+        top = top[np.argsort(-sims[top])]
+        found: dict[int, tuple[float, int]] = {}
+        for i in top:
+            if not np.isfinite(sims[i]):
+                break
+            note = int(vectors.note_ids[i])
+            if note not in found:
+                found[note] = (float(sims[i]), int(vectors.chunk_ids[i]))
+                if len(found) >= self.config.candidates:
+                    break
+        return found
+
+    def _keyword_side(
+        self, terms: list[str], projects: Sequence[str]
+    ) -> dict[int, tuple[float, int]]:
+        expression = match_expression(terms)
+        if expression is None:
+            return {}
+        where = ""
+        params: list[object] = [self.config.title_weight, expression]
+        if projects:
+            where = f" AND project IN ({', '.join('?' for _ in projects)})"
+            params += list(projects)
+        params.append(self.config.candidates * 4)
+        rows = self.home.db.execute(
+            "SELECT chunks.note_id, -f.rank, f.rowid FROM (SELECT rowid, "
+            "bm25(chunks_fts, ?, 1.0, 0.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+            f"{where} ORDER BY rank LIMIT ?) AS f JOIN chunks ON chunks.id = f.rowid",
+            params,
+        ).fetchall()
+        found: dict[int, tuple[float, int]] = {}
+        for note_id, score, chunk_id in rows:
+            if note_id not in found or score > found[note_id][0]:
+                found[note_id] = (float(score), int(chunk_id))
+        return dict(list(found.items())[: self.config.candidates])
+
+    # ------------------------------------------------------------ search
+
+    def search(
+        self,
+        query: str,
+        user: User,
+        projects: Sequence[Project] = (),
+        *,
+        limit: int = 10,
+        mode: Mode | None = None,
+        explain: bool = True,
+    ) -> SearchResult:
+        """The `limit` best notes for `query` in `projects` (all when empty), for `user`."""
+        try:
+            return self._search(query, user, projects, limit, mode, explain)
+        except sqlite3.DatabaseError as exc:
+            raise CharlieError(
+                f"The search index could not be read ({exc}). Run `charlie reindex` to rebuild "
+                "it from your note files; no note is lost."
+            ) from exc
+
+    def _search(
+        self,
+        query: str,
+        user: User,
+        projects: Sequence[Project],
+        limit: int,
+        mode: Mode | None,
+        explain: bool,
+    ) -> SearchResult:
+        mode = mode or self.config.mode
+        if mode not in MODES:
+            raise QueryError(f"Unknown search mode {mode!r}; use one of: {', '.join(MODES)}.")
+        text = " ".join(query.split())
+        if not text:
+            raise QueryError("The search query is empty: give some words to look for.")
+        if limit < 1:
+            raise QueryError("The number of results must be at least 1.")
+        truncated = len(text) > MAX_QUERY_CHARS
+        text = text[:MAX_QUERY_CHARS]
+
+        found_literals = [lit.text for lit in literals(text)]
+        terms = top_terms(text, self.idf, self.config.keyword_terms)
+        keyword_terms = list(dict.fromkeys([*found_literals, *terms]))
+        result = SearchResult(text, mode, [], keyword_terms, found_literals, truncated=truncated)
+        project_ids = [p.id for p in projects]
+        slugs = [p.slug for p in projects]
+
+        candidates: dict[int, _Candidate] = {}
+        if mode != "keyword":
+            for note_id, (cos, chunk) in self._vector_side(text, project_ids).items():
+                candidates[note_id] = _Candidate(note_id, vector=cos, vector_chunk=chunk)
+            result.best_cosine = max((c.vector or 0.0 for c in candidates.values()), default=0.0)
+        use_keyword = mode in ("keyword", "fusion")
+        if mode == "fallback":
+            if found_literals:
+                result.fallback_reason = f"the query has literals: {', '.join(found_literals)}"
+            elif (result.best_cosine or 0.0) < self.config.threshold:
+                result.fallback_reason = (
+                    f"best cosine {result.best_cosine:.3f} < threshold {self.config.threshold}"
+                )
+            use_keyword = result.fallback_reason is not None
+        if use_keyword:
+            result.keyword_used = True
+            for note_id, (score, chunk) in self._keyword_side(keyword_terms, slugs).items():
+                candidate = candidates.setdefault(note_id, _Candidate(note_id))
+                candidate.bm25, candidate.keyword_chunk = score, chunk
+
+        similarity = self._combine(mode, candidates, result.keyword_used)
+        result.hits = self._rank(candidates, similarity, user, limit, keyword_terms, explain)
+        return result
+
+    def _combine(
+        self, mode: Mode, candidates: dict[int, _Candidate], keyword_used: bool
+    ) -> dict[int, float]:
+        """Each candidate's similarity in [0, 1] before the usage boost."""
+        vec = {i: c.vector for i, c in candidates.items() if c.vector is not None}
+        kw = {i: c.bm25 for i, c in candidates.items() if c.bm25 is not None}
+        if mode == "vector" or not keyword_used:
+            return {i: max(v, 0.0) for i, v in vec.items()}
+        if mode == "keyword":
+            top = max(kw.values(), default=1.0) or 1.0
+            return {i: s / top for i, s in kw.items()}
+        alpha = self.config.alpha
+        nv, nk = _min_max(vec), _min_max(kw)
+        return {i: alpha * nv.get(i, 0.0) + (1 - alpha) * nk.get(i, 0.0) for i in candidates}
+
+    def _rank(
+        self,
+        candidates: dict[int, _Candidate],
+        similarity: dict[int, float],
+        user: User,
+        limit: int,
+        terms: list[str],
+        explain: bool,
+    ) -> list[Hit]:
+        if not similarity:
+            return []
+        ids = list(similarity)
+        rows = {
+            row["id"]: row
+            for row in self.home.db.execute(
+                f"SELECT id, project, name, title, tags, path FROM notes WHERE id IN "
+                f"({', '.join('?' for _ in ids)})",
+                ids,
+            )
+        }
+        keys = {i: f"{rows[i]['project']}/{rows[i]['name']}" for i in ids if i in rows}
+        tags = {i: rows[i]["tags"].split() for i in keys}
+        boosts = self.usage.boosts(
+            self.home.db, user.id, {keys[i]: tags[i] for i in keys}, explain=False
+        )
+        scored = sorted(
+            ((self.usage.apply(similarity[i], boosts[keys[i]].value), i) for i in keys),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        scored = [(score, i) for score, i in scored if score > 0][:limit]
+        explained = (
+            self.usage.boosts(self.home.db, user.id, {keys[i]: tags[i] for _, i in scored})
+            if explain
+            else {}
+        )
+        hits: list[Hit] = []
+        for score, i in scored:
+            row, candidate = rows[i], candidates[i]
+            boost = explained.get(keys[i], boosts[keys[i]])
+            hits.append(
+                Hit(
+                    key=keys[i],
+                    project=row["project"],
+                    name=row["name"],
+                    title=row["title"],
+                    path=row["path"],
+                    score=score,
+                    similarity=similarity[i],
+                    vector=candidate.vector,
+                    bm25=candidate.bm25,
+                    boost=boost.value,
+                    boost_causes=boost.causes if explain else [],
+                    tags=tags[i],
+                )
+            )
+        if explain:
+            self._explain(hits, candidates, scored, terms)
+        return hits
+
+    def _explain(
+        self,
+        hits: list[Hit],
+        candidates: dict[int, _Candidate],
+        scored: list[tuple[float, int]],
+        terms: list[str],
+    ) -> None:
+        """Fill in the snippet and which keyword terms each shown note matches."""
+        for hit, (_, note_id) in zip(hits, scored, strict=True):
+            candidate = candidates[note_id]
+            if candidate.bm25 is not None:
+                for term in terms:
+                    expression = match_expression([term])
+                    hit_row = self.home.db.execute(
+                        "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN "
+                        "(SELECT id FROM chunks WHERE note_id = ?) LIMIT 1",
+                        (expression, note_id),
+                    ).fetchone()
+                    if hit_row:
+                        hit.terms.append(term)
+            chunk = candidate.keyword_chunk or candidate.vector_chunk
+            if chunk is not None:
+                row = self.home.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
+                hit.snippet = _snippet(row.fetchone()[0], hit.terms or terms)
+
+
+def _min_max(scores: dict[int, float]) -> dict[int, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    span = high - low
+    return {i: (s - low) / span if span > 0 else 1.0 for i, s in scores.items()}
+
+
+def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
+    """About `size` characters of `text`, around the first place a query term appears."""
+    flat = re.sub(r"\s+", " ", text).strip()
+    if len(flat) <= size:
+        return flat
+    lower = flat.lower()
+    found = [lower.find(term.lower()[:5]) for term in terms if len(term) >= 3]
+    at = min((f for f in found if f >= 0), default=0)
+    start = max(0, at - size // 3)
+    if start:
+        start = flat.find(" ", start) + 1 or start
+    piece = flat[start : start + size]
+    if start + size < len(flat):
+        piece = piece.rsplit(" ", 1)[0] + "…"
+    return ("…" if start else "") + piece

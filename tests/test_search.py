@@ -1,0 +1,261 @@
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from charlie import notes, usage
+from charlie.embeddings import LocalEmbedder
+from charlie.home import Home
+from charlie.index import Index
+from charlie.projects import Project, create_project
+from charlie.search import QueryError, Searcher
+from charlie.users import User, ensure_user
+
+NOTES = {
+    "JWT refresh tokens": (
+        "We rotate the refresh_token on every use; access tokens live 15 minutes.",
+        ["auth", "jwt"],
+    ),
+    "Password storage": (
+        "Hash passwords with argon2id and never keep them in plain text.",
+        ["auth", "security"],
+    ),
+    "Kitchen plan": ("Oak worktops, white cabinets and a tiled floor.", ["home"]),
+    "Garden": ("Plant tomatoes in May; water the roses every evening.", ["home"]),
+    "Holiday in Norway": ("Fly to Oslo, then take the train to Bergen.", ["travel"]),
+}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    model = LocalEmbedder()
+    model.load()
+    return model
+
+
+@pytest.fixture
+def project(home: Home) -> Project:
+    made = create_project(home, "Main")
+    for title, (body, tags) in NOTES.items():
+        notes.create_note(made, title, body, tags)
+    return made
+
+
+@pytest.fixture
+def index(home: Home, project: Project, embedder: LocalEmbedder) -> Index:
+    built = Index(home, embedder)
+    report = built.refresh()
+    assert len(report.added) == len(NOTES)
+    return built
+
+
+@pytest.fixture
+def alice(home: Home) -> User:
+    return ensure_user(home.db, "alice")
+
+
+def titles(searcher: Searcher, query: str, user: User, **kwargs: object) -> list[str]:
+    return [h.title for h in searcher.search(query, user, **kwargs).hits]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword", "fallback", "fusion"])
+def test_every_mode_finds_the_obvious_note(
+    home: Home, index: Index, alice: User, mode: str
+) -> None:
+    found = titles(Searcher(home, index), "oak worktops in the kitchen", alice, mode=mode)
+    assert found[0] == "Kitchen plan"
+
+
+def test_vector_search_finds_meaning_without_shared_words(
+    home: Home, index: Index, alice: User
+) -> None:
+    assert (
+        titles(Searcher(home, index), "trip to Scandinavia by rail", alice, mode="vector")[0]
+        == "Holiday in Norway"
+    )
+
+
+def test_literal_forces_keyword_search_in_fallback_mode(
+    home: Home, index: Index, alice: User
+) -> None:
+    result = Searcher(home, index).search("refresh_token", alice, mode="fallback")
+    assert result.literals == ["refresh_token"]
+    assert result.keyword_used
+    assert result.fallback_reason == "the query has literals: refresh_token"
+    top = result.hits[0]
+    assert top.title == "JWT refresh tokens"
+    assert top.terms == ["refresh_token"] and top.bm25 is not None and top.bm25 > 0
+    assert "refresh_token" in top.snippet
+
+
+def test_confident_vector_query_does_not_fall_back(home: Home, index: Index, alice: User) -> None:
+    searcher = Searcher(home, index)
+    result = searcher.search(
+        "oak worktops, white cabinets and a tiled floor", alice, mode="fallback"
+    )
+    assert result.best_cosine is not None and result.best_cosine > searcher.config.threshold
+    assert not result.keyword_used and result.fallback_reason is None
+
+
+def test_keyword_terms_are_few_and_meaningful(home: Home, index: Index, alice: User) -> None:
+    result = Searcher(home, index).search(
+        "what did we say about the tomatoes and the roses in the garden", alice, mode="keyword"
+    )
+    assert set(result.terms) <= {"tomatoes", "roses", "garden"}
+    assert result.hits[0].title == "Garden"
+
+
+@pytest.mark.parametrize(
+    "query", ['"unbalanced', "NEAR(a b)", "a AND OR NOT", "*", "col:val", "^start", "'", "x" * 5000]
+)
+def test_fts_syntax_in_queries_never_breaks_search(
+    home: Home, index: Index, alice: User, query: str
+) -> None:
+    result = Searcher(home, index).search(query, alice, mode="fusion")
+    assert isinstance(result.hits, list)
+    assert result.truncated == (len(query) > 2000)
+
+
+def test_empty_query_is_a_clear_error(home: Home, index: Index, alice: User) -> None:
+    with pytest.raises(QueryError, match="empty"):
+        Searcher(home, index).search("   ", alice)
+
+
+def test_search_is_limited_to_the_projects_asked(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder
+) -> None:
+    other = create_project(home, "Other")
+    notes.create_note(other, "Oak furniture", "An oak table for the kitchen.")
+    index.refresh()
+    searcher = Searcher(home, index)
+    only_other = searcher.search("oak kitchen", alice, [other])
+    assert {h.project for h in only_other.hits} == {"other"}
+    everywhere = searcher.search("oak kitchen", alice)
+    assert {h.project for h in everywhere.hits} >= {"other", "main"}
+
+
+def test_usage_lifts_a_note_modestly_and_only_for_its_user(
+    home: Home, index: Index, alice: User
+) -> None:
+    bob = ensure_user(home.db, "bob")
+    searcher = Searcher(home, index)
+    query = "security of logins"
+    before = {h.key: h for h in searcher.search(query, alice, mode="vector").hits}
+    for _ in range(8):
+        usage.record(home.db, alice.id, "view", note="main/jwt-refresh-tokens")
+    after = {h.key: h for h in searcher.search(query, alice, mode="vector").hits}
+    lifted = after["main/jwt-refresh-tokens"]
+    assert lifted.boost > 0.5
+    assert lifted.score == pytest.approx(lifted.similarity * (1 + lifted.boost * 0.3))
+    assert lifted.score > before["main/jwt-refresh-tokens"].score
+    assert lifted.score <= before["main/jwt-refresh-tokens"].score * 1.3 + 1e-9
+    assert any("viewed 8×" in cause for cause in lifted.boost_causes)
+    for_bob = {h.key: h for h in searcher.search(query, bob, mode="vector").hits}
+    assert for_bob["main/jwt-refresh-tokens"].boost == 0.0
+
+
+def test_hand_edits_new_files_and_deletions_are_picked_up(
+    home: Home, project: Project, index: Index, alice: User
+) -> None:
+    folder = notes.notes_dir(project)
+    (folder / "bikes.md").write_text("# Bicycles\n\nThe blue bike needs a new chain.\n")
+    kitchen = folder / "kitchen-plan.md"
+    kitchen.write_text(kitchen.read_text().replace("Oak", "Walnut"))
+    (folder / "garden.md").unlink()
+    report = index.refresh()
+    assert report.added == ["main/bikes"]
+    assert report.updated == ["main/kitchen-plan"]
+    assert report.removed == ["main/garden"]
+    searcher = Searcher(home, index)
+    assert titles(searcher, "bicycle chain", alice)[0] == "Bicycles"
+    assert "Garden" not in titles(searcher, "tomatoes roses", alice, limit=10)
+    hit = searcher.search("walnut", alice, mode="keyword").hits[0]
+    assert hit.title == "Kitchen plan"
+
+
+def test_unchanged_files_are_not_read_again(home: Home, index: Index) -> None:
+    assert not index.refresh().changed
+
+
+def test_touched_but_identical_file_is_not_reembedded(
+    home: Home, project: Project, index: Index
+) -> None:
+    path = notes.notes_dir(project) / "garden.md"
+    os.utime(path, (1, 1))
+    report = index.refresh()
+    assert not report.updated and not report.added
+
+
+def test_broken_note_is_reported_and_skipped(
+    home: Home, project: Project, index: Index, alice: User
+) -> None:
+    bad = notes.notes_dir(project) / "broken.md"
+    bad.write_bytes(b"---\ntitle: [oops\n---\nbody")
+    report = index.refresh()
+    assert [(Path(p).name, "not valid YAML" in r) for p, r in report.problems] == [
+        ("broken.md", True)
+    ]
+    assert index.problems()[0][0] == str(bad)
+    assert bad.read_bytes() == b"---\ntitle: [oops\n---\nbody"
+    bad.write_text("---\ntitle: Fixed\n---\nbody about zebras")
+    index.refresh()
+    assert index.problems() == []
+    assert titles(Searcher(home, index), "zebras", alice, mode="keyword") == ["Fixed"]
+
+
+def test_indexing_never_writes_to_note_files(
+    home: Home, project: Project, embedder: LocalEmbedder
+) -> None:
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in notes.note_files(project)}
+    Index(home, embedder).rebuild()
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in notes.note_files(project)}
+    assert before == after
+
+
+def test_rebuild_recovers_from_a_corrupted_index(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder
+) -> None:
+    home.db.execute("DROP TABLE chunks_fts")
+    home.db.execute("CREATE TABLE chunks_fts (garbage)")
+    fresh = Index(home, embedder)  # notices the damage and starts over
+    fresh.refresh()
+    assert titles(Searcher(home, fresh), "tiled floor", alice)[0] == "Kitchen plan"
+
+
+def test_changing_the_model_reembeds(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder
+) -> None:
+    class Renamed:
+        name = "another-model"
+        dim = embedder.dim
+
+        def embed(self, texts: list[str]) -> object:
+            return embedder.embed(texts)
+
+    other = Index(home, Renamed())  # type: ignore[arg-type]
+    report = other.refresh()
+    assert report.reembedded == len(NOTES)
+    assert other.model == "another-model"
+    assert not other.refresh().reembedded
+
+
+def test_long_notes_are_chunked(home: Home, project: Project, index: Index, alice: User) -> None:
+    filler = " ".join(f"Paragraph {i} talks about ordinary things." for i in range(120))
+    notes.create_note(project, "Long note", filler + "\n\nThe secret ingredient is cardamom.")
+    index.refresh()
+    chunks = home.db.execute(
+        "SELECT count(*) FROM chunks JOIN notes ON notes.id = chunks.note_id "
+        "WHERE notes.name = 'long-note'"
+    ).fetchone()[0]
+    assert chunks > 3
+    hit = Searcher(home, index).search("secret ingredient cardamom", alice).hits[0]
+    assert hit.title == "Long note" and "cardamom" in hit.snippet
+
+
+def test_the_index_lives_in_sqlite_not_beside_the_notes(home: Home, index: Index) -> None:
+    db = sqlite3.connect(home.settings.db_path)
+    assert db.execute("SELECT count(*) FROM notes").fetchone()[0] == len(NOTES)
+    db.close()
+    assert json.loads(json.dumps(index.stats()))["model"].startswith("all-MiniLM-L6-v2")
