@@ -45,6 +45,7 @@ class Message:
     created_at: str
     user_id: int | None = None
     images: list[str] = field(default_factory=list)
+    trace: list[dict[str, object]] | None = None
 
 
 def _conversation(home: Home, *, project_id: int | None, owner_id: int | None) -> int:
@@ -79,12 +80,13 @@ def add_message(
     *,
     user: User | None = None,
     images: list[str] | None = None,
+    trace: list[dict[str, object]] | None = None,
 ) -> Message:
     speaker = user.name if (role == "user" and user is not None) else ASSISTANT
     created = now()
     cursor = home.db.execute(
         "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-        "content, images, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "content, images, created_at, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             channel.conversation_id,
             channel.project.id if channel.project else None,
@@ -95,11 +97,19 @@ def add_message(
             content,
             json.dumps(images or []),
             created,
+            None if trace is None else json.dumps(trace, ensure_ascii=False),
         ),
     )
     assert cursor.lastrowid is not None
     return Message(
-        cursor.lastrowid, role, speaker, content, created, user.id if user else None, images or []
+        cursor.lastrowid,
+        role,
+        speaker,
+        content,
+        created,
+        user.id if user else None,
+        images or [],
+        trace,
     )
 
 
@@ -113,6 +123,7 @@ def _message(row: object) -> Message:
         created_at=r["created_at"],
         user_id=r["user_id"],
         images=json.loads(r["images"]),
+        trace=json.loads(r["trace"]) if r.get("trace") else None,
     )
 
 

@@ -135,7 +135,42 @@ def m002_usage(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [m001_initial, m002_usage]
+def m003_traces_and_suggestions(db: sqlite3.Connection) -> None:
+    """Tool traces stored with replies; suggested notes and the notes pinned into context."""
+    run_script(
+        db,
+        """
+        ALTER TABLE messages ADD COLUMN trace TEXT;
+        CREATE TABLE suggestions (
+            id INTEGER PRIMARY KEY,
+            message_id INTEGER NOT NULL REFERENCES messages(id),
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            note TEXT NOT NULL,
+            title TEXT NOT NULL,
+            why TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'shown'
+                CHECK (status IN ('shown', 'accepted', 'dismissed')),
+            created_at TEXT NOT NULL,
+            decided_at TEXT
+        );
+        CREATE INDEX suggestions_user ON suggestions(user_id, note);
+        CREATE TABLE pins (
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+            note TEXT NOT NULL,
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            pinned_at TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, note)
+        );
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
+    m001_initial,
+    m002_usage,
+    m003_traces_and_suggestions,
+]
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -36,6 +36,9 @@ class ProjectConfig(BaseModel):
     persona: str = Field("", description="Extra instructions for the assistant.")
     distill_every: int = Field(5, ge=1, le=1000, description="Messages between distillations.")
     quotes_window: int | None = Field(None, ge=1, le=100, description="Recent quotes kept.")
+    write_tools: list[str] | None = Field(
+        None, description="Write tools the model may use here (unset: all of them)."
+    )
 
 
 @dataclass(frozen=True)

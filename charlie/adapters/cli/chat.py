@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import click
 
 from charlie import chat as core_chat
-from charlie import distill, memory
+from charlie import distill, memory, suggestions
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -22,13 +25,45 @@ from charlie.llm import LLMClient
 from charlie.users import User
 
 HELP_TEXT = """Commands: /memory shows the memory, /distill folds the conversation into memory now,
+/accept N and /dismiss N answer a suggested note, /pins lists pinned notes,
 /quit leaves (so does Ctrl-D). Anything else is sent to Charlie."""
 
 
+def trace_line(event: dict[str, Any]) -> str | None:
+    """One compact line for a trace event, or None when there is nothing worth showing."""
+    kind = event.get("type")
+    if kind == "suggested":
+        return f"· hint: {', '.join(event['categories'])}" if event["categories"] else None
+    if kind == "load":
+        ok = "" if event.get("ok") else " (no such category)"
+        return f"· loaded {event['category']} tools{ok}"
+    if kind == "guard":
+        return f"· stopped: {event.get('detail', event.get('guard'))}"
+    if kind == "tool_call":
+        arguments = event.get("arguments")
+        shown = (
+            ", ".join(repr(v) for v in arguments.values())
+            if isinstance(arguments, dict)
+            else repr(arguments)
+        )
+        mark = "" if event.get("ok") else "✗ "
+        write = " [write]" if event.get("writes") else ""
+        return f"· {mark}{event['name']}({shown}){write} → {event.get('summary', '')}"
+    return None
+
+
 def _say(
-    home: Home, llm: LLMClient, channel: Channel, user: User, text: str, images: list[Path]
-) -> None:
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    text: str,
+    images: list[Path],
+    full_trace: bool = False,
+) -> list[int]:
+    """Send one message and print the reply; return the ids of the suggestions shown."""
     streamed = False
+    offered: list[int] = []
     for event in core_chat.turn(home, llm, channel, user, text, images):
         if isinstance(event, core_chat.Token):
             click.echo(event.text, nl=False)
@@ -40,11 +75,29 @@ def _say(
             click.echo(distilled_line(event.result), err=True)
         elif isinstance(event, core_chat.Notice):
             click.echo(f"Note: {event.text}", err=True)
+        elif isinstance(event, core_chat.TraceEvent):
+            line = (
+                json.dumps(event.event, ensure_ascii=False)
+                if full_trace
+                else trace_line(event.event)
+            )
+            if line:
+                if streamed:
+                    click.echo(err=True)
+                    streamed = False
+                click.echo(line, err=True)
+        elif isinstance(event, core_chat.Suggested):
+            click.echo("Related notes you might want (/accept N, /dismiss N):", err=True)
+            for number, suggestion in enumerate(event.suggestions, start=1):
+                click.echo(f"  [{number}] {suggestion.title} ({suggestion.note})", err=True)
+                offered.append(suggestion.id)
+    return offered
 
 
 @click.command()
 @channel_options
 @click.option("-m", "--message", metavar="TEXT", help="Send one message, print the reply, exit.")
+@click.option("--trace", "full_trace", is_flag=True, help="Show every tool step in full (JSON).")
 @click.option(
     "--image",
     "images",
@@ -57,6 +110,7 @@ def chat(
     private: bool,
     user_name: str | None,
     message: str | None,
+    full_trace: bool,
     images: tuple[Path, ...],
 ) -> None:
     """Chat with Charlie (interactive, or one message with -m).
@@ -67,14 +121,20 @@ def chat(
     with opened_home() as home, opened_llm(home) as llm:
         channel, user = resolve_channel(home, project, private, user_name, create=True)
         if message is not None:
-            _say(home, llm, channel, user, message, list(images))
+            _say(home, llm, channel, user, message, list(images), full_trace)
             return
-        _interactive(home, llm, channel, user, list(images))
+        _interactive(home, llm, channel, user, list(images), full_trace)
 
 
 def _interactive(
-    home: Home, llm: LLMClient, channel: Channel, user: User, images: list[Path]
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    images: list[Path],
+    full_trace: bool,
 ) -> None:
+    offered: list[int] = []
     click.echo(f"Charlie — {channel.label}, as {user.name}. /help for commands.", err=True)
     while True:
         try:
@@ -97,10 +157,29 @@ def _interactive(
             except CharlieError as exc:
                 click.echo(f"Error: {exc}", err=True)
             continue
+        if command == "/pins":
+            for key, when in suggestions.pins(home, channel):
+                click.echo(f"{key}\t(pinned {when[:10]})")
+            continue
+        decided = re.fullmatch(r"/(accept|dismiss)\s+(\d+)", command)
+        if decided:
+            number = int(decided.group(2))
+            if not 1 <= number <= len(offered):
+                click.echo(
+                    f"Error: there is no suggestion {number} to {decided.group(1)}.", err=True
+                )
+                continue
+            if decided.group(1) == "accept":
+                key = suggestions.accept(home, user, offered[number - 1])
+                click.echo(f"Pinned {key} into this conversation.")
+            else:
+                key = suggestions.dismiss(home, user, offered[number - 1])
+                click.echo(f"Dismissed {key}.")
+            continue
         if not text.strip():
             continue
         try:
-            _say(home, llm, channel, user, text, images)
+            offered = _say(home, llm, channel, user, text, images, full_trace)
         except LLMError as exc:
             click.echo(f"\nError: {exc}", err=True)
         images = []  # an image given on the command line goes with the first message only

@@ -1,0 +1,136 @@
+"""Suggested notes: after a reply, up to three related notes the answer did not use.
+
+A suggestion says why it is offered. Accepting one pins the note into the conversation's
+context for the next turns and counts as engagement in the usage model; dismissing one
+counts against it. Both are the person's own: nobody can decide another person's
+suggestion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from charlie import notes, projects, usage
+from charlie.conversations import Channel
+from charlie.db import now
+from charlie.errors import NotFound
+from charlie.home import Home
+from charlie.search import Searcher
+from charlie.users import User
+
+MAX_SUGGESTIONS = 3
+MIN_SCORE = 0.35  # a weaker match is not worth interrupting the person for
+PIN_CHARS = 3000  # of each pinned note, in the context
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    id: int
+    note: str
+    title: str
+    why: str
+
+
+def offer(
+    home: Home,
+    searcher: Searcher,
+    channel: Channel,
+    user: User,
+    query: str,
+    message_id: int,
+    *,
+    exclude: set[str],
+) -> list[Suggestion]:
+    """Find, store and return up to three notes related to `query` but not in `exclude`."""
+    scope = [channel.project] if channel.project is not None else projects.list_projects(home)
+    result = searcher.search(query, user, scope, limit=MAX_SUGGESTIONS + len(exclude) + 3)
+    dismissed = {
+        row[0]
+        for row in home.db.execute(
+            "SELECT note FROM suggestions WHERE user_id = ? AND status = 'dismissed'", (user.id,)
+        )
+    }
+    pinned = {p for p, _ in pins(home, channel)}
+    chosen: list[Suggestion] = []
+    for hit in result.hits:
+        if hit.key in exclude | dismissed | pinned or hit.score < MIN_SCORE:
+            continue
+        why = hit.why()
+        cursor = home.db.execute(
+            "INSERT INTO suggestions (message_id, conversation_id, user_id, note, title, why, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (message_id, channel.conversation_id, user.id, hit.key, hit.title, why, now()),
+        )
+        assert cursor.lastrowid is not None
+        usage.record(home.db, user.id, "shown", note=hit.key, private=channel.private)
+        chosen.append(Suggestion(cursor.lastrowid, hit.key, hit.title, why))
+        if len(chosen) == MAX_SUGGESTIONS:
+            break
+    return chosen
+
+
+def _own(home: Home, user: User, suggestion_id: int) -> tuple[str, int, bool]:
+    row = home.db.execute(
+        "SELECT s.note, s.conversation_id, c.private FROM suggestions s "
+        "JOIN conversations c ON c.id = s.conversation_id WHERE s.id = ? AND s.user_id = ?",
+        (suggestion_id, user.id),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"There is no suggestion {suggestion_id} for {user.name}.")
+    return str(row[0]), int(row[1]), bool(row[2])
+
+
+def accept(home: Home, user: User, suggestion_id: int) -> str:
+    """Pin the suggested note into its conversation's context; return the note's key."""
+    note, conversation_id, private = _own(home, user, suggestion_id)
+    home.db.execute(
+        "UPDATE suggestions SET status = 'accepted', decided_at = ? WHERE id = ?",
+        (now(), suggestion_id),
+    )
+    home.db.execute(
+        "INSERT OR IGNORE INTO pins (conversation_id, note, user_id, pinned_at) "
+        "VALUES (?, ?, ?, ?)",
+        (conversation_id, note, user.id, now()),
+    )
+    usage.record(home.db, user.id, "accepted", note=note, private=private)
+    return note
+
+
+def dismiss(home: Home, user: User, suggestion_id: int) -> str:
+    note, _, private = _own(home, user, suggestion_id)
+    home.db.execute(
+        "UPDATE suggestions SET status = 'dismissed', decided_at = ? WHERE id = ?",
+        (now(), suggestion_id),
+    )
+    usage.record(home.db, user.id, "dismissed", note=note, private=private)
+    return note
+
+
+def pins(home: Home, channel: Channel) -> list[tuple[str, str]]:
+    """The notes pinned into this conversation: (key, pinned_at), oldest first."""
+    rows = home.db.execute(
+        "SELECT note, pinned_at FROM pins WHERE conversation_id = ? ORDER BY pinned_at",
+        (channel.conversation_id,),
+    )
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def unpin(home: Home, channel: Channel, note: str) -> None:
+    home.db.execute(
+        "DELETE FROM pins WHERE conversation_id = ? AND note = ?", (channel.conversation_id, note)
+    )
+
+
+def pinned_text(home: Home, channel: Channel) -> str:
+    """The pinned notes, delimited as data, for the system prompt ("" when none)."""
+    parts = []
+    for key, _ in pins(home, channel):
+        slug, _, name = key.partition("/")
+        try:
+            note = notes.get_note(projects.get_project(home, slug), name)
+        except (NotFound, notes.NoteFormatError) as exc:
+            parts.append(f'<note id="{key}" pinned="yes">(cannot be read now: {exc})</note>')
+            continue
+        body = note.body[:PIN_CHARS]
+        parts.append(f'<note id="{key}" title="{note.title}" pinned="yes">\n{body}\n</note>')
+    return "\n".join(parts)

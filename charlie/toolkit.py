@@ -1,0 +1,364 @@
+"""Charlie's own tools, by category: memory, notes, projects, time.
+
+Each is a plain function (see `charlie.tools`): the first parameter is the `ToolContext`,
+the docstring is what the model reads. A tool returns the text the model gets back, or a
+(text, summary) pair where the summary is what the person sees in the trace. Text taken
+from notes or memory is wrapped in <note>/<memory> tags: it is data, not instructions.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Literal
+
+from charlie import conversations, memory, notes, projects, usage
+from charlie.embeddings import from_settings
+from charlie.index import Index
+from charlie.keywords import terms
+from charlie.search import Searcher
+from charlie.tools import Category, Registry, Tool, ToolContext, ToolError
+
+WRITE_TOOLS = ("create_note", "append_to_note", "tag_note", "record_decision")
+
+
+def searcher(context: ToolContext) -> Searcher:
+    def build() -> Searcher:
+        index = Index(context.home, from_settings(context.home.settings))
+        index.refresh()
+        return Searcher(context.home, index)
+
+    built: Searcher = context.service("searcher", build)
+    return built
+
+
+def _scope(context: ToolContext) -> list[projects.Project]:
+    """The projects a search may look in: the channel's (plus any switched to) — or, in a
+    private channel, every shared project of the household."""
+    if context.channel.project is None:
+        return projects.list_projects(context.home)
+    slugs = [context.channel.project.slug, *context.extra_projects]
+    return [projects.get_project(context.home, slug) for slug in dict.fromkeys(slugs)]
+
+
+def _note(context: ToolContext, ref: str) -> notes.Note:
+    """A note from its id, "project/name", or just its name in the channel's project."""
+    ref = ref.strip().removesuffix(".md")
+    scope = {p.slug: p for p in _scope(context)}
+    head, _, tail = ref.partition("/")
+    if tail and head in scope:
+        return notes.get_note(scope[head], tail)
+    if context.channel.project is None:
+        raise ToolError("Name the note by its id, project/name, as search_notes shows it.")
+    return notes.get_note(context.channel.project, ref)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def search_notes(context: ToolContext, query: str, limit: int = 5) -> tuple[str, str]:
+    """Search the project's notes by meaning and keywords. Returns note ids, titles, scores
+    and a snippet; read a note in full with read_note.
+
+    Args:
+        query: What to look for, in a few words (names, terms, or a question).
+        limit: How many notes to return (1-10).
+    """
+    limit = max(1, min(limit, 10))
+    found = searcher(context).search(query, context.user, _scope(context), limit=limit)
+    if not found.hits:
+        return "No notes matched.", "no notes"
+    lines = []
+    for hit in found.hits:
+        context.found.append(hit.key)
+        lines.append(
+            f'<note id="{hit.key}" title="{hit.title}" score="{hit.score:.2f}">{hit.snippet}</note>'
+        )
+    summary = ", ".join(f"{h.title} {h.score:.2f}" for h in found.hits)
+    return "\n".join(lines), f"{len(found.hits)} notes: {summary}"
+
+
+def read_note(context: ToolContext, note: str) -> tuple[str, str]:
+    """Read one note in full.
+
+    Args:
+        note: The note's id as search_notes gives it (project/name), or its name.
+    """
+    found = _note(context, note)
+    if found.key not in context.cited:
+        context.cited.append(found.key)
+    tags = " ".join(f"#{t}" for t in found.tags)
+    body = f'<note id="{found.key}" title="{found.title}" tags="{tags}">\n{found.body}\n</note>'
+    return body, f"read {found.title}"
+
+
+def read_memory(
+    context: ToolContext, layer: Literal["summary", "decisions", "quotes", "all"] = "all"
+) -> tuple[str, str]:
+    """Read this project's memory: its summary, its decisions, its recent quotes, or all.
+
+    Args:
+        layer: Which layer to read.
+    """
+    current = memory.load(context.home, context.channel)
+    parts = {
+        "summary": current.summary or "(no summary yet)",
+        "decisions": "\n".join(f"- {d}" for d in current.decisions) or "(no decisions yet)",
+        "quotes": "\n".join(f'- {q.speaker}: "{q.text}"' for q in current.quotes)
+        or "(no quotes yet)",
+    }
+    chosen = parts if layer == "all" else {layer: parts[layer]}
+    text = "\n\n".join(f"## {name}\n{value}" for name, value in chosen.items())
+    return f"<memory>\n{text}\n</memory>", f"read {layer}"
+
+
+def search_conversation(context: ToolContext, query: str, limit: int = 5) -> tuple[str, str]:
+    """Search earlier messages of this conversation for words, newest first.
+
+    Args:
+        query: Words to look for.
+        limit: How many messages to return (1-20).
+    """
+    words = terms(query)[:6]
+    if not words:
+        raise ToolError("Give at least one meaningful word to look for.")
+    clause = " OR ".join("lower(content) LIKE ?" for _ in words)
+    rows = context.home.db.execute(
+        f"SELECT id, speaker, content, created_at FROM messages WHERE conversation_id = ? "
+        f"AND ({clause}) ORDER BY id DESC LIMIT ?",
+        (context.channel.conversation_id, *(f"%{w}%" for w in words), max(1, min(limit, 20))),
+    ).fetchall()
+    if not rows:
+        return "No earlier messages matched.", "no messages"
+    lines = [f"[{r['created_at'][:16]}] {r['speaker']}: {r['content']}" for r in rows]
+    return "<messages>\n" + "\n".join(lines) + "\n</messages>", f"{len(rows)} messages"
+
+
+# ---------------------------------------------------------------- notes (writes)
+
+
+def _shared_project(context: ToolContext) -> projects.Project:
+    if context.channel.project is None:
+        raise ToolError(
+            "This is a private channel: it writes no files, so notes cannot be created here."
+        )
+    return context.channel.project
+
+
+def create_note(
+    context: ToolContext, title: str, body: str, tags: list[str] | None = None
+) -> tuple[str, str]:
+    """Create a new note in this project.
+
+    Args:
+        title: The note's title.
+        body: The note's text (markdown).
+        tags: Tags for the note.
+    """
+    created = notes.create_note(_shared_project(context), title, body, tags or [])
+    return f"Created note {created.key}.", f"created {created.key}"
+
+
+def append_to_note(context: ToolContext, note: str, text: str) -> tuple[str, str]:
+    """Add text at the end of an existing note.
+
+    Args:
+        note: The note's id (project/name) or name.
+        text: The text to add.
+    """
+    found = _note(context, note)
+    project = projects.get_project(context.home, found.project)
+    notes.update_note(project, found.name, body=f"{found.body.rstrip()}\n\n{text.strip()}\n")
+    return f"Appended to {found.key}.", f"appended to {found.key}"
+
+
+def tag_note(context: ToolContext, note: str, tags: list[str]) -> tuple[str, str]:
+    """Add tags to a note.
+
+    Args:
+        note: The note's id (project/name) or name.
+        tags: The tags to add.
+    """
+    found = _note(context, note)
+    project = projects.get_project(context.home, found.project)
+    updated = notes.tag_note(project, found.name, add=tags)
+    return f"{updated.key} is tagged {', '.join(updated.tags)}.", f"tagged {updated.key}"
+
+
+def record_decision(context: ToolContext, decision: str) -> tuple[str, str]:
+    """Record a decision in this project's memory (its Decisions list).
+
+    Args:
+        decision: The decision, as one short sentence.
+    """
+    text = " ".join(decision.split())
+    if not text:
+        raise ToolError("The decision is empty.")
+    current = memory.load(context.home, context.channel)
+    if text.lower() in (d.lower() for d in current.decisions):
+        return "That decision is already recorded.", "already recorded"
+    current.decisions.append(text)
+    memory.save(context.home, context.channel, current, "tool")
+    return f"Recorded the decision: {text}", f"recorded: {text}"
+
+
+# ---------------------------------------------------------------- projects
+
+
+def list_projects(context: ToolContext) -> tuple[str, str]:
+    """List the household's projects with their names."""
+    found = projects.list_projects(context.home)
+    lines = [f"- {p.slug}: {p.config.name}" for p in found]
+    return "\n".join(lines) or "No projects.", f"{len(found)} projects"
+
+
+def switch_project(context: ToolContext, project: str) -> tuple[str, str]:
+    """Bring another project into reach: returns its memory, and its notes become searchable
+    for the rest of this answer.
+
+    Args:
+        project: The project's name (slug), as list_projects gives it.
+    """
+    target = projects.get_project(context.home, project.strip())
+    if target.slug not in context.extra_projects:
+        context.extra_projects.append(target.slug)
+    other = conversations.shared_channel(context.home, target)
+    layers = memory.as_prompt(memory.load(context.home, other))
+    return f'<memory project="{target.slug}">\n{layers}\n</memory>', f"switched to {target.slug}"
+
+
+# ---------------------------------------------------------------- time
+
+
+def now(context: ToolContext) -> str:
+    """The current date and time (UTC), with the weekday."""
+    moment = datetime.now(UTC)
+    return f"{moment:%A %Y-%m-%d %H:%M} UTC"
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text.strip()[:10])
+    except ValueError as exc:
+        raise ToolError(f"{text!r} is not a date; write it as YYYY-MM-DD.") from exc
+
+
+def date_add(context: ToolContext, start: str, days: int) -> str:
+    """The date a number of days after (or, if negative, before) a date.
+
+    Args:
+        start: A date as YYYY-MM-DD.
+        days: Days to add; negative to go back.
+    """
+    result = _date(start) + timedelta(days=days)
+    return f"{result:%A %Y-%m-%d}"
+
+
+def days_between(context: ToolContext, start: str, end: str) -> str:
+    """How many days from one date to another.
+
+    Args:
+        start: A date as YYYY-MM-DD.
+        end: A date as YYYY-MM-DD.
+    """
+    return str((_date(end) - _date(start)).days)
+
+
+# ---------------------------------------------------------------- the registry
+
+MEMORY = Category(
+    "memory",
+    "search and read the project's notes, its memory (summary, decisions, quotes) and "
+    "earlier messages",
+    (
+        r"\bnotes?\b",
+        r"\bdecid",
+        r"\bdecision",
+        r"\bremember",
+        r"\brecall",
+        r"\bsaid\b",
+        r"\bsay\b",
+        r"\bagreed?\b",
+        r"\bwhat did we\b",
+        r"\bwhat was\b",
+        r"\bearlier\b",
+        r"\blast time\b",
+        r"\bsummar",
+        r"\bquote",
+        r"\bfind\b",
+        r"\blook up\b",
+        r"\bsearch",
+        r"\bwhere did\b",
+        r"\bour\b",
+    ),
+)
+NOTES = Category(
+    "notes",
+    "write: create a note, append to a note, tag a note, record a decision",
+    (
+        r"\bwrite (it|this|that) down\b",
+        r"\bcreate a note\b",
+        r"\bnote (it|this|that)\b",
+        r"\bmake a note\b",
+        r"\badd (it |this |that )?to\b.*\bnote",
+        r"\btag\b",
+        r"\brecord\b",
+        r"\bsave (it|this|that)\b",
+        r"\blet'?s go with\b",
+        r"\bwe('ll| will) use\b",
+    ),
+)
+PROJECTS = Category(
+    "projects",
+    "list the household's projects, and look into another project",
+    (r"\bprojects?\b", r"\bother project\b", r"\bswitch\b"),
+)
+TIME = Category(
+    "time",
+    "today's date and time, date arithmetic",
+    (
+        r"\btoday\b",
+        r"\btomorrow\b",
+        r"\byesterday\b",
+        r"\bdate\b",
+        r"\btime\b",
+        r"\bdays?\b",
+        r"\bweeks?\b",
+        r"\bmonths?\b",
+        r"\bdeadline\b",
+        r"\bwhen\b",
+        r"\bhow long\b",
+        r"\bnow\b",
+    ),
+)
+
+
+def registry() -> Registry:
+    """Charlie's standard tools."""
+    built = Registry()
+    built.add(
+        MEMORY,
+        [
+            Tool.from_function(f, "memory")
+            for f in (search_notes, read_note, read_memory, search_conversation)
+        ],
+    )
+    built.add(
+        NOTES,
+        [
+            Tool.from_function(f, "notes", writes=True)
+            for f in (create_note, append_to_note, tag_note, record_decision)
+        ],
+    )
+    built.add(
+        PROJECTS, [Tool.from_function(f, "projects") for f in (list_projects, switch_project)]
+    )
+    built.add(TIME, [Tool.from_function(f, "time") for f in (now, date_add, days_between)])
+    return built
+
+
+def record_citations(context: ToolContext) -> None:
+    """Notes the answer drew on count as cited in the person's usage."""
+    for key in context.cited:
+        usage.record(
+            context.home.db, context.user.id, "cited", note=key, private=context.channel.private
+        )

@@ -1,0 +1,349 @@
+"""Tools the model can call: plain functions, grouped in categories, run behind guards.
+
+A tool is a plain function whose first parameter is the `ToolContext`; its JSON schema
+comes from the other parameters' type hints and defaults, its description from the
+docstring (the first paragraph, plus an `Args:` section for each parameter). Categories
+are loaded on demand: a turn starts with the `load_tools` meta-tool and whatever the
+pre-suggestion pass chose, and the model asks for more.
+
+Models call tools natively (OpenAI `tool_calls`) or in text, as Qwen's
+`<tool_call>{"name": …, "arguments": …}</tool_call>` or a fenced JSON object; both are
+parsed here, and `ToolMarkupFilter` keeps such markup from ever reaching the person.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import inspect
+import json
+import re
+import time
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from charlie.conversations import Channel
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.llm import ToolCall
+from charlie.users import User
+
+META_TOOL = "load_tools"
+RESULT_CAP = 4000  # characters of a tool result fed back to the model
+TOOL_TIMEOUT = 20.0  # seconds
+
+
+class ToolError(CharlieError):
+    """A tool could not do what was asked; the message goes back to the model."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch: the data home, the channel and the person asking."""
+
+    home: Home
+    channel: Channel
+    user: User
+    services: dict[str, Any] = field(default_factory=dict)  # lazily built, e.g. the searcher
+    cited: list[str] = field(default_factory=list)  # note keys the answer drew on
+    found: list[str] = field(default_factory=list)  # note keys search tools returned
+    extra_projects: list[str] = field(default_factory=list)  # projects switched to
+
+    def service(self, name: str, build: Callable[[], Any]) -> Any:
+        if name not in self.services:
+            self.services[name] = build()
+        return self.services[name]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    category: str
+    description: str
+    parameters: dict[str, Any]
+    function: Callable[..., Any]
+    writes: bool = False
+
+    @classmethod
+    def from_function(
+        cls, function: Callable[..., Any], category: str, *, writes: bool = False
+    ) -> Tool:
+        doc = inspect.getdoc(function) or ""
+        summary, arg_docs = _parse_docstring(doc)
+        hints = typing.get_type_hints(function)
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        for position, (name, param) in enumerate(inspect.signature(function).parameters.items()):
+            if position == 0:
+                continue  # the ToolContext
+            schema = _json_schema(hints[name])
+            if name in arg_docs:
+                schema["description"] = arg_docs[name]
+            if param.default is inspect.Parameter.empty:
+                required.append(name)
+            else:
+                schema["default"] = param.default
+            properties[name] = schema
+        parameters = {"type": "object", "properties": properties, "required": required}
+        return cls(function.__name__, category, summary, parameters, function, writes)
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def bind(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check `arguments` against the signature; raise `ToolError` saying what is wrong."""
+        props, required = self.parameters["properties"], self.parameters["required"]
+        unknown = sorted(set(arguments) - set(props))
+        if unknown:
+            raise ToolError(
+                f"{self.name} has no argument {', '.join(unknown)}; it takes "
+                f"{', '.join(props) or 'no arguments'}."
+            )
+        missing = [name for name in required if name not in arguments]
+        if missing:
+            raise ToolError(f"{self.name} needs the argument {', '.join(missing)}.")
+        return {
+            name: _coerce(self.name, name, props[name], value) for name, value in arguments.items()
+        }
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    summary, _, rest = doc.partition("\n\nArgs:\n")
+    args: dict[str, str] = {}
+    for line in rest.splitlines():
+        match = re.match(r"^\s+(\w+):\s*(.+)$", line)
+        if match:
+            args[match.group(1)] = match.group(2).strip()
+    return " ".join(summary.split()), args
+
+
+def _json_schema(hint: Any) -> dict[str, Any]:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return {"type": "string", "enum": list(typing.get_args(hint))}
+    if origin in (list, Sequence) or hint is list:
+        (item,) = typing.get_args(hint) or (str,)
+        return {"type": "array", "items": _json_schema(item)}
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _json_schema(options[0])
+    simple = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if hint in simple:
+        return {"type": simple[hint]}
+    raise TypeError(f"no JSON schema for {hint!r}")
+
+
+def _coerce(tool: str, name: str, schema: dict[str, Any], value: Any) -> Any:
+    kind = schema["type"]
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "array": isinstance(value, list),
+    }[kind]
+    if kind == "integer" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)  # small models often quote numbers
+    if kind == "array" and isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if not ok:
+        raise ToolError(f"{tool}: argument {name} must be a {kind}, not {value!r}.")
+    if "enum" in schema and value not in schema["enum"]:
+        raise ToolError(f"{tool}: argument {name} must be one of {', '.join(schema['enum'])}.")
+    return value
+
+
+# ---------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Category:
+    name: str
+    description: str
+    cues: tuple[str, ...] = ()  # regular expressions that hint this category is useful
+
+
+class Registry:
+    """Tools by category. New categories plug in with `add`; the loop never changes."""
+
+    def __init__(self) -> None:
+        self.categories: dict[str, Category] = {}
+        self.tools: dict[str, Tool] = {}
+
+    def add(self, category: Category, tools: Iterable[Tool]) -> None:
+        self.categories[category.name] = category
+        for tool in tools:
+            self.tools[tool.name] = tool
+
+    def in_category(self, name: str) -> list[Tool]:
+        return [tool for tool in self.tools.values() if tool.category == name]
+
+    def meta_tool(self) -> dict[str, Any]:
+        names = sorted(self.categories)
+        listing = "; ".join(f"{c}: {self.categories[c].description}" for c in names)
+        return {
+            "type": "function",
+            "function": {
+                "name": META_TOOL,
+                "description": "Make a category of tools available for your next step. "
+                f"Categories — {listing}",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"category": {"type": "string", "enum": names}},
+                    "required": ["category"],
+                },
+            },
+        }
+
+    def suggest(self, text: str) -> list[str]:
+        """The categories whose cues appear in `text` (a hint for the model, no LLM call)."""
+        lowered = text.lower()
+        return [
+            name
+            for name, category in self.categories.items()
+            if any(re.search(cue, lowered) for cue in category.cues)
+        ]
+
+
+# ---------------------------------------------------------------- calls in text
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_FENCED = re.compile(r"```(?:json|tool_call)?\s*(\{.*?\})\s*```", re.DOTALL)
+
+
+def calls_in_text(text: str, known: Iterable[str]) -> tuple[list[ToolCall], str]:
+    """Tool calls a model wrote as text, and the text without them.
+
+    Recognised: `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Qwen, Hermes), a
+    fenced JSON object of that shape, or a message that is only such an object. A fenced
+    or bare object counts only when it names a known tool, so code samples stay text.
+    """
+    names = set(known) | {META_TOOL}
+    calls: list[ToolCall] = []
+
+    def take(raw: str, strict: bool) -> bool:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError:
+            return False
+        if not isinstance(data, dict) or "name" not in data:
+            return False
+        if strict and data["name"] not in names:
+            return False
+        arguments = data.get("arguments", data.get("parameters", {}))
+        text_args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        calls.append(ToolCall(f"text_call_{len(calls)}", str(data["name"]), text_args))
+        return True
+
+    rest = _TAGGED.sub(lambda m: "" if take(m.group(1), strict=False) else m.group(0), text)
+    rest = _FENCED.sub(lambda m: "" if take(m.group(1), strict=True) else m.group(0), rest)
+    stripped = rest.strip()
+    if stripped.startswith("{") and stripped.endswith("}") and take(stripped, strict=True):
+        rest = ""
+    return calls, rest.strip()
+
+
+class ToolMarkupFilter:
+    """Holds streamed text back while it may be tool-call markup, so none is ever shown.
+
+    Text inside `<tool_call>…</tool_call>` is dropped. A fenced block, or a message that
+    starts with `{`, is held until it is complete; it is released afterwards only if it
+    turns out not to be a tool call (`calls_in_text` decides at the end of the message).
+    """
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._held = False  # everything from here on waits for the end of the message
+        self._started = False
+
+    def feed(self, text: str) -> str:
+        if self._held:
+            self._buffer += text
+            return ""
+        self._buffer += text
+        if not self._started and self._buffer.strip():
+            self._started = True
+            if self._buffer.lstrip().startswith("{"):
+                self._held = True
+                return ""
+        for marker in ("<tool_call>", "```"):
+            at = self._buffer.find(marker)
+            if at >= 0:
+                shown, self._buffer, self._held = self._buffer[:at], self._buffer[at:], True
+                return shown
+        keep = max(_partial(self._buffer, "<tool_call>"), _partial(self._buffer, "```"))
+        shown = self._buffer[: len(self._buffer) - keep]
+        self._buffer = self._buffer[len(self._buffer) - keep :]
+        return shown
+
+    def held(self) -> str:
+        """What was held back (to be parsed for calls, or shown) at the end of the message."""
+        rest, self._buffer = self._buffer, ""
+        return rest
+
+
+def _partial(text: str, tag: str) -> int:
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class Outcome:
+    """What one call gave back: text for the model, a summary for the person."""
+
+    content: str
+    summary: str
+    error: bool = False
+    seconds: float = 0.0
+
+
+def run_tool(
+    tool: Tool, context: ToolContext, arguments: dict[str, Any], timeout: float | None = None
+) -> Outcome:
+    """Run `tool` with a time limit; any failure becomes an error outcome, never a crash.
+
+    A tool that overruns is abandoned (its thread cannot be killed and finishes on its own);
+    the model is told, and the answer goes on.
+    """
+    timeout = TOOL_TIMEOUT if timeout is None else timeout
+    started = time.perf_counter()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        bound = tool.bind(arguments)
+        future = pool.submit(tool.function, context, **bound)
+        value = future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        return Outcome(
+            f"Error: {tool.name} took longer than {timeout:g} s and was abandoned.",
+            f"timed out after {timeout:g} s",
+            error=True,
+            seconds=time.perf_counter() - started,
+        )
+    except CharlieError as exc:
+        return Outcome(f"Error: {exc}", f"error: {exc}", True, time.perf_counter() - started)
+    finally:
+        pool.shutdown(wait=False)
+    content, summary = value if isinstance(value, tuple) else (value, "")
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if len(text) > RESULT_CAP:
+        text = text[:RESULT_CAP] + f"\n…[cut: {len(text) - RESULT_CAP} more characters]"
+    return Outcome(text, summary or _preview(text), False, time.perf_counter() - started)
+
+
+def _preview(text: str, size: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= size else flat[: size - 1] + "…"
