@@ -166,10 +166,33 @@ def m003_traces_and_suggestions(db: sqlite3.Connection) -> None:
     )
 
 
+def m004_sessions(db: sqlite3.Connection) -> None:
+    """Signed-in sessions of the web app, and failed sign-ins for rate limiting."""
+    run_script(
+        db,
+        """
+        CREATE TABLE sessions (
+            token_hash TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            csrf TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        );
+        CREATE TABLE login_failures (
+            id INTEGER PRIMARY KEY,
+            key TEXT NOT NULL,
+            at TEXT NOT NULL
+        );
+        CREATE INDEX login_failures_key ON login_failures(key, at);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
     m003_traces_and_suggestions,
+    m004_sessions,
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from typing import Any
 
 from charlie import db as database
 from charlie.config import Settings
@@ -15,11 +16,17 @@ class Home:
 
     settings: Settings
     db: sqlite3.Connection = field(repr=False)
+    # Expensive things built once per opened home and reused (the search index, whose
+    # embedding model takes a moment to load), keyed by name.
+    shared: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, settings: Settings) -> Home:
+    def open(cls, settings: Settings, shared: dict[str, Any] | None = None) -> Home:
+        """Open the data home; `shared` lets several opened homes (one per web request, say)
+        share one cache of expensive things."""
         settings.projects_dir.mkdir(parents=True, exist_ok=True)
-        return cls(settings=settings, db=database.connect(settings.db_path))
+        db = database.connect(settings.db_path)
+        return cls(settings=settings, db=db, shared={} if shared is None else shared)
 
     def close(self) -> None:
         self.db.close()

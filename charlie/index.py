@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +29,7 @@ from charlie.notes import Note, NoteFormatError, note_files, notes_dir, read_not
 from charlie.projects import Project, list_projects
 
 INDEX_VERSION = "1"
-CHUNK_WORDS = 150
+CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
 EMBED_BATCH = 256
 
@@ -122,7 +124,6 @@ class Index:
         self.home = home
         self.embedder = embedder
         self._lock = threading.Lock()
-        self._vectors: Vectors | None = None
         ensure_schema(home.db)
 
     # ------------------------------------------------------------ state
@@ -149,7 +150,7 @@ class Index:
         with self._lock:
             _drop(self.home.db)
             ensure_schema(self.home.db)
-            self._vectors = None
+            self._bump()
         return self.refresh()
 
     def refresh(self, projects: Sequence[Project] | None = None) -> RefreshReport:
@@ -168,7 +169,7 @@ class Index:
                         self._remove_project(name, report)
             self._set_state("embedder", self.embedder.name)
             if report.changed:
-                self._vectors = None
+                self._bump()
         return report
 
     def _refresh_project(self, project: Project, report: RefreshReport) -> None:
@@ -319,25 +320,33 @@ class Index:
 
     # ------------------------------------------------------------ reading
 
+    def _bump(self) -> None:
+        """Mark the index changed, so every process's cached vectors are reloaded."""
+        self._set_state("generation", uuid.uuid4().hex)
+
     def vectors(self) -> Vectors:
-        """All chunk vectors, loaded once and kept until the index changes."""
+        """All chunk vectors in memory, shared through the home's cache until the index changes
+        (another process's refresh included: the generation mark lives in the database)."""
+        generation = self._state("generation") or ""
+        cached = self.home.shared.get("vectors")
+        if cached is not None and cached[0] == generation:
+            return cast(Vectors, cached[1])
         with self._lock:
-            if self._vectors is None:
-                rows = self.home.db.execute(
-                    "SELECT chunks.id, chunks.note_id, notes.project_id, chunks.vector FROM chunks "
-                    "JOIN notes ON notes.id = chunks.note_id ORDER BY chunks.id"
-                ).fetchall()
-                dim = self.embedder.dim
-                matrix = np.zeros((len(rows), dim), dtype=np.float32)
-                for i, row in enumerate(rows):
-                    matrix[i] = np.frombuffer(row[3], dtype=np.float32)
-                self._vectors = Vectors(
-                    np.array([r[0] for r in rows], dtype=np.int64),
-                    np.array([r[1] for r in rows], dtype=np.int64),
-                    np.array([r[2] for r in rows], dtype=np.int64),
-                    matrix,
-                )
-            return self._vectors
+            rows = self.home.db.execute(
+                "SELECT chunks.id, chunks.note_id, notes.project_id, chunks.vector FROM chunks "
+                "JOIN notes ON notes.id = chunks.note_id ORDER BY chunks.id"
+            ).fetchall()
+            matrix = np.zeros((len(rows), self.embedder.dim), dtype=np.float32)
+            for i, row in enumerate(rows):
+                matrix[i] = np.frombuffer(row[3], dtype=np.float32)
+            vectors = Vectors(
+                np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.int64),
+                np.array([r[2] for r in rows], dtype=np.int64),
+                matrix,
+            )
+            self.home.shared["vectors"] = (generation, vectors)
+            return vectors
 
     def problems(self) -> list[tuple[str, str]]:
         return [

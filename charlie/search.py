@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from charlie import embeddings
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.index import Index
-from charlie.keywords import literals, match_expression, top_terms
+from charlie.keywords import literals, match_expression, top_terms, with_parts
 from charlie.projects import Project
 from charlie.usage import UsageModel
 from charlie.users import User
@@ -43,10 +45,10 @@ class QueryError(CharlieError):
 @dataclass(frozen=True)
 class SearchConfig:
     mode: Mode = DEFAULT_MODE
-    threshold: float = 0.45  # fallback: below this best cosine, keyword search joins
-    alpha: float = 0.5  # fusion: weight of the vector side
-    keyword_terms: int = 8  # how many of the query's most meaningful terms to search
-    title_weight: float = 2.0  # BM25 weight of a title hit against a body hit
+    threshold: float = 0.70  # fallback: below this best cosine, keyword search joins
+    alpha: float = 0.80  # fusion: weight of the cosine against the scaled BM25
+    keyword_terms: int = 12  # how many of the query's most meaningful terms to search
+    title_weight: float = 3.0  # BM25 weight of a title hit against a body hit
     candidates: int = 100  # per signal, before fusion and the usage boost
 
 
@@ -230,7 +232,7 @@ class Searcher:
 
         found_literals = [lit.text for lit in literals(text)]
         terms = top_terms(text, self.idf, self.config.keyword_terms)
-        keyword_terms = list(dict.fromkeys([*found_literals, *terms]))
+        keyword_terms = with_parts([*found_literals, *terms])
         result = SearchResult(text, mode, [], keyword_terms, found_literals, truncated=truncated)
         project_ids = [p.id for p in projects]
         slugs = [p.slug for p in projects]
@@ -270,9 +272,15 @@ class Searcher:
         if mode == "keyword":
             top = max(kw.values(), default=1.0) or 1.0
             return {i: s / top for i, s in kw.items()}
+        # Blend: alpha × cosine + (1 − alpha) × BM25 / the query's best BM25. Cosine stays
+        # absolute (a weak match stays weak); BM25 is scaled per query, as it is unbounded.
         alpha = self.config.alpha
-        nv, nk = _min_max(vec), _min_max(kw)
-        return {i: alpha * nv.get(i, 0.0) + (1 - alpha) * nk.get(i, 0.0) for i in candidates}
+        top = max(kw.values(), default=0.0)
+        return {
+            i: alpha * max(vec.get(i, 0.0), 0.0)
+            + (1 - alpha) * (kw.get(i, 0.0) / top if top else 0)
+            for i in candidates
+        }
 
     def _rank(
         self,
@@ -359,14 +367,6 @@ class Searcher:
                 hit.snippet = _snippet(row.fetchone()[0], hit.terms or terms)
 
 
-def _min_max(scores: dict[int, float]) -> dict[int, float]:
-    if not scores:
-        return {}
-    low, high = min(scores.values()), max(scores.values())
-    span = high - low
-    return {i: (s - low) / span if span > 0 else 1.0 for i, s in scores.items()}
-
-
 def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
     """About `size` characters of `text`, around the first place a query term appears."""
     flat = re.sub(r"\s+", " ", text).strip()
@@ -382,3 +382,18 @@ def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
     if start + size < len(flat):
         piece = piece.rsplit(" ", 1)[0] + "…"
     return ("…" if start else "") + piece
+
+
+def searcher_for(home: Home, *, max_age: float = 0.0) -> Searcher:
+    """A searcher over `home`'s notes, with the embedding model loaded once per process (in
+    `home.shared`) and the index re-checked against the files when older than `max_age`
+    seconds (0: every time; the check is a stat per note file)."""
+    embedder = home.shared.get("embedder")
+    if embedder is None:
+        embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
+    index = Index(home, embedder)
+    checked = home.shared.get("index_checked_at", float("-inf"))
+    if time.monotonic() - checked >= max_age:
+        index.refresh()
+        home.shared["index_checked_at"] = time.monotonic()
+    return Searcher(home, index)

@@ -12,22 +12,16 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 from charlie import conversations, memory, notes, projects, usage
-from charlie.embeddings import from_settings
-from charlie.index import Index
 from charlie.keywords import terms
-from charlie.search import Searcher
+from charlie.search import Searcher, searcher_for
 from charlie.tools import Category, Registry, Tool, ToolContext, ToolError
 
 WRITE_TOOLS = ("create_note", "append_to_note", "tag_note", "record_decision")
 
 
 def searcher(context: ToolContext) -> Searcher:
-    def build() -> Searcher:
-        index = Index(context.home, from_settings(context.home.settings))
-        index.refresh()
-        return Searcher(context.home, index)
-
-    built: Searcher = context.service("searcher", build)
+    """The searcher, its index checked against the note files once per answer."""
+    built: Searcher = context.service("searcher", lambda: searcher_for(context.home))
     return built
 
 

@@ -86,7 +86,7 @@ def test_literal_forces_keyword_search_in_fallback_mode(
     assert result.fallback_reason == "the query has literals: refresh_token"
     top = result.hits[0]
     assert top.title == "JWT refresh tokens"
-    assert top.terms == ["refresh_token"] and top.bm25 is not None and top.bm25 > 0
+    assert top.terms[0] == "refresh_token" and top.bm25 is not None and top.bm25 > 0
     assert "refresh_token" in top.snippet
 
 

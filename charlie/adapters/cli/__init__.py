@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from typing import Any
 
 import click
@@ -32,7 +33,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from charlie.adapters.cli import chat, memory, notes, projects
+    from charlie.adapters.cli import chat, memory, notes, projects, users
 
     cli.add_command(chat.chat)
     cli.add_command(projects.projects)
@@ -41,6 +42,11 @@ def _register() -> None:
     cli.add_command(notes.notes_group)
     cli.add_command(notes.reindex_command)
     cli.add_command(notes.search_command)
+    cli.add_command(users.users_group)
+    # Other front ends add their commands (`charlie serve`, …) as plugins, so this
+    # adapter never imports them.
+    for entry in entry_points(group="charlie.commands"):
+        cli.add_command(entry.load(), entry.name)
 
 
 _register()

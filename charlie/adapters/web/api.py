@@ -1,0 +1,543 @@
+"""The JSON API (docs/api.md). Thin: every route is a call into the core."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from charlie import __version__, chat, memory, notes, projects, sessions, suggestions, usage
+from charlie.adapters.web.app import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    HomeDep,
+    SessionDep,
+    sse,
+)
+from charlie.conversations import Channel, private_channel, recent, shared_channel
+from charlie.errors import CharlieError, InvalidName, LLMError, MemoryFormatError
+from charlie.home import Home
+from charlie.index import Index
+from charlie.memory import Memory, Quote
+from charlie.search import MODES, searcher_for
+from charlie.users import User
+
+router = APIRouter()
+PRIVATE = "private"
+MAX_IMAGES = 4
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def channel_for(home: Home, name: str, user: User) -> Channel:
+    """`private` is the caller's own private channel; anything else a shared project."""
+    if name == PRIVATE:
+        return private_channel(home, user)
+    return shared_channel(home, projects.get_project(home, name))
+
+
+def memory_json(layers: Memory) -> dict[str, Any]:
+    return {
+        "summary": layers.summary,
+        "decisions": layers.decisions,
+        "quotes": [{"speaker": q.speaker, "text": q.text} for q in layers.quotes],
+    }
+
+
+def project_json(project: projects.Project) -> dict[str, Any]:
+    config = project.config
+    return {
+        "slug": project.slug,
+        "name": config.name,
+        "style": config.style,
+        "persona": config.persona,
+        "distill_every": config.distill_every,
+        "quotes_window": config.quotes_window,
+        "write_tools": config.write_tools,
+    }
+
+
+def message_json(message: Any) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "role": message.role,
+        "speaker": message.speaker,
+        "content": message.content,
+        "created_at": message.created_at,
+        "trace": message.trace,
+    }
+
+
+def note_json(note: notes.Note, *, full: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": note.key,
+        "project": note.project,
+        "name": note.name,
+        "title": note.title,
+        "tags": note.tags,
+        "updated": str(note.meta.get("updated", "")),
+    }
+    if full:
+        data["body"] = note.body
+        data["meta"] = {
+            k: str(v) if not isinstance(v, list | int | float | bool) else v
+            for k, v in note.meta.items()
+        }
+    return data
+
+
+# ---------------------------------------------------------------- sessions
+
+
+class Credentials(BaseModel):
+    name: str = Field(max_length=100)
+    password: str = Field(max_length=1000)
+
+
+@router.post("/login")
+def login(body: Credentials, request: Request, response: Response, home: HomeDep) -> dict[str, Any]:
+    address = request.client.host if request.client else "unknown"
+    session = sessions.sign_in(home.db, body.name, body.password, address)
+    if session is None:
+        response.status_code = 401
+        return {"error": "Wrong name or password.", "kind": "Unauthorized"}
+    secure = request.url.scheme == "https"
+    age = sessions.SESSION_DAYS * 24 * 3600
+    response.set_cookie(
+        SESSION_COOKIE,
+        session.token,
+        max_age=age,
+        httponly=True,
+        samesite="lax",
+        secure=secure,
+        path="/",
+    )
+    response.set_cookie(
+        CSRF_COOKIE,
+        session.csrf,
+        max_age=age,
+        httponly=False,
+        samesite="lax",
+        secure=secure,
+        path="/",
+    )
+    return {"user": {"name": session.user.name, "is_admin": session.user.is_admin}}
+
+
+@router.post("/logout")
+def logout(session: SessionDep, response: Response, home: HomeDep) -> dict[str, bool]:
+    sessions.sign_out(home.db, session.token)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(CSRF_COOKIE, path="/")
+    return {"ok": True}
+
+
+@router.get("/me")
+def me(session: SessionDep) -> dict[str, Any]:
+    return {"name": session.user.name, "is_admin": session.user.is_admin}
+
+
+@router.get("/health")
+def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
+    settings = home.settings
+    llm: dict[str, Any] = {"base_url": settings.llm_base_url, "model": settings.llm_model}
+    try:
+        with httpx.Client(timeout=3.0) as client:
+            key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            answer = client.get(f"{settings.llm_base_url}/models", headers=headers)
+        models = [m.get("id") for m in answer.json().get("data", [])]
+        llm |= {"reachable": answer.status_code < 400, "models": models, "error": None}
+        if settings.llm_model and settings.llm_model not in models:
+            llm["error"] = f"The server has no model {settings.llm_model!r}."
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        llm |= {"reachable": False, "error": f"Cannot reach {settings.llm_base_url} ({exc})."}
+    index = home.db.execute("SELECT name FROM sqlite_master WHERE name = 'notes'").fetchone()
+    stats: dict[str, Any] = {"notes": 0, "chunks": 0, "problems": 0, "model": None}
+    if index is not None:
+        stats = {
+            "notes": home.db.execute("SELECT count(*) FROM notes").fetchone()[0],
+            "chunks": home.db.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "problems": home.db.execute("SELECT count(*) FROM note_problems").fetchone()[0],
+            "model": home.db.execute(
+                "SELECT value FROM index_state WHERE key = 'embedder'"
+            ).fetchone()[0]
+            if stats
+            else None,
+        }
+    return {"version": __version__, "llm": llm, "index": stats}
+
+
+# ---------------------------------------------------------------- projects
+
+
+class NewProject(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    style: str = ""
+    distill_every: int = 5
+
+
+class ProjectChanges(BaseModel):
+    name: str | None = None
+    style: str | None = None
+    persona: str | None = None
+    distill_every: int | None = None
+    quotes_window: int | None = None
+    write_tools: list[str] | None = None
+
+
+@router.get("/projects")
+def list_projects(session: SessionDep, home: HomeDep) -> list[dict[str, Any]]:
+    return [project_json(p) for p in projects.list_projects(home)]
+
+
+@router.post("/projects", status_code=201)
+def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    slug = projects.slugify(body.name)
+    if (home.settings.projects_dir / slug / projects.CONFIG_FILE).exists():
+        raise CharlieError(f"A project {slug!r} already exists.")
+    made = projects.create_project(
+        home, body.name, style=body.style, distill_every=body.distill_every
+    )
+    return project_json(made)
+
+
+@router.get("/projects/{slug}")
+def get_project(slug: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    return project_json(projects.get_project(home, slug))
+
+
+@router.patch("/projects/{slug}")
+def change_project(
+    slug: str, body: ProjectChanges, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    changes = body.model_dump(exclude_unset=True)
+    if "write_tools" in changes and changes["write_tools"] is not None:
+        from charlie.toolkit import WRITE_TOOLS
+
+        unknown = set(changes["write_tools"]) - set(WRITE_TOOLS)
+        if unknown:
+            raise InvalidName(f"Unknown write tools: {', '.join(sorted(unknown))}.")
+    return project_json(projects.update_project(home, slug, **changes))
+
+
+# ---------------------------------------------------------------- chat
+
+
+class ChatRequest(BaseModel):
+    text: str = Field(max_length=20_000)
+    images: list[str] = Field(default_factory=list, max_length=MAX_IMAGES)
+
+
+def _save_images(images: list[str], folder: Path) -> list[Path]:
+    """Data URLs → temporary files for this one request (images are not kept)."""
+    paths = []
+    for number, url in enumerate(images):
+        header, _, payload = url.partition(",")
+        kinds = {
+            "image/png": ".png",
+            "image/jpeg": ".jpg",
+            "image/webp": ".webp",
+            "image/gif": ".gif",
+        }
+        kind = header.removeprefix("data:").removesuffix(";base64")
+        if kind not in kinds or not header.endswith(";base64"):
+            raise CharlieError("Images must be PNG, JPEG, WebP or GIF data URLs.")
+        try:
+            data = base64.b64decode(payload, validate=True)
+        except binascii.Error as exc:
+            raise CharlieError(f"Image {number + 1} is not valid base64.") from exc
+        path = folder / f"image-{number}{kinds[kind]}"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+@router.get("/channels/{channel}/messages")
+def messages(
+    channel: str, session: SessionDep, home: HomeDep, limit: int = 50
+) -> list[dict[str, Any]]:
+    found = channel_for(home, channel, session.user)
+    return [message_json(m) for m in recent(home, found, max(1, min(limit, 500)))]
+
+
+@router.post("/channels/{channel}/chat")
+def chat_stream(
+    channel: str, body: ChatRequest, request: Request, session: SessionDep, home: HomeDep
+) -> StreamingResponse:
+    channel_for(home, channel, session.user)  # refuse a bad channel before streaming
+    if not body.text.strip() and not body.images:
+        raise CharlieError("The message is empty: type something to send.")
+    settings, shared, llm = (
+        request.app.state.settings,
+        request.app.state.shared,
+        request.app.state.llm,
+    )
+    user = session.user
+
+    def events() -> Iterator[str]:
+        own = Home.open(settings, shared=shared)  # the request's home closes before streaming
+        try:
+            with tempfile.TemporaryDirectory(prefix="charlie-upload-") as folder:
+                images = _save_images(body.images, Path(folder))
+                target = channel_for(own, channel, user)
+                for event in chat.turn(own, llm, target, user, body.text, images):
+                    yield _event(event)
+        except (LLMError, CharlieError) as exc:
+            yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
+        finally:
+            own.close()
+        yield sse("done", {})
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _event(event: chat.Event) -> str:
+    if isinstance(event, chat.Token):
+        return sse("token", {"text": event.text})
+    if isinstance(event, chat.TraceEvent):
+        return sse("trace", event.event)
+    if isinstance(event, chat.Notice):
+        return sse("notice", {"text": event.text})
+    if isinstance(event, chat.Reply):
+        return sse("reply", {"message": message_json(event.message)})
+    if isinstance(event, chat.Suggested):
+        return sse("suggestions", {"suggestions": [asdict(s) for s in event.suggestions]})
+    return sse(
+        "distilled",
+        {"revision_id": event.result.revision_id, "memory": memory_json(event.result.memory)},
+    )
+
+
+# ---------------------------------------------------------------- memory
+
+
+class MemoryBody(BaseModel):
+    summary: str = Field(max_length=20_000)
+    decisions: list[str] = Field(max_length=500)
+    quotes: list[dict[str, str]] = Field(max_length=200)
+
+
+class UndoBody(BaseModel):
+    to: int | None = None
+
+
+@router.get("/channels/{channel}/memory")
+def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found = channel_for(home, channel, session.user)
+    memory.ensure_file(home, found)
+    markdown = memory.read_file_text(found) if found.project else None
+    try:
+        layers = memory.load(home, found)
+    except MemoryFormatError as exc:
+        return memory_json(Memory()) | {"markdown": markdown, "error": str(exc)}
+    return memory_json(layers) | {"markdown": markdown, "error": None}
+
+
+@router.put("/channels/{channel}/memory")
+def put_memory(
+    channel: str, body: MemoryBody, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    found = channel_for(home, channel, session.user)
+    current = memory.load(home, found)  # a memory.md that cannot be read is fixed by hand first
+    quotes = []
+    for quote in body.quotes:
+        if not quote.get("text", "").strip():
+            continue
+        quotes.append(
+            Quote(quote.get("speaker", "").strip() or "someone", memory.normalise(quote["text"]))
+        )
+    edited = Memory(
+        body.summary.strip(),
+        [memory.normalise(d) for d in body.decisions if d.strip()],
+        quotes,
+        current.preamble,
+        current.extra,
+    )
+    memory.save(home, found, edited, "edit")
+    return memory_json(edited)
+
+
+@router.get("/channels/{channel}/memory/history")
+def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str, Any]]:
+    found = channel_for(home, channel, session.user)
+    if not found.private:
+        memory.sync_hand_edits(home, found)
+    history = memory.revisions(home, found)
+    title = found.label
+    rendered = [memory.render(r.memory, title).splitlines(keepends=True) for r in history]
+    out = []
+    for position, revision in enumerate(history):
+        before = rendered[position + 1] if position + 1 < len(rendered) else []
+        diff = "".join(
+            difflib.unified_diff(
+                before,
+                rendered[position],
+                f"revision {history[position + 1].id}" if position + 1 < len(history) else "empty",
+                f"revision {revision.id}",
+            )
+        )
+        out.append(
+            {
+                "id": revision.id,
+                "source": revision.source,
+                "created_at": revision.created_at,
+                "memory": memory_json(revision.memory),
+                "diff": diff,
+            }
+        )
+    return out
+
+
+@router.post("/channels/{channel}/memory/undo")
+def memory_undo(channel: str, body: UndoBody, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found = channel_for(home, channel, session.user)
+    revision = memory.undo(home, found, body.to)
+    return memory_json(revision.memory) | {"revision_id": revision.id}
+
+
+# ---------------------------------------------------------------- notes
+
+
+class NewNote(BaseModel):
+    project: str
+    title: str = Field(min_length=1, max_length=300)
+    body: str = Field("", max_length=1_000_000)
+    tags: list[str] = Field(default_factory=list, max_length=50)
+
+
+class NoteChanges(BaseModel):
+    title: str | None = Field(None, max_length=300)
+    body: str | None = Field(None, max_length=1_000_000)
+
+
+class TagChanges(BaseModel):
+    add: list[str] = Field(default_factory=list, max_length=50)
+    remove: list[str] = Field(default_factory=list, max_length=50)
+
+
+@router.get("/notes")
+def list_notes(session: SessionDep, home: HomeDep, project: str) -> dict[str, Any]:
+    found, problems = notes.list_notes(projects.get_project(home, project))
+    return {
+        "notes": [note_json(n) for n in found],
+        "problems": [{"path": str(p.path), "reason": p.reason} for p in problems],
+    }
+
+
+@router.get("/notes/{project}/{name:path}")
+def get_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    note = notes.get_note(projects.get_project(home, project), name)
+    usage.record(home.db, session.user.id, "view", note=note.key)
+    return note_json(note, full=True)
+
+
+@router.post("/notes", status_code=201)
+def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    made = notes.create_note(
+        projects.get_project(home, body.project), body.title, body.body, body.tags
+    )
+    return note_json(made, full=True)
+
+
+@router.put("/notes/{project}/{name:path}")
+def update_note(
+    project: str, name: str, body: NoteChanges, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    changed = notes.update_note(
+        projects.get_project(home, project), name, body=body.body, title=body.title
+    )
+    return note_json(changed, full=True)
+
+
+@router.post("/notes/{project}/{name:path}/tags")
+def tag_note(
+    project: str, name: str, body: TagChanges, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    changed = notes.tag_note(projects.get_project(home, project), name, body.add, body.remove)
+    for tag in body.add:
+        usage.record(home.db, session.user.id, "tag", tag=tag, note=changed.key)
+    return note_json(changed, full=True)
+
+
+@router.get("/search")
+def search(
+    session: SessionDep,
+    home: HomeDep,
+    q: str,
+    project: str | None = None,
+    limit: int = 10,
+    mode: Literal["vector", "keyword", "fallback", "fusion"] | None = None,
+) -> dict[str, Any]:
+    scope = [projects.get_project(home, project)] if project else []
+    searcher = searcher_for(home, max_age=2.0)
+    result = searcher.search(q, session.user, scope, limit=max(1, min(limit, 50)), mode=mode)
+    return {
+        "query": result.query,
+        "mode": result.mode,
+        "fallback_reason": result.fallback_reason,
+        "keyword_used": result.keyword_used,
+        "terms": result.terms,
+        "results": [
+            {
+                "id": h.key,
+                "title": h.title,
+                "project": h.project,
+                "name": h.name,
+                "score": h.score,
+                "similarity": h.similarity,
+                "vector": h.vector,
+                "bm25": h.bm25,
+                "terms": h.terms,
+                "boost": h.boost,
+                "boost_causes": h.boost_causes,
+                "tags": h.tags,
+                "snippet": h.snippet,
+                "why": h.why(),
+            }
+            for h in result.hits
+        ],
+    }
+
+
+# ---------------------------------------------------------------- suggestions and usage
+
+
+@router.post("/suggestions/{suggestion_id}/accept")
+def accept(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
+    return {"note": suggestions.accept(home, session.user, suggestion_id)}
+
+
+@router.post("/suggestions/{suggestion_id}/dismiss")
+def dismiss(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
+    return {"note": suggestions.dismiss(home, session.user, suggestion_id)}
+
+
+class UsageEvent(BaseModel):
+    kind: Literal["tag", "view"]
+    tag: str | None = None
+    note: str | None = None
+
+
+@router.post("/usage", status_code=201)
+def record_usage(body: UsageEvent, session: SessionDep, home: HomeDep) -> dict[str, int]:
+    event_id = usage.record(home.db, session.user.id, body.kind, note=body.note, tag=body.tag)
+    return {"id": event_id}
+
+
+__all__ = ["MODES", "Index", "router"]

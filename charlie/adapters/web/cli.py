@@ -1,0 +1,51 @@
+"""`charlie serve`: the web app and PWA (registered with the CLI as a plugin command)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import click
+
+from charlie.config import load_settings
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.users import list_users
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command("serve")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; anything but loopback serves your LAN.",
+)
+@click.option("--port", default=8765, show_default=True, type=int)
+def serve(host: str, port: int) -> None:
+    """Serve the PWA and its API (open http://127.0.0.1:8765 in a browser)."""
+    import uvicorn
+
+    from charlie.adapters.web.app import create_app
+
+    settings = load_settings()
+    with Home.open(settings) as home:
+        accounts = [u.name for u, can_sign_in in list_users(home.db) if can_sign_in]
+    if not _loopback(host) and not accounts:
+        raise CharlieError(
+            f"Serving on {host} lets other machines connect, so it needs accounts: create one "
+            "with `charlie users add NAME` first."
+        )
+    if not accounts:
+        click.echo(
+            "No one can sign in yet: create an account with `charlie users add NAME`.", err=True
+        )
+    click.echo(f"Charlie is at http://{host}:{port} (Ctrl-C stops it).", err=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
