@@ -208,6 +208,9 @@ class LocalEmbedder:
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.intra_op_num_threads = self._threads
             options.log_severity_level = 3  # errors only; nothing on stderr in normal use
+            # Idle threads sleep instead of spinning: on a busy 2-core machine (a web server,
+            # indexing beside a chat) spinning threads starve everything else.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
