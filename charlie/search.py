@@ -46,9 +46,9 @@ class QueryError(CharlieError):
 class SearchConfig:
     mode: Mode = DEFAULT_MODE
     threshold: float = 0.70  # fallback: below this best cosine, keyword search joins
-    alpha: float = 0.80  # fusion: weight of the cosine against the scaled BM25
+    alpha: float = 0.70  # fusion: weight of the cosine against the scaled BM25
     keyword_terms: int = 12  # how many of the query's most meaningful terms to search
-    title_weight: float = 3.0  # BM25 weight of a title hit against a body hit
+    title_weight: float = 2.0  # BM25 weight of a title hit against a body hit
     candidates: int = 100  # per signal, before fusion and the usage boost
 
 

@@ -50,3 +50,9 @@ def test_run_on_text_is_cut_between_words() -> None:
 def test_bad_sizes_are_refused(max_words: int, overlap: int) -> None:
     with pytest.raises(ValueError):
         chunk_text("text", max_words=max_words, overlap_words=overlap)
+
+
+def test_closing_quotes_and_brackets_stay_with_their_sentence() -> None:
+    text = 'She said "Stop." Then she left. (It rained.) Nobody minded.'
+    chunks = chunk_text(text, max_words=3, overlap_words=0)
+    assert chunks == ['She said "Stop."', "Then she left.", "(It rained.)", "Nobody minded."]
