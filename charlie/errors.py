@@ -18,6 +18,10 @@ class NotFound(CharlieError):
     """A project, user, revision or other named thing does not exist."""
 
 
+class Conflict(CharlieError):
+    """Something with that name already exists."""
+
+
 class InvalidName(CharlieError):
     """A project slug or user name is not acceptable."""
 

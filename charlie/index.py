@@ -355,12 +355,17 @@ class Index:
         ]
 
     def stats(self) -> dict[str, int | str | None]:
-        db = self.home.db
+        return self.stats_of(self.home.db)
+
+    @staticmethod
+    def stats_of(db: sqlite3.Connection) -> dict[str, int | str | None]:
+        """Counts of an index in `db` (which must exist), and the model that built it."""
+        model = db.execute("SELECT value FROM index_state WHERE key = 'embedder'").fetchone()
         return {
             "notes": db.execute("SELECT count(*) FROM notes").fetchone()[0],
             "chunks": db.execute("SELECT count(*) FROM chunks").fetchone()[0],
             "problems": db.execute("SELECT count(*) FROM note_problems").fetchone()[0],
-            "model": self.model,
+            "model": None if model is None else str(model[0]),
         }
 
 

@@ -16,7 +16,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from charlie.db import now
-from charlie.errors import CharlieError, InvalidName, NotFound
+from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
 from charlie.files import write_atomic
 from charlie.home import Home
 
@@ -134,7 +134,7 @@ def create_project(
     slug = validate_slug(slug) if slug is not None else slugify(name)
     path = project_dir(home, slug)
     if (path / CONFIG_FILE).exists():
-        raise CharlieError(f"A project {slug!r} already exists at {path}.")
+        raise Conflict(f"A project {slug!r} already exists at {path}.")
     try:
         config = ProjectConfig(name=name, style=style, persona=persona, distill_every=distill_every)
     except ValidationError as exc:

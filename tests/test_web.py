@@ -245,7 +245,7 @@ def test_projects_and_settings(alice: TestClient) -> None:
     bad = alice.patch("/api/projects/auth", json={"write_tools": ["rm_rf"]})
     assert bad.status_code == 400 and "rm_rf" in bad.json()["error"]
     assert alice.patch("/api/projects/auth", json={"distill_every": 0}).status_code == 400
-    assert alice.post("/api/projects", json={"name": "Auth"}).status_code == 400
+    assert alice.post("/api/projects", json={"name": "Auth"}).status_code == 409
 
 
 def test_health_reports_the_llm(alice: TestClient, llm: ScriptedLLMServer) -> None:

@@ -29,7 +29,7 @@ from charlie.errors import CharlieError, InvalidName, LLMError, MemoryFormatErro
 from charlie.home import Home
 from charlie.index import Index
 from charlie.memory import Memory, Quote
-from charlie.search import MODES, searcher_for
+from charlie.search import searcher_for
 from charlie.users import User
 
 router = APIRouter()
@@ -163,19 +163,10 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
             llm["error"] = f"The server has no model {settings.llm_model!r}."
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         llm |= {"reachable": False, "error": f"Cannot reach {settings.llm_base_url} ({exc})."}
-    index = home.db.execute("SELECT name FROM sqlite_master WHERE name = 'notes'").fetchone()
     stats: dict[str, Any] = {"notes": 0, "chunks": 0, "problems": 0, "model": None}
-    if index is not None:
-        stats = {
-            "notes": home.db.execute("SELECT count(*) FROM notes").fetchone()[0],
-            "chunks": home.db.execute("SELECT count(*) FROM chunks").fetchone()[0],
-            "problems": home.db.execute("SELECT count(*) FROM note_problems").fetchone()[0],
-            "model": home.db.execute(
-                "SELECT value FROM index_state WHERE key = 'embedder'"
-            ).fetchone()[0]
-            if stats
-            else None,
-        }
+    built = home.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'index_state'").fetchone()
+    if built is not None:
+        stats = Index.stats_of(home.db)
     return {"version": __version__, "llm": llm, "index": stats}
 
 
@@ -204,9 +195,6 @@ def list_projects(session: SessionDep, home: HomeDep) -> list[dict[str, Any]]:
 
 @router.post("/projects", status_code=201)
 def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> dict[str, Any]:
-    slug = projects.slugify(body.name)
-    if (home.settings.projects_dir / slug / projects.CONFIG_FILE).exists():
-        raise CharlieError(f"A project {slug!r} already exists.")
     made = projects.create_project(
         home, body.name, style=body.style, distill_every=body.distill_every
     )
@@ -286,18 +274,24 @@ def chat_stream(
     )
     user = session.user
 
+    folder = tempfile.TemporaryDirectory(prefix="charlie-upload-")
+    try:
+        images = _save_images(body.images, Path(folder.name))  # refuse bad images up front
+    except CharlieError:
+        folder.cleanup()
+        raise
+
     def events() -> Iterator[str]:
         own = Home.open(settings, shared=shared)  # the request's home closes before streaming
         try:
-            with tempfile.TemporaryDirectory(prefix="charlie-upload-") as folder:
-                images = _save_images(body.images, Path(folder))
-                target = channel_for(own, channel, user)
-                for event in chat.turn(own, llm, target, user, body.text, images):
-                    yield _event(event)
+            target = channel_for(own, channel, user)
+            for event in chat.turn(own, llm, target, user, body.text, images):
+                yield _event(event)
         except (LLMError, CharlieError) as exc:
             yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
         finally:
             own.close()
+            folder.cleanup()
         yield sse("done", {})
 
     return StreamingResponse(
@@ -379,7 +373,7 @@ def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[dic
     if not found.private:
         memory.sync_hand_edits(home, found)
     history = memory.revisions(home, found)
-    title = found.label
+    title = found.project.config.name if found.project else found.label
     rendered = [memory.render(r.memory, title).splitlines(keepends=True) for r in history]
     out = []
     for position, revision in enumerate(history):
@@ -538,6 +532,3 @@ class UsageEvent(BaseModel):
 def record_usage(body: UsageEvent, session: SessionDep, home: HomeDep) -> dict[str, int]:
     event_id = usage.record(home.db, session.user.id, body.kind, note=body.note, tag=body.tag)
     return {"id": event_id}
-
-
-__all__ = ["MODES", "Index", "router"]

@@ -8,6 +8,7 @@ live in one cache shared by all requests.
 from __future__ import annotations
 
 import json
+import mimetypes
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from charlie import __version__, sessions
 from charlie.config import Settings, load_settings
 from charlie.errors import (
     CharlieError,
+    Conflict,
     InvalidName,
     LLMError,
     LLMUnavailable,
@@ -34,6 +36,8 @@ from charlie.home import Home
 from charlie.llm import LLMClient
 
 STATIC = Path(__file__).parent / "static"
+mimetypes.add_type("text/javascript", ".js")  # some systems map .js to text/plain
+mimetypes.add_type("application/manifest+json", ".webmanifest")
 SESSION_COOKIE = "charlie_session"
 CSRF_COOKIE = "charlie_csrf"
 CSRF_HEADER = "x-csrf-token"
@@ -42,6 +46,7 @@ UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 
 STATUS: list[tuple[type[Exception], int]] = [
     (NotFound, 404),
+    (Conflict, 409),
     (InvalidName, 400),
     (PrivacyError, 403),
     (sessions.TooManyAttempts, 429),
@@ -169,6 +174,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from charlie.adapters.web import api
 
     app.include_router(api.router, prefix="/api")
+
+    @app.middleware("http")
+    async def safety_headers(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Frame-Options"] = "DENY"
+        if not request.url.path.startswith("/api/"):
+            response.headers["Cache-Control"] = "no-cache"  # the PWA updates at once
+        return response
+
     if STATIC.is_dir():
         app.mount("/", StaticFiles(directory=STATIC, html=True), name="pwa")
     app.add_middleware(BodyLimit, limit=MAX_BODY)

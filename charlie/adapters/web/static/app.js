@@ -1,0 +1,386 @@
+// Charlie's web app: sign-in, the project switcher, routing between Chat, Notes and
+// Settings, and the app-wide states (offline, language model unreachable).
+
+import { api, get, hasSessionHint, post, whenSignedOut } from './api.js';
+import { createChat } from './chat.js';
+import { $, h, toast } from './dom.js';
+import { createMemory } from './memory.js';
+import { createNotes } from './notes.js';
+import { createSettings } from './settings.js';
+
+const VIEWS = ['chat', 'notes', 'settings'];
+const PRIVATE = 'private';
+const REMEMBERED = 'charlie.channel';
+const HEALTH_EVERY_MS = 60_000;
+
+const screens = {
+  loading: $('#loading-view'),
+  offline: $('#offline-view'),
+  signin: $('#signin-view'),
+  chat: $('#chat-view'),
+  notes: $('#notes-view'),
+  settings: $('#settings-view'),
+};
+
+// The last channel shown, for the next visit (a slug is all that is kept in the browser).
+function remembered() {
+  try {
+    return localStorage.getItem(REMEMBERED);
+  } catch {
+    return null; // storage can be switched off
+  }
+}
+
+function remember(channel) {
+  try {
+    localStorage.setItem(REMEMBERED, channel);
+  } catch {
+    // Not kept: the app opens on the private channel next time.
+  }
+}
+
+let serverUnreachable = false;
+let healthTimer = 0;
+let chatChannel = null; // the channel the chat and memory panes show
+
+const app = {
+  user: null,
+  projects: [],
+  health: null,
+  view: 'chat',
+  channel: PRIVATE,
+
+  isPrivate: (channel) => channel === PRIVATE,
+  channelName(channel) {
+    if (channel === PRIVATE) return 'Private';
+    const project = app.projects.find((p) => p.slug === channel);
+    return project ? project.name : channel;
+  },
+  currentProject: () => (app.channel === PRIVATE ? null : app.channel),
+  online: () => navigator.onLine && !serverUnreachable,
+
+  href(view, channel = app.channel, noteId = null) {
+    const parts = [view, encodeURIComponent(channel)];
+    if (noteId) parts.push(...noteId.split('/').map(encodeURIComponent));
+    return `#/${parts.join('/')}`;
+  },
+  noteHref: (channel, noteId) => app.href('notes', channel, noteId),
+  navigate(view, channel = app.channel, noteId = null) {
+    const target = app.href(view, channel, noteId);
+    if (location.hash === target) route();
+    else location.hash = target;
+  },
+  openNote: (noteId) => app.navigate('notes', app.channel, noteId),
+
+  errorText(error, what) {
+    if (error && error.status === 0) app.markOffline(error.message);
+    return h('span', { class: 'error-text', role: 'alert' }, `${what}: ${error.message}`);
+  },
+  reportError(error, what) {
+    if (error && error.status === 0) app.markOffline(error.message);
+    toast(`${what}: ${error.message}`, 'error');
+  },
+  markOffline(message) {
+    serverUnreachable = true;
+    showOfflineBanner(message);
+  },
+  llmProblem(message) {
+    showLlmBanner(message);
+    clearTimeout(healthTimer);
+    healthTimer = setTimeout(checkHealth, 15_000);
+  },
+  memoryUpdated: () => memory.distilled(),
+  projectChanged(saved) {
+    app.projects = app.projects.map((p) => (p.slug === saved.slug ? saved : p));
+    fillChannels();
+    route();
+  },
+  async projectCreated(project) {
+    await loadProjects();
+    app.navigate('chat', project.slug);
+  },
+};
+
+const chat = createChat(app);
+const memory = createMemory(app);
+const notes = createNotes(app);
+const settings = createSettings(app);
+
+// ------------------------------------------------------------ screens
+
+function showScreen(name) {
+  for (const [key, element] of Object.entries(screens)) element.hidden = key !== name;
+  const signedIn = Boolean(app.user);
+  $('#channel-picker').hidden = !signedIn;
+  $('#sections').hidden = !signedIn;
+  $('#account').hidden = !signedIn;
+  document.body.dataset.screen = name;
+}
+
+function showOfflineBanner(message) {
+  $('#offline-text').textContent =
+    message ||
+    "Charlie's server can't be reached. Chat, memory and notes come back when the connection does.";
+  $('#offline-banner').hidden = false;
+}
+
+function hideOfflineBanner() {
+  serverUnreachable = false;
+  $('#offline-banner').hidden = true;
+}
+
+function showLlmBanner(message, title = 'Language model unreachable.') {
+  $('#llm-title').textContent = title;
+  $('#llm-text').textContent =
+    `${message || 'The model server did not answer.'} Replies will fail until it is back; ` +
+    'memory and notes still work.';
+  $('#llm-banner').hidden = false;
+}
+
+function showOffline() {
+  showOfflineBanner(
+    navigator.onLine ? undefined : 'This device has no network. You are looking at the saved app.',
+  );
+  showScreen(app.user ? app.view : 'offline');
+}
+
+// ------------------------------------------------------------ projects and routing
+
+function fillChannels() {
+  const select = $('#channel-select');
+  const options = [h('option', { value: PRIVATE }, 'Private (only you)')];
+  if (app.projects.length) {
+    options.push(
+      h(
+        'optgroup',
+        { label: 'Shared projects' },
+        app.projects.map((p) => h('option', { value: p.slug }, p.name)),
+      ),
+    );
+  }
+  select.replaceChildren(...options);
+  select.value = app.channel;
+}
+
+async function loadProjects() {
+  app.projects = await get('/api/projects');
+  app.projects.sort((a, b) => a.name.localeCompare(b.name));
+  fillChannels();
+}
+
+function parseHash() {
+  const parts = location.hash
+    .replace(/^#\/?/, '')
+    .split('/')
+    .filter(Boolean)
+    .map(decodeURIComponent);
+  const view = VIEWS.includes(parts[0]) ? parts[0] : 'chat';
+  const channel = parts[1] || remembered() || PRIVATE;
+  const noteId = parts.length > 2 ? parts.slice(2).join('/') : null;
+  return { view, channel, noteId, named: Boolean(parts[1]) };
+}
+
+async function route() {
+  if (!app.user) return;
+  const wanted = parseHash();
+  const { view, noteId } = wanted;
+  let { channel } = wanted;
+  if (channel !== PRIVATE && !app.projects.some((p) => p.slug === channel)) {
+    if (wanted.named)
+      toast(`There is no project “${channel}”; showing your private channel.`, 'error');
+    channel = PRIVATE;
+  }
+  app.view = view;
+  app.channel = channel;
+  remember(channel);
+  $('#channel-select').value = channel;
+  for (const link of document.querySelectorAll('#sections a')) {
+    link.href = app.href(link.dataset.view, channel);
+    if (link.dataset.view === view) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+  document.title = `${app.channelName(channel)} · ${view[0].toUpperCase()}${view.slice(1)} · Charlie`;
+  showScreen(view);
+  if (view === 'chat') {
+    if (chatChannel !== channel) {
+      chatChannel = channel;
+      await Promise.all([chat.open(channel), memory.open(channel)]);
+    }
+  } else if (view === 'notes') {
+    await notes.show(channel, noteId);
+  } else {
+    settings.show(channel);
+  }
+}
+
+window.addEventListener('hashchange', () => {
+  route();
+});
+
+$('#channel-select').addEventListener('change', (event) => {
+  app.navigate(app.view === 'notes' ? 'notes' : app.view, event.target.value);
+});
+
+// ------------------------------------------------------------ health
+
+async function checkHealth() {
+  clearTimeout(healthTimer);
+  if (!app.user) return;
+  try {
+    app.health = await get('/api/health');
+    hideOfflineBanner();
+    const llm = app.health.llm || {};
+    if (!llm.reachable) {
+      const where = llm.base_url ? ` at ${llm.base_url}` : '';
+      showLlmBanner(llm.error || `Charlie can't reach the model server${where}.`);
+    } else if (llm.error) {
+      showLlmBanner(llm.error, 'Language model problem.'); // reachable, but no such model
+    } else {
+      $('#llm-banner').hidden = true;
+    }
+    settings.renderHealth();
+  } catch (error) {
+    if (error.status === 0) app.markOffline();
+  } finally {
+    if (app.user) healthTimer = setTimeout(checkHealth, HEALTH_EVERY_MS);
+  }
+}
+
+$('#llm-retry').addEventListener('click', checkHealth);
+
+// ------------------------------------------------------------ signing in and out
+
+function resetViews() {
+  chatChannel = null;
+  chat.abort();
+  notes.reset();
+}
+
+function showSignIn(message) {
+  app.user = null;
+  clearTimeout(healthTimer);
+  resetViews();
+  showScreen('signin');
+  const error = $('#signin-error');
+  error.hidden = !message;
+  error.textContent = message || '';
+  $('#signin-name').focus();
+}
+
+whenSignedOut(() => {
+  if (app.user) showSignIn('Your session has ended. Sign in again to go on.');
+});
+
+async function enter() {
+  $('#who').textContent = app.user.name;
+  try {
+    await loadProjects();
+  } catch (error) {
+    if (!app.user) return;
+    if (error.status === 0) {
+      showOffline();
+      return;
+    }
+    toast(`The projects could not be loaded: ${error.message}`, 'error');
+  }
+  checkHealth();
+  await route();
+}
+
+$('#signin-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const name = $('#signin-name').value.trim();
+  const password = $('#signin-password').value;
+  const error = $('#signin-error');
+  const submit = $('#signin-submit');
+  if (!name || !password) {
+    error.hidden = false;
+    error.textContent = 'Enter your name and your password.';
+    (name ? $('#signin-password') : $('#signin-name')).focus();
+    return;
+  }
+  submit.disabled = true;
+  error.hidden = true;
+  try {
+    const answer = await api('POST', '/api/login', { name, password }, { signedIn: false });
+    app.user = answer.user;
+    $('#signin-password').value = '';
+    await enter();
+    if (app.view === 'chat') chat.focus();
+  } catch (failure) {
+    error.hidden = false;
+    if (failure.status === 401) error.textContent = 'Wrong name or password.';
+    else if (failure.status === 0) error.textContent = `${failure.message}`;
+    else error.textContent = failure.message;
+    $('#signin-password').select();
+  } finally {
+    submit.disabled = false;
+  }
+});
+
+$('#sign-out').addEventListener('click', async () => {
+  try {
+    await post('/api/logout');
+  } catch (error) {
+    if (error.status !== 401) {
+      app.reportError(error, 'Signing out failed');
+      return;
+    }
+  }
+  // A fresh page: nothing of this person's stays in memory for the next one.
+  location.replace('/');
+});
+
+// ------------------------------------------------------------ start
+
+async function boot() {
+  showScreen('loading');
+  if (!navigator.onLine) {
+    showOffline();
+    return;
+  }
+  if (!hasSessionHint()) {
+    showSignIn();
+    return;
+  }
+  try {
+    app.user = await get('/api/me');
+  } catch (error) {
+    if (error.status === 401) showSignIn();
+    else if (error.status === 0) showOffline();
+    else {
+      showScreen('loading');
+      screens.loading.replaceChildren(
+        h('p', { class: 'callout callout-error' }, `Charlie could not start: ${error.message}`),
+      );
+    }
+    return;
+  }
+  await enter();
+}
+
+function retry() {
+  hideOfflineBanner();
+  if (!app.user) boot();
+  else {
+    checkHealth();
+    chatChannel = null;
+    route();
+  }
+}
+
+$('#offline-retry').addEventListener('click', retry);
+$('#offline-view-retry').addEventListener('click', retry);
+window.addEventListener('online', retry);
+window.addEventListener('offline', () => showOffline());
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && app.user && navigator.onLine) checkHealth();
+});
+
+if ('serviceWorker' in navigator) {
+  navigator.serviceWorker.register('/sw.js').catch((error) => {
+    console.warn('Charlie works without its offline shell here:', error.message);
+  });
+}
+
+boot();

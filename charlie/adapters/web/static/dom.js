@@ -1,0 +1,68 @@
+// Small DOM helpers. Text always becomes Text nodes: no HTML string is ever parsed.
+
+/**
+ * Create an element. `attrs` keys: `class`, `text`, `dataset` (object), `on<event>`
+ * (a listener), anything else is set as an attribute (`true` sets it empty, `false`/`null`
+ * leaves it out). Children may be nodes, strings, or (nested) arrays of them.
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === 'class') el.className = value;
+    else if (key === 'text') el.textContent = value;
+    else if (key === 'dataset') Object.assign(el.dataset, value);
+    else if (key.startsWith('on') && typeof value === 'function') {
+      el.addEventListener(key.slice(2), value);
+    } else el.setAttribute(key, value === true ? '' : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(parent, children) {
+  for (const child of [children].flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.append(child instanceof Node ? child : String(child));
+  }
+  return parent;
+}
+
+export function clear(el) {
+  el.replaceChildren();
+  return el;
+}
+
+export function $(selector, root = document) {
+  return root.querySelector(selector);
+}
+
+export function show(el, visible = true) {
+  el.hidden = !visible;
+}
+
+/** "2024-05-01T10:20:00+00:00" → a short local time ("10:20", or "1 May, 10:20"). */
+export function when(iso) {
+  if (!iso) return '';
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return String(iso);
+  const today = new Date();
+  const sameDay = date.toDateString() === today.toDateString();
+  const time = date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  if (sameDay) return time;
+  const day = date.toLocaleDateString([], { day: 'numeric', month: 'short' });
+  return `${day}, ${time}`;
+}
+
+/** Announce a short message to screen readers and show it briefly. */
+export function toast(message, kind = 'info') {
+  const box = document.getElementById('toast');
+  if (!box) return;
+  const item = h('div', { class: `toast-item toast-${kind}`, text: message });
+  box.append(item);
+  setTimeout(() => item.remove(), kind === 'error' ? 8000 : 4000);
+}
+
+export function plural(count, one, many = `${one}s`) {
+  return `${count} ${count === 1 ? one : many}`;
+}

@@ -1,0 +1,241 @@
+// Settings: the current project's response style, cadence and allowed write tools; new
+// projects; what this Charlie is connected to.
+
+import { enc, patch, post } from './api.js';
+import { $, h, toast } from './dom.js';
+
+export const WRITE_TOOLS = [
+  { name: 'create_note', label: 'Create notes' },
+  { name: 'append_to_note', label: 'Append to notes' },
+  { name: 'tag_note', label: 'Tag notes' },
+  { name: 'record_decision', label: 'Record decisions in memory' },
+];
+
+export function createSettings(app) {
+  const box = $('#project-settings');
+  const health = $('#health-details');
+  const newForm = $('#new-project-form');
+  const newName = $('#new-project-name');
+  const newStyle = $('#new-project-style');
+  const newError = $('#new-project-error');
+
+  function field(id, label, control, hint) {
+    return [
+      h('label', { for: id }, label, hint ? h('span', { class: 'hint' }, ` ${hint}`) : null),
+      control,
+    ];
+  }
+
+  function projectForm(project) {
+    const name = h('input', { id: 'setting-name', required: true, maxlength: 200 });
+    name.value = project.name;
+    const style = h('textarea', {
+      id: 'setting-style',
+      rows: 3,
+      placeholder: 'Brief, practical; metric units.',
+    });
+    style.value = project.style || '';
+    const persona = h('textarea', {
+      id: 'setting-persona',
+      rows: 3,
+      placeholder: 'You are a travel planner.',
+    });
+    persona.value = project.persona || '';
+    const every = h('input', {
+      id: 'setting-every',
+      type: 'number',
+      min: 1,
+      max: 1000,
+      required: true,
+      inputmode: 'numeric',
+    });
+    every.value = project.distill_every ?? 5;
+    const quotes = h('input', {
+      id: 'setting-quotes',
+      type: 'number',
+      min: 1,
+      max: 100,
+      inputmode: 'numeric',
+      placeholder: 'default',
+    });
+    quotes.value = project.quotes_window ?? '';
+    const allowed =
+      project.write_tools === null || project.write_tools === undefined
+        ? new Set(WRITE_TOOLS.map((t) => t.name))
+        : new Set(project.write_tools);
+    const tools = WRITE_TOOLS.map((tool) =>
+      h(
+        'label',
+        { class: 'check' },
+        h('input', {
+          type: 'checkbox',
+          name: 'write_tools',
+          value: tool.name,
+          checked: allowed.has(tool.name),
+        }),
+        ` ${tool.label} `,
+        h('code', { class: 'small' }, tool.name),
+      ),
+    );
+    const errorLine = h('p', { class: 'form-error', role: 'alert', hidden: true });
+    const form = h(
+      'form',
+      { class: 'card', id: 'project-form', 'aria-labelledby': 'project-form-heading' },
+      h('h2', { id: 'project-form-heading' }, `Project: ${project.name}`),
+      h(
+        'p',
+        { class: 'muted small' },
+        `Stored in projects/${project.slug}/project.toml; keys you add by hand are kept.`,
+      ),
+      field('setting-name', 'Name', name),
+      field('setting-style', 'Response style', style, '(how replies should read here)'),
+      field('setting-persona', 'Persona', persona, '(extra instructions)'),
+      h(
+        'div',
+        { class: 'two' },
+        h('div', {}, field('setting-every', 'Distill every', every, '(messages)')),
+        h('div', {}, field('setting-quotes', 'Recent quotes kept', quotes)),
+      ),
+      h(
+        'fieldset',
+        { class: 'tools' },
+        h('legend', {}, 'Write tools Charlie may use in this project'),
+        tools,
+        h(
+          'p',
+          { class: 'hint' },
+          'Reading tools (search, read notes and memory) are always allowed.',
+        ),
+      ),
+      errorLine,
+      h(
+        'div',
+        { class: 'actions' },
+        h('button', { type: 'submit', class: 'button-primary' }, 'Save settings'),
+      ),
+    );
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      errorLine.hidden = true;
+      const cadence = Number(every.value);
+      if (!Number.isInteger(cadence) || cadence < 1 || cadence > 1000) {
+        errorLine.hidden = false;
+        errorLine.textContent = 'Distill every: a whole number from 1 to 1000.';
+        every.focus();
+        return;
+      }
+      const changes = {
+        name: name.value.trim(),
+        style: style.value.trim(),
+        persona: persona.value.trim(),
+        distill_every: cadence,
+        quotes_window: quotes.value === '' ? null : Number(quotes.value),
+        write_tools: [...form.querySelectorAll('input[name=write_tools]:checked')].map(
+          (i) => i.value,
+        ),
+      };
+      try {
+        const saved = await patch(`/api/projects/${enc(project.slug)}`, changes);
+        app.projectChanged(saved);
+        toast('Settings saved.');
+      } catch (error) {
+        errorLine.hidden = false;
+        errorLine.textContent = error.message;
+      }
+    });
+    return form;
+  }
+
+  function show(channel) {
+    if (app.isPrivate(channel)) {
+      box.replaceChildren(
+        h(
+          'section',
+          { class: 'card' },
+          h('h2', {}, 'Private channel'),
+          h(
+            'p',
+            {},
+            'Your private channel has no project settings. What you say there, and its memory, ' +
+              'are kept only in Charlie’s database, readable by you alone; it never writes note files, ' +
+              'and Charlie may only record decisions in its memory.',
+          ),
+          app.projects.length
+            ? null
+            : h(
+                'p',
+                { class: 'muted' },
+                'There are no shared projects yet: create the first one below.',
+              ),
+        ),
+      );
+    } else {
+      const project = app.projects.find((p) => p.slug === channel);
+      box.replaceChildren(
+        project
+          ? projectForm(project)
+          : h('p', { class: 'callout callout-error' }, `There is no project ${channel}.`),
+      );
+    }
+    renderHealth();
+  }
+
+  function renderHealth() {
+    const data = app.health;
+    if (!data) {
+      health.replaceChildren(h('dt', {}, 'Status'), h('dd', {}, 'Unknown (not checked yet).'));
+      return;
+    }
+    const llm = data.llm || {};
+    const index = data.index || {};
+    const rows = [
+      ['Version', data.version],
+      ['Signed in as', `${app.user.name}${app.user.is_admin ? ' (admin)' : ''}`],
+      ['Language model', `${llm.model || 'the server’s first model'} at ${llm.base_url || '?'}`],
+      [
+        'Model status',
+        llm.reachable ? 'reachable' : `unreachable${llm.error ? `: ${llm.error}` : ''}`,
+      ],
+      [
+        'Search index',
+        `${index.notes ?? '?'} notes, ${index.chunks ?? '?'} chunks${index.model ? `, ${index.model}` : ''}`,
+      ],
+    ];
+    const problems = index.problems;
+    if (Array.isArray(problems) ? problems.length : problems) {
+      rows.push([
+        'Unreadable notes',
+        Array.isArray(problems)
+          ? problems.map((p) => (typeof p === 'string' ? p : JSON.stringify(p))).join('; ')
+          : String(problems),
+      ]);
+    }
+    health.replaceChildren(
+      ...rows.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, String(value ?? '—'))]),
+    );
+  }
+
+  newForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    newError.hidden = true;
+    const name = newName.value.trim();
+    if (!name) {
+      newError.hidden = false;
+      newError.textContent = 'Give the project a name.';
+      newName.focus();
+      return;
+    }
+    try {
+      const project = await post('/api/projects', { name, style: newStyle.value.trim() });
+      newName.value = '';
+      newStyle.value = '';
+      toast(`Project ${project.name} created.`);
+      await app.projectCreated(project);
+    } catch (error) {
+      newError.hidden = false;
+      newError.textContent = error.message;
+    }
+  });
+
+  return { show, renderHealth };
+}

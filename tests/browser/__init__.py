@@ -1,0 +1,1 @@
+"""Browser tests of the PWA (a package, so that its conftest and helpers have their own names)."""

@@ -1,0 +1,126 @@
+"""The memory panel: edit in place, history as diffs, undo, and distillation live."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from .pwa import Server, open_chat, send, sign_in, wait_for_reply
+
+pytestmark = pytest.mark.browser
+
+
+def test_edits_persist_and_history_can_undo_them(
+    page: Page, server: Server, shoot: Callable[[Page, str], None]
+) -> None:
+    server.project("Kitchen")
+    server.llm.reply("12k is workable: oak worktops fit; marble would take a third of it.")
+    sign_in(page)
+    open_chat(page, "kitchen", "Kitchen")
+    send(page, "Oak worktops, final answer. Can we stay under 12k?")
+    wait_for_reply(page)
+    panel = page.get_by_role("complementary", name="Memory")
+    expect(panel.locator("#memory-decisions")).to_contain_text("No decisions yet.")
+
+    panel.get_by_role("button", name="Edit summary").click()
+    summary = panel.get_by_role("textbox", name="Summary")
+    expect(summary).to_be_focused()
+    summary.fill("Renovating the kitchen on a 12k budget.")
+    summary.press("Control+Enter")
+    expect(panel.locator("#memory-summary")).to_contain_text(
+        "Renovating the kitchen on a 12k budget."
+    )
+
+    panel.get_by_role("button", name="Edit decisions").click()
+    panel.get_by_role("textbox", name="Decisions").fill(
+        "Oak worktops, not marble\nBudget is 12k, hard limit"
+    )
+    panel.get_by_role("button", name="Save").click()
+    expect(panel.locator("#memory-decisions li")).to_have_text(
+        ["Oak worktops, not marble", "Budget is 12k, hard limit"]
+    )
+
+    panel.get_by_role("button", name="Edit recent quotes").click()
+    panel.get_by_role("textbox", name="Recent quotes").fill('alice: "Oak worktops, final answer."')
+    panel.get_by_role("button", name="Save").click()
+    expect(panel.locator("#memory-quotes li")).to_have_text(["Oak worktops, final answer. — alice"])
+
+    # Written to the project's memory.md, and still there after a reload.
+    text = (server.settings.projects_dir / "kitchen" / "memory.md").read_text()
+    assert "- Oak worktops, not marble" in text
+    assert '- alice: "Oak worktops, final answer."' in text
+    page.reload()
+    expect(panel.locator("#memory-decisions li")).to_have_count(2)
+    expect(panel.locator("#memory-summary")).to_contain_text("12k budget")
+
+    panel.get_by_role("button", name="History").click()
+    revisions = panel.locator(".revision")
+    expect(revisions.first).to_contain_text("Edited here")
+    expect(revisions.first.locator(".badge-current")).to_have_text("current")
+    expect(revisions.first.locator(".diff-add")).to_contain_text(
+        ['+- alice: "Oak worktops, final answer."']
+    )
+    expect(revisions.nth(1).locator(".diff-add")).to_contain_text(
+        ["+- Oak worktops, not marble", "+- Budget is 12k, hard limit"]
+    )
+    shoot(page, "memory-history")
+
+    panel.get_by_role("button", name="Undo last change").click()
+    expect(panel.locator("#memory-quotes")).to_contain_text("No quotes yet.")
+    expect(revisions.first).to_contain_text("Restored revision")
+    assert (
+        "Oak worktops, final answer"
+        not in (server.settings.projects_dir / "kitchen" / "memory.md").read_text()
+    )
+
+    # Any older version can be restored from its row.
+    revisions.filter(has_text="Created").get_by_role("button", name="Restore this version").click()
+    expect(panel.locator("#memory-decisions")).to_contain_text("No decisions yet.")
+
+
+def test_escape_cancels_an_edit(page: Page, server: Server) -> None:
+    sign_in(page)
+    panel = page.get_by_role("complementary", name="Memory")
+    expect(panel).to_contain_text("visible to you alone")
+    panel.get_by_role("button", name="Edit decisions").click()
+    panel.get_by_role("textbox", name="Decisions").fill("Never saved")
+    panel.get_by_role("textbox", name="Decisions").press("Escape")
+    expect(panel.locator("#memory-decisions")).to_contain_text("No decisions yet.")
+    expect(panel.get_by_role("button", name="Edit decisions")).to_be_focused()
+
+
+def test_a_distillation_refreshes_the_panel_while_chatting(page: Page, server: Server) -> None:
+    server.project("Trip", distill_every=2)
+    server.llm.reply("Oslo in May is lovely.")
+    distilled = {
+        "summary": "Planning a trip to Oslo in May.",
+        "decisions": ["Go to Oslo in May"],
+        "quotes": [{"speaker": "alice", "text": "Let's go to Oslo in May."}],
+    }
+    server.llm.reply(json.dumps(distilled))
+    sign_in(page)
+    open_chat(page, "trip", "Trip")
+    panel = page.get_by_role("complementary", name="Memory")
+    expect(panel.locator("#memory-summary")).to_contain_text("Nothing yet")
+    send(page, "Let's go to Oslo in May.")
+    wait_for_reply(page)
+    expect(panel.locator("#memory-summary")).to_contain_text("Planning a trip to Oslo in May.")
+    expect(panel.locator("#memory-decisions li")).to_have_text(["Go to Oslo in May"])
+    expect(page.locator("#toast")).to_contain_text("Memory updated from the conversation.")
+
+
+def test_an_unreadable_memory_file_is_reported_not_overwritten(page: Page, server: Server) -> None:
+    server.project("Kitchen")
+    broken = "# Kitchen — memory\n\n## Decisions\n\n- Oak\n\n## Decisions\n\n- Marble\n"
+    path = server.settings.projects_dir / "kitchen" / "memory.md"
+    path.write_text(broken)
+    sign_in(page)
+    open_chat(page, "kitchen", "Kitchen")
+    error = page.locator("#memory-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("Charlie can't read this memory")
+    expect(error).to_contain_text("line")
+    assert path.read_text() == broken
