@@ -225,7 +225,7 @@ def _suggest(
         user,
         text,
         message_id,
-        exclude=set(ctx.cited),
+        exclude=set(ctx.cited) | set(ctx.found),  # what the answer read or already saw
     )
     if offered:
         yield Suggested(offered)
