@@ -450,15 +450,27 @@ def _result_messages(results: list[tuple[ToolCall, str]], in_text: bool) -> list
 
 
 def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]:
-    """Distill every full batch of `cadence` undistilled messages, oldest first."""
+    """Distill every full batch of `cadence` undistilled messages, oldest first.
+
+    Only one turn distills a channel at a time: if another holds the claim, it will fold
+    these messages in (or the next turn will).
+    """
     every = cadence(channel)
-    while True:
-        batch = conversations.undistilled(home, channel, limit=every)
-        if len(batch) < every:
-            return
-        try:
-            result = distill.distill(home, channel, llm, batch)
-        except (DistillationError, LLMError, MemoryFormatError) as exc:
-            yield Notice(f"Memory was not updated: {exc}")
-            return
-        yield Distilled(result)
+    if len(conversations.undistilled(home, channel, limit=every)) < every:
+        return
+    token = distill.claim(home, channel)
+    if token is None:
+        return
+    try:
+        while True:
+            batch = conversations.undistilled(home, channel, limit=every)
+            if len(batch) < every:
+                return
+            try:
+                result = distill.distill(home, channel, llm, batch)
+            except (DistillationError, LLMError, MemoryFormatError) as exc:
+                yield Notice(f"Memory was not updated: {exc}")
+                return
+            yield Distilled(result)
+    finally:
+        distill.release(home, channel, token)

@@ -188,11 +188,23 @@ def m004_sessions(db: sqlite3.Connection) -> None:
     )
 
 
+def m005_distill_claim(db: sqlite3.Connection) -> None:
+    """One distillation at a time per conversation, even across processes."""
+    run_script(
+        db,
+        """
+        ALTER TABLE conversations ADD COLUMN distill_claim TEXT;
+        ALTER TABLE conversations ADD COLUMN distill_claimed_at TEXT;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
     m003_traces_and_suggestions,
     m004_sessions,
+    m005_distill_claim,
 ]
 
 

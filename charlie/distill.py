@@ -13,7 +13,9 @@ summary is kept as written for this round and every decision they added survives
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -251,6 +253,33 @@ def _record(
             started,
             now(),
         ),
+    )
+
+
+CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
+
+
+def claim(home: Home, channel: Channel) -> str | None:
+    """Reserve the channel's distillation; None when another turn or process holds it.
+
+    Two turns finishing together in a shared project would otherwise both fold the same
+    messages in, and the later save would overwrite the earlier one.
+    """
+    token = uuid.uuid4().hex
+    stale = (datetime.now(UTC) - timedelta(seconds=CLAIM_SECONDS)).isoformat()
+    cursor = home.db.execute(
+        "UPDATE conversations SET distill_claim = ?, distill_claimed_at = ? WHERE id = ? "
+        "AND (distill_claim IS NULL OR distill_claimed_at < ?)",
+        (token, now(), channel.conversation_id, stale),
+    )
+    return token if cursor.rowcount == 1 else None
+
+
+def release(home: Home, channel: Channel, token: str) -> None:
+    home.db.execute(
+        "UPDATE conversations SET distill_claim = NULL, distill_claimed_at = NULL "
+        "WHERE id = ? AND distill_claim = ?",
+        (channel.conversation_id, token),
     )
 
 

@@ -271,3 +271,29 @@ def test_extract_json_tolerates_chatter() -> None:
     assert distill.extract_json(text)["summary"] == "x"
     with pytest.raises(DistillationError, match="no JSON object"):
         distill.extract_json("no braces at all")
+
+
+def test_only_one_distillation_at_a_time_per_channel(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, alice, client = setup
+    first = distill.claim(home, channel)
+    assert first is not None
+    assert distill.claim(home, channel) is None  # another turn is distilling
+    for number in range(5):
+        conversations.add_message(home, channel, "user", f"Point {number}.", user=alice)
+    assert list(chat.distill_due(home, client, channel)) == []  # skipped, nothing sent
+    assert llm.requests == []
+    distill.release(home, channel, first)
+    llm.reply(distill_answer())
+    assert [type(e).__name__ for e in chat.distill_due(home, client, channel)] == ["Distilled"]
+    assert distill.claim(home, channel) is not None  # released after the work
+
+
+def test_a_claim_left_by_a_crash_expires(
+    home: Home, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    channel, _, _ = setup
+    assert distill.claim(home, channel) is not None
+    home.db.execute("UPDATE conversations SET distill_claimed_at = '2000-01-01T00:00:00+00:00'")
+    assert distill.claim(home, channel) is not None

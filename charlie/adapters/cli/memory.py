@@ -112,4 +112,10 @@ def distill_command(project: str | None, private: bool, user_name: str | None) -
     """Distill the conversation into memory now, without waiting for the cadence."""
     with opened_home() as home, opened_llm(home) as llm:
         channel, _ = resolve_channel(home, project, private, user_name, create=False)
-        click.echo(distilled_line(distill.distill(home, channel, llm)))
+        token = distill.claim(home, channel)
+        if token is None:
+            raise CharlieError(f"A distillation of {channel.label} is running; try again soon.")
+        try:
+            click.echo(distilled_line(distill.distill(home, channel, llm)))
+        finally:
+            distill.release(home, channel, token)
