@@ -13,14 +13,14 @@ from typing import Literal
 
 from charlie import conversations, memory, notes, projects, usage
 from charlie.keywords import terms
-from charlie.search import Searcher, searcher_for
+from charlie.search import Searcher, mark_stale, searcher_for
 from charlie.tools import Category, Registry, Tool, ToolContext, ToolError
 
 WRITE_TOOLS = ("create_note", "append_to_note", "tag_note", "record_decision")
 
 
 def searcher(context: ToolContext) -> Searcher:
-    """The searcher, its index checked against the note files once per answer."""
+    """The searcher; its index is re-checked against the note files at most every 10 s."""
     built: Searcher = context.service("searcher", lambda: searcher_for(context.home))
     return built
 
@@ -130,6 +130,12 @@ def search_conversation(context: ToolContext, query: str, limit: int = 5) -> tup
 # ---------------------------------------------------------------- notes (writes)
 
 
+def _wrote(context: ToolContext) -> None:
+    """A note changed: the next search in this answer (or later) re-checks the files."""
+    mark_stale(context.home)
+    context.services.pop("searcher", None)
+
+
 def _shared_project(context: ToolContext) -> projects.Project:
     if context.channel.project is None:
         raise ToolError(
@@ -149,6 +155,7 @@ def create_note(
         tags: Tags for the note.
     """
     created = notes.create_note(_shared_project(context), title, body, tags or [])
+    _wrote(context)
     return f"Created note {created.key}.", f"created {created.key}"
 
 
@@ -162,6 +169,7 @@ def append_to_note(context: ToolContext, note: str, text: str) -> tuple[str, str
     found = _note(context, note)
     project = projects.get_project(context.home, found.project)
     notes.update_note(project, found.name, body=f"{found.body.rstrip()}\n\n{text.strip()}\n")
+    _wrote(context)
     return f"Appended to {found.key}.", f"appended to {found.key}"
 
 
@@ -175,6 +183,7 @@ def tag_note(context: ToolContext, note: str, tags: list[str]) -> tuple[str, str
     found = _note(context, note)
     project = projects.get_project(context.home, found.project)
     updated = notes.tag_note(project, found.name, add=tags)
+    _wrote(context)
     return f"{updated.key} is tagged {', '.join(updated.tags)}.", f"tagged {updated.key}"
 
 

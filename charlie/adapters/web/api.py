@@ -29,7 +29,7 @@ from charlie.errors import CharlieError, InvalidName, LLMError, MemoryFormatErro
 from charlie.home import Home
 from charlie.index import Index
 from charlie.memory import Memory, Quote
-from charlie.search import searcher_for
+from charlie.search import mark_stale, searcher_for
 from charlie.users import User
 
 router = APIRouter()
@@ -446,6 +446,7 @@ def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> dict[str, 
     made = notes.create_note(
         projects.get_project(home, body.project), body.title, body.body, body.tags
     )
+    mark_stale(home)
     return note_json(made, full=True)
 
 
@@ -456,6 +457,7 @@ def update_note(
     changed = notes.update_note(
         projects.get_project(home, project), name, body=body.body, title=body.title
     )
+    mark_stale(home)
     return note_json(changed, full=True)
 
 
@@ -464,6 +466,7 @@ def tag_note(
     project: str, name: str, body: TagChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
     changed = notes.tag_note(projects.get_project(home, project), name, body.add, body.remove)
+    mark_stale(home)
     for tag in body.add:
         usage.record(home.db, session.user.id, "tag", tag=tag, note=changed.key)
     return note_json(changed, full=True)
@@ -479,7 +482,7 @@ def search(
     mode: Literal["vector", "keyword", "fallback", "fusion"] | None = None,
 ) -> dict[str, Any]:
     scope = [projects.get_project(home, project)] if project else []
-    searcher = searcher_for(home, max_age=2.0)
+    searcher = searcher_for(home)
     result = searcher.search(q, session.user, scope, limit=max(1, min(limit, 50)), mode=mode)
     return {
         "query": result.query,
