@@ -13,14 +13,17 @@ synthetic markdown notes, indexes it with `charlie.index.Index.refresh()` and qu
 - the cold start of a query process (model load, vectors load, first query);
 - query latency p50 / p99, query embedding included, in every mode (vector, keyword,
   fallback, fusion) with explain=False and explain=True, after a warm-up; the same for
-  first-time query terms (IDF not cached yet), a one-project search, a per-stage breakdown
-  of fusion and a cProfile of it.
+  first-time query terms (IDF not cached yet), a one-project search, a search the way the
+  web API and the tools make it (`searcher_for` with a stale index check), a per-stage
+  breakdown of fusion, a cProfile of it, and diagnostics of the costs the profile points
+  at (the keyword side with and without a project filter or common terms, IDF counts, the
+  vectors load, the no-change refresh, a two-stage vector search).
 
 The notes: ~50 household / work topics (authentication, Kubernetes, sourdough, taxes,
 solar…), each with its own nouns and literals (`refresh_token`, `JWT`, `kubectl`, `401k`…);
 sentences from templates, drawn from a per-topic pool (250 each), grouped in paragraphs,
-headings and bullet lists; 30–400 words (log-normal, median ~90; about a fifth of the notes
-are long enough to be cut into several chunks); YAML front matter with title, tags, created
+headings and bullet lists; 30–400 words (log-normal, median ~110; about a quarter of the
+notes are long enough to be cut into several chunks); YAML front matter with title, tags, created
 and updated, written exactly as `charlie.notes.render` writes it; 20 projects, some notes in
 sub-folders. Queries: natural questions, literal-carrying queries, two-word queries and
 off-topic ones, seeded.
@@ -33,8 +36,8 @@ profile of the shipped run points at. `--variants` picks the extra runs: `blas1`
 
 Embeddings. Up to `--real-embed-max` notes (default 10,000) the index is built with the real
 local model (`LocalEmbedder`, all-MiniLM-L6-v2 int8 on onnxruntime), so indexing
-throughput is real. Above it (100,000 notes: about 38,000 s of model time on 2 cores, far
-beyond the run's budget) the index is built with `PieceCacheEmbedder`: it embeds every
+throughput is real. Above it (100,000 notes: about 40 minutes of model time on 2 idle
+cores, hours on a busy one) the index is built with `PieceCacheEmbedder`: it embeds every
 distinct piece of text of the generator's pools (title, heading, sentence) once with the
 real model, and gives each chunk the normalised mean of its pieces' vectors. Those vectors
 are approximations of the model's, but they are real 384-d unit vectors of real model
@@ -44,6 +47,12 @@ indexing time at such a size is reported without the embedder (the rest), and th
 projected with the model throughput measured at the smaller size.
 
     .venv/bin/python benchmarks/search_speed.py [--sizes 10000 100000] [--queries 200]
+
+One size at a time, keeping the data homes to query them again later:
+
+    .venv/bin/python benchmarks/search_speed.py --sizes 100000 --merge --workdir DIR --keep
+    .venv/bin/python benchmarks/search_speed.py --sizes 100000 --merge --workdir DIR --keep \
+        --reuse    # queries only, on the kept home, with the earlier build results
 
 Writes benchmarks/out/search-speed.json (git-ignored; cProfile listings next to it) and,
 when matplotlib is installed, docs/benchmarks/search-speed-latency.png and
@@ -956,6 +965,37 @@ def diagnostics(
         one_project.append(time.perf_counter() - start)
     out["keyword_side_all_projects_ms"] = median_ms(everywhere)
     out["keyword_side_one_project_ms"] = median_ms(one_project)
+
+    # How many chunks the OR'ed terms match (BM25 is computed for each), and the keyword
+    # side with the terms found in more than 5% of the chunks left out (the rarest kept).
+    def count(items: list[str]) -> int:
+        expression = match_expression(items)
+        if expression is None:
+            return 0
+        return int(
+            db.execute(
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
+            ).fetchone()[0]
+        )
+
+    total = len(index.vectors().chunk_ids)
+    share = {x: count([x]) / total for t in terms for x in t} if total else {}
+
+    def rare(items: list[str]) -> list[str]:
+        kept = [x for x in items if share[x] <= 0.05]
+        return kept or sorted(items, key=lambda x: share[x])[:1]
+
+    floored = []
+    for t in terms:
+        start = time.perf_counter()
+        searcher._keyword_side(rare(t), [])
+        floored.append(time.perf_counter() - start)
+    out["keyword_terms_per_query_median"] = float(np.median([len(t) for t in terms]))
+    out["keyword_matching_chunks_median"] = float(np.median([count(t) for t in terms]))
+    out["keyword_side_df_floor_5pct_ms"] = median_ms(floored)
+    out["keyword_matching_chunks_df_floor_5pct_median"] = float(
+        np.median([count(rare(t)) for t in terms])
+    )
 
     # The IDF count of a term, as `Searcher.idf` runs it, for the queries' terms.
     counts = []

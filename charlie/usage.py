@@ -90,9 +90,13 @@ def note_key(project_slug: str, note_name: str) -> str:
 
 
 def check_note_key(key: str) -> str:
-    """`key` itself if it has the shape "project-slug/note-name"; else `InvalidUsageEvent`."""
+    """`key` itself if it has the shape "project-slug/note-name"; else `InvalidUsageEvent`.
+
+    The name may hold folders ("kitchen/recipes/pasta"): notes can live in sub-folders.
+    """
     slug, sep, name = key.partition("/")
-    if not sep or not slug.strip() or not name.strip() or "/" in name:
+    parts = name.split("/")
+    if not sep or not slug.strip() or not all(part.strip() for part in parts):
         raise InvalidUsageEvent(
             f"{key!r} is not a note key: write it as 'project-slug/note-name' "
             "(the note's file name without .md)."

@@ -243,7 +243,7 @@ def test_ranking_without_explanations_gives_the_same_values_in_two_queries(home:
         ("tag", {"tag": " # "}, "is not a tag"),
         ("view", {"note": "no-slash"}, "'no-slash' is not a note key"),
         ("view", {"note": "p/"}, "is not a note key"),
-        ("view", {"note": "p/a/b"}, "is not a note key"),
+        ("view", {"note": "p/a//b"}, "is not a note key"),
         ("view", {"note": "p/n", "at": datetime(2025, 1, 1)}, "has no time zone"),
     ],
 )
@@ -320,3 +320,12 @@ def test_a_naive_now_is_refused(home: Home) -> None:
     alice = ensure_user(home.db, "alice").id
     with pytest.raises(InvalidUsageEvent, match="no time zone"):
         MODEL.boosts(home.db, alice, {"p/n": []}, now=datetime(2025, 1, 1))
+
+
+def test_notes_in_sub_folders_can_be_used(home: Home) -> None:
+    user = ensure_user(home.db, "alice")
+    usage.record(home.db, user.id, "view", note="kitchen/recipes/pasta")
+    boost = usage.UsageModel().boosts(home.db, user.id, {"kitchen/recipes/pasta": []})
+    assert boost["kitchen/recipes/pasta"].value > 0
+    with pytest.raises(usage.InvalidUsageEvent):
+        usage.record(home.db, user.id, "view", note="kitchen//pasta")
