@@ -291,11 +291,10 @@ class ToolLoop:
             self.llm_seconds += completion.seconds
             self.prompt_tokens = completion.usage.get("prompt_tokens", self.prompt_tokens)
             held = markup.held() + shown.flush()
-            known = [t for t in self.registry.tools]
             calls = list(completion.tool_calls)
             in_text = False
             if not calls:
-                calls, rest = calls_in_text(strip_think(held) if held else "", known)
+                calls, rest = calls_in_text(strip_think(held) if held else "", self.registry.tools)
                 in_text = bool(calls)
                 held = rest
             if held.strip():

@@ -336,9 +336,8 @@ class Index:
                 "SELECT chunks.id, chunks.note_id, notes.project_id, chunks.vector FROM chunks "
                 "JOIN notes ON notes.id = chunks.note_id ORDER BY chunks.id"
             ).fetchall()
-            matrix = np.zeros((len(rows), self.embedder.dim), dtype=np.float32)
-            for i, row in enumerate(rows):
-                matrix[i] = np.frombuffer(row[3], dtype=np.float32)
+            blob = b"".join(row[3] for row in rows)  # one copy, not one per row
+            matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.embedder.dim)
             vectors = Vectors(
                 np.array([r[0] for r in rows], dtype=np.int64),
                 np.array([r[1] for r in rows], dtype=np.int64),
