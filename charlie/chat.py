@@ -171,9 +171,13 @@ def turn(
     *,
     registry: Registry | None = None,
     max_iterations: int = MAX_ITERATIONS,
+    instruction: str = "",
 ) -> Iterator[Event]:
     """Take the person's message and yield the reply as it streams, the tool trace as it
     happens, suggested notes, then any distillation.
+
+    `instruction` is guidance for this one answer (voice mode asks for a short spoken one);
+    it goes to the model, never into the stored conversation.
 
     The message is stored first: if the model fails, the `LLMError` propagates and the
     message is kept for the next turn.
@@ -190,6 +194,8 @@ def turn(
         home, channel, "user", text, user=user, images=[str(p) for p in images]
     )
     messages, warning = context(home, channel, user, images)
+    if instruction.strip():
+        messages[0]["content"] += f"\n\n{instruction.strip()}"
     if warning:
         yield Notice(warning)
     loop = ToolLoop(home, llm, channel, user, registry or toolkit.registry(), max_iterations)

@@ -39,7 +39,21 @@ _FIXES: dict[str, str] = {
     "embeddings": "set CHARLIE_EMBEDDINGS to 'local' (the packaged model) or 'openai'",
     "usage_half_life_days": "set CHARLIE_USAGE_HALF_LIFE_DAYS to a number of days above 0",
     "usage_weight": "set CHARLIE_USAGE_WEIGHT to a number from 0 to 10 (default 0.3)",
+    "discord_token": (
+        "set CHARLIE_DISCORD_TOKEN to your bot's token (Discord developer portal → your "
+        "application → Bot → Reset Token)"
+    ),
+    "voice_tts": (
+        "set CHARLIE_VOICE_TTS to speech engines in the order to try, "
+        "from edge, piper and espeak, e.g. 'piper,espeak'"
+    ),
+    "voice_stt_model": (
+        "set CHARLIE_VOICE_STT_MODEL to a Whisper model name (tiny.en, base, small, …) "
+        "or the folder of a CTranslate2 Whisper model"
+    ),
 }
+
+TTS_ENGINES = ("edge", "piper", "espeak")
 
 
 def default_home() -> Path:
@@ -81,6 +95,36 @@ class Settings(BaseSettings):
     embeddings_base_url: str = Field("", description="Embeddings server (default: the LLM's).")
     usage_half_life_days: float = Field(30.0, gt=0, description="Usage fades by half in this.")
     usage_weight: float = Field(0.3, ge=0, le=10, description="score = sim × (1 + boost × w).")
+    discord_token: SecretStr | None = Field(
+        None, description="The Discord bot's token (charlie[discord]; never logged)."
+    )
+    # Voice (the charlie[voice] extra; docs/voice.md)
+    voice_stt_model: str = Field("tiny.en", description="Whisper model name or model folder.")
+    voice_stt_compute: str = Field("int8", description="CTranslate2 compute type on the CPU.")
+    voice_stt_threads: int = Field(0, ge=0, le=64, description="CPU threads; 0 means all.")
+    voice_language: str = Field("", description="Spoken language code; empty: detect.")
+    voice_allow_download: bool = Field(
+        False, description="Let faster-whisper download a model that is not installed."
+    )
+    voice_tts: str = Field("edge,piper,espeak", description="Speech engines, in order.")
+    voice_edge_voice: str = Field("en-US-AriaNeural", description="Edge-TTS voice name.")
+    voice_edge_timeout: float = Field(5.0, gt=0, description="Seconds to wait for Edge-TTS.")
+    voice_edge_proxy: str = Field("", description="HTTP proxy for Edge-TTS, if needed.")
+    voice_piper_model: str = Field("", description="Piper voice .onnx; empty: the packaged one.")
+    voice_espeak_voice: str = Field("en-us", description="espeak-ng voice.")
+    voice_silence_ms: int = Field(
+        700, ge=100, le=5000, description="Trailing silence that ends an utterance."
+    )
+    voice_max_utterance_s: float = Field(
+        30.0, gt=1, le=300, description="Longest utterance before it is cut."
+    )
+    voice_vad_threshold: float = Field(
+        0.5, gt=0, lt=1, description="Speech probability that counts as voice."
+    )
+    voice_spoken_sentences: int = Field(3, ge=1, le=20, description="Sentences in a spoken reply.")
+    voice_spoken_chars: int = Field(
+        450, ge=40, le=5000, description="Characters in a spoken reply, at most."
+    )
 
     @field_validator("llm_base_url")
     @classmethod
@@ -89,6 +133,19 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value
+
+    @field_validator("voice_tts")
+    @classmethod
+    def _engines(cls, value: str) -> str:
+        names = [n.strip().lower() for n in value.split(",") if n.strip()]
+        unknown = [n for n in names if n not in TTS_ENGINES]
+        if not names or unknown:
+            raise ValueError(f"{value!r} names no engine or an unknown one ({', '.join(unknown)})")
+        return ",".join(names)
+
+    @property
+    def tts_order(self) -> list[str]:
+        return self.voice_tts.split(",")
 
     @field_validator("home")
     @classmethod

@@ -56,3 +56,11 @@ class DistillationError(CharlieError):
 
 class PrivacyError(CharlieError):
     """An operation would expose one person's private channel to another."""
+
+
+class VoiceUnavailable(CharlieError):
+    """A voice part (speech recognition or an engine to speak) is not installed or not reachable."""
+
+
+class AudioError(CharlieError):
+    """Audio that cannot be read: an unknown format, no sound, or too long."""

@@ -34,3 +34,25 @@ def test_adapters_never_import_each_other() -> None:
             for name in imports(path):
                 if name.startswith("charlie.adapters."):
                     assert name.split(".")[2] == adapter.name, f"{path} imports {name}"
+
+
+VOICE_LIBRARIES = {"faster_whisper", "ctranslate2", "av", "piper", "edge_tts", "aiohttp"}
+
+
+def test_voice_is_used_only_by_front_ends_and_loads_its_libraries_lazily() -> None:
+    """The rest of the core never imports `charlie.voice`; the voice package imports its
+    optional libraries only inside functions, so it imports without the extra."""
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).parts
+        if parts[0] in {"voice", "adapters"}:
+            continue
+        assert not any(n.startswith("charlie.voice") for n in imports(path)), path
+    for path in (PACKAGE / "voice").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        top_level = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                top_level.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                top_level.add(node.module.split(".")[0])
+        assert not top_level & VOICE_LIBRARIES, f"{path} imports {top_level & VOICE_LIBRARIES}"

@@ -33,7 +33,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from charlie.adapters.cli import chat, memory, notes, projects, users
+    from charlie.adapters.cli import chat, memory, notes, projects, users, voice
 
     cli.add_command(chat.chat)
     cli.add_command(projects.projects)
@@ -43,6 +43,8 @@ def _register() -> None:
     cli.add_command(notes.reindex_command)
     cli.add_command(notes.search_command)
     cli.add_command(users.users_group)
+    cli.add_command(voice.voice_command)
+    cli.add_command(voice.say_command)
     # Other front ends add their commands (`charlie serve`, …) as plugins, so this
     # adapter never imports them.
     for entry in entry_points(group="charlie.commands"):

@@ -52,6 +52,43 @@ def trace_line(event: dict[str, Any]) -> str | None:
     return None
 
 
+class Printer:
+    """Shows a turn's events: the reply on stdout as it streams, everything else on stderr."""
+
+    def __init__(self, full_trace: bool = False) -> None:
+        self.full_trace = full_trace
+        self.streamed = False
+        self.offered: list[int] = []  # ids of the suggestions shown, by their number
+
+    def show(self, event: core_chat.Event) -> None:
+        if isinstance(event, core_chat.Token):
+            click.echo(event.text, nl=False)
+            self.streamed = True
+        elif isinstance(event, core_chat.Reply):
+            if self.streamed:
+                click.echo()
+        elif isinstance(event, core_chat.Distilled):
+            click.echo(distilled_line(event.result), err=True)
+        elif isinstance(event, core_chat.Notice):
+            click.echo(f"Note: {event.text}", err=True)
+        elif isinstance(event, core_chat.TraceEvent):
+            line = (
+                json.dumps(event.event, ensure_ascii=False)
+                if self.full_trace
+                else trace_line(event.event)
+            )
+            if line:
+                if self.streamed:
+                    click.echo(err=True)
+                    self.streamed = False
+                click.echo(line, err=True)
+        elif isinstance(event, core_chat.Suggested):
+            click.echo("Related notes you might want (/accept N, /dismiss N):", err=True)
+            for number, suggestion in enumerate(event.suggestions, start=1):
+                click.echo(f"  [{number}] {suggestion.title} ({suggestion.note})", err=True)
+                self.offered.append(suggestion.id)
+
+
 def _say(
     home: Home,
     llm: LLMClient,
@@ -62,36 +99,10 @@ def _say(
     full_trace: bool = False,
 ) -> list[int]:
     """Send one message and print the reply; return the ids of the suggestions shown."""
-    streamed = False
-    offered: list[int] = []
+    printer = Printer(full_trace)
     for event in core_chat.turn(home, llm, channel, user, text, images):
-        if isinstance(event, core_chat.Token):
-            click.echo(event.text, nl=False)
-            streamed = True
-        elif isinstance(event, core_chat.Reply):
-            if streamed:
-                click.echo()
-        elif isinstance(event, core_chat.Distilled):
-            click.echo(distilled_line(event.result), err=True)
-        elif isinstance(event, core_chat.Notice):
-            click.echo(f"Note: {event.text}", err=True)
-        elif isinstance(event, core_chat.TraceEvent):
-            line = (
-                json.dumps(event.event, ensure_ascii=False)
-                if full_trace
-                else trace_line(event.event)
-            )
-            if line:
-                if streamed:
-                    click.echo(err=True)
-                    streamed = False
-                click.echo(line, err=True)
-        elif isinstance(event, core_chat.Suggested):
-            click.echo("Related notes you might want (/accept N, /dismiss N):", err=True)
-            for number, suggestion in enumerate(event.suggestions, start=1):
-                click.echo(f"  [{number}] {suggestion.title} ({suggestion.note})", err=True)
-                offered.append(suggestion.id)
-    return offered
+        printer.show(event)
+    return printer.offered
 
 
 @click.command()

@@ -31,9 +31,11 @@ from charlie.errors import (
     NotFound,
     PrivacyError,
     SettingsError,
+    VoiceUnavailable,
 )
 from charlie.home import Home
 from charlie.llm import LLMClient
+from charlie.voice.turn import Voice
 
 STATIC = Path(__file__).parent / "static"
 mimetypes.add_type("text/javascript", ".js")  # some systems map .js to text/plain
@@ -51,6 +53,7 @@ STATUS: list[tuple[type[Exception], int]] = [
     (PrivacyError, 403),
     (sessions.TooManyAttempts, 429),
     (LLMUnavailable, 503),
+    (VoiceUnavailable, 503),
     (LLMError, 502),
     (SettingsError, 500),
     (CharlieError, 400),
@@ -149,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.shared = {}
     app.state.llm = LLMClient.from_settings(settings)
+    app.state.voice = Voice(settings)  # loads its models on first use
 
     @app.exception_handler(CharlieError)
     async def charlie_error(request: Request, exc: CharlieError) -> JSONResponse:
@@ -171,9 +175,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             message = f"Bad request: {where or 'body'}: {first.get('msg', 'invalid')}."
         return problem(400, message, "BadRequest")
 
-    from charlie.adapters.web import api
+    from charlie.adapters.web import api, voice
 
     app.include_router(api.router, prefix="/api")
+    app.include_router(voice.router, prefix="/api")
 
     @app.middleware("http")
     async def safety_headers(request: Request, call_next: Any) -> Any:

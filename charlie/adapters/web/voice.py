@@ -1,0 +1,247 @@
+"""The voice routes (docs/api.md, "Voice"): a spoken turn, transcription, speech, and the
+live listening channel the PWA's hands-free mode streams microphone audio into.
+
+Hands-free decides end-of-speech on the server, with the same detector and parameters that
+trim uploads: the browser streams 16 kHz PCM over a WebSocket, the server answers when speech
+starts and when the utterance is over, and the browser then sends that utterance as a normal
+spoken turn. One detector, one set of parameters, whatever the browser.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from charlie import chat, sessions
+from charlie.adapters.web.api import _event, channel_for
+from charlie.adapters.web.app import SESSION_COOKIE, HomeDep, SessionDep, sse
+from charlie.errors import CharlieError, LLMError
+from charlie.home import Home
+from charlie.voice import audio as audio_io
+from charlie.voice import turn as voice_turn
+from charlie.voice import vad
+from charlie.voice.turn import Heard, SpeechChunk, SpokenText, Voice
+
+router = APIRouter()
+MAX_LISTEN_SECONDS = 600  # a hands-free stream is closed after this long without a turn
+
+
+def _voice(request: Request) -> Voice:
+    return request.app.state.voice  # type: ignore[no-any-return]
+
+
+def installed() -> str | None:
+    """Why voice cannot work here, or None when the extra is installed."""
+    missing = [m for m in ("faster_whisper", "av") if importlib.util.find_spec(m) is None]
+    if missing:
+        return "The voice extra is not installed: pip install 'charlie[voice]'."
+    return None
+
+
+def heard_json(heard: Heard) -> dict[str, Any]:
+    t = heard.transcript
+    return {
+        "text": t.text,
+        "language": t.language,
+        "seconds": round(t.seconds, 3),
+        "audio_seconds": round(t.audio_seconds, 3),
+        "speech_seconds": round(heard.speech_seconds, 3),
+        "vad_seconds": round(heard.vad_seconds, 3),
+    }
+
+
+def chunk_json(chunk: SpeechChunk) -> dict[str, Any]:
+    return {
+        "index": chunk.index,
+        "text": chunk.text,
+        "engine": chunk.speech.engine,
+        "skipped": chunk.speech.skipped,
+        "seconds": round(chunk.speech.seconds, 3),
+        "audio_seconds": round(chunk.speech.audio.seconds, 3),
+        "wav": base64.b64encode(chunk.speech.audio.wav()).decode("ascii"),
+    }
+
+
+@router.get("/voice")
+def voice_status(request: Request, session: SessionDep) -> dict[str, Any]:
+    """Whether voice works here, with what, and the hands-free parameters."""
+    voice, settings = _voice(request), request.app.state.settings
+    problem = installed()
+    return {
+        "available": problem is None,
+        "problem": problem,
+        "stt_model": settings.voice_stt_model,
+        "tts": voice.speaker.status() if problem is None else {},
+        "rate": audio_io.RATE,
+        "silence_ms": voice.params.silence_ms,
+        "max_seconds": voice.params.max_seconds,
+        "threshold": voice.params.threshold,
+        "spoken_sentences": settings.voice_spoken_sentences,
+    }
+
+
+async def _recording(request: Request) -> audio_io.Audio:
+    body = await request.body()
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind in ("audio/l16", "audio/pcm"):
+        return audio_io.pcm16(body, int(request.query_params.get("rate", audio_io.RATE)))
+    return await run_in_threadpool(audio_io.read, body)
+
+
+@router.post("/channels/{channel}/voice")
+async def voice_chat(
+    channel: str, request: Request, session: SessionDep, home: HomeDep
+) -> StreamingResponse:
+    """A spoken turn: the body is the recording (WAV, WebM, Ogg, MP3, or raw 16-bit PCM with
+    `Content-Type: audio/L16`). Answers a stream of events like the text chat, plus `heard`,
+    `spoken` and `audio` (one per sentence, base64 WAV)."""
+    channel_for(home, channel, session.user)  # refuse a bad channel before any work
+    voice, settings, shared, llm = (
+        _voice(request),
+        request.app.state.settings,
+        request.app.state.shared,
+        request.app.state.llm,
+    )
+    recording = await _recording(request)
+    heard = await run_in_threadpool(voice.hear, recording)  # no speech → 400 before streaming
+    user = session.user
+
+    def events() -> Iterator[str]:
+        yield sse("heard", heard_json(heard))
+        own = Home.open(settings, shared=shared)
+        try:
+            target = channel_for(own, channel, user)
+            for event in voice_turn.answer(own, llm, target, user, heard, voice):
+                yield _voice_event(event)
+        except (LLMError, CharlieError) as exc:
+            yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
+        finally:
+            own.close()
+        yield sse("done", {})
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def _voice_event(event: chat.Event | voice_turn.VoiceEvent) -> str:
+    if isinstance(event, Heard):
+        return sse("heard", heard_json(event))
+    if isinstance(event, SpokenText):
+        return sse("spoken", {"text": event.text})
+    if isinstance(event, SpeechChunk):
+        return sse("audio", chunk_json(event))
+    return _event(event)
+
+
+@router.post("/voice/transcribe")
+async def transcribe(request: Request, session: SessionDep) -> dict[str, Any]:
+    """Dictation: the recording's words, nothing stored."""
+    voice = _voice(request)
+    recording = await _recording(request)
+    heard = await run_in_threadpool(voice.hear, recording)
+    return heard_json(heard)
+
+
+class SayRequest(BaseModel):
+    text: str = Field(min_length=1, max_length=5_000)
+    spoken: bool = False  # apply the speakable pass (markdown → a few sentences) first
+
+
+@router.post("/voice/say")
+def say(body: SayRequest, request: Request, session: SessionDep) -> Response:
+    """Speech for some text, as WAV; the engine that spoke is in `X-Charlie-Voice-Engine`."""
+    voice = _voice(request)
+    text = voice.spoken(body.text) if body.spoken else body.text.strip()
+    if not text:
+        raise CharlieError("There is nothing to say: the text is empty.")
+    parts = list(voice.speak(text))
+    joined = audio_io.Audio.joined([p.speech.audio for p in parts], parts[0].speech.audio.rate)
+    return Response(
+        joined.wav(),
+        media_type="audio/wav",
+        headers={"X-Charlie-Voice-Engine": parts[0].speech.engine, "Cache-Control": "no-store"},
+    )
+
+
+def _signed_in(websocket: WebSocket) -> bool:
+    """The session cookie names a live session, and the page is our own origin."""
+    origin = websocket.headers.get("origin")
+    host = websocket.headers.get("host", "")
+    if origin is not None and origin.split("://", 1)[-1] != host:
+        return False  # another site's page must not open a channel with our cookies
+    token = websocket.cookies.get(SESSION_COOKIE)
+    if not token:
+        return False
+    with Home.open(websocket.app.state.settings, shared=websocket.app.state.shared) as home:
+        return sessions.lookup(home.db, token) is not None
+
+
+@router.websocket("/voice/listen")
+async def listen(websocket: WebSocket) -> None:
+    """Hands-free listening: binary messages of 16-bit 16 kHz mono PCM in; JSON out —
+    `ready` (the parameters), `speech` (speech began at `at` seconds into the stream) and
+    `utterance` (`start`/`end` seconds; `cut` when the length limit ended it). Send the
+    text message `reset` to start a new stream (e.g. after Charlie has answered)."""
+    if not _signed_in(websocket):
+        await websocket.close(code=4401, reason="Sign in first.")
+        return
+    voice: Voice = websocket.app.state.voice
+    await websocket.accept()
+    try:
+        endpointer = await run_in_threadpool(voice.endpointer)
+    except CharlieError as exc:
+        await websocket.send_json({"event": "error", "error": str(exc)})
+        await websocket.close(code=1011)
+        return
+    await websocket.send_json(
+        {
+            "event": "ready",
+            "rate": audio_io.RATE,
+            "silence_ms": voice.params.silence_ms,
+            "max_seconds": voice.params.max_seconds,
+        }
+    )
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("text") == "reset":
+                endpointer = vad.Endpointer(endpointer.model, voice.params)
+                await websocket.send_json({"event": "reset"})
+                continue
+            data = message.get("bytes")
+            if not data or len(data) % 2:
+                await websocket.send_json(
+                    {"event": "error", "error": "Send 16-bit PCM samples as binary messages."}
+                )
+                continue
+            samples = np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+            for event in endpointer.feed(samples):
+                if isinstance(event, vad.SpeechStarted):
+                    await websocket.send_json({"event": "speech", "at": event.at})
+                else:
+                    await websocket.send_json(
+                        {
+                            "event": "utterance",
+                            "start": event.start,
+                            "end": event.end,
+                            "cut": event.cut,
+                        }
+                    )
+            if endpointer.seconds > MAX_LISTEN_SECONDS and not endpointer.in_speech:
+                endpointer = vad.Endpointer(endpointer.model, voice.params)
+                await websocket.send_json({"event": "reset"})
+    except WebSocketDisconnect:
+        return

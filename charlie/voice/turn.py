@@ -1,0 +1,171 @@
+"""A spoken turn: recording → trimmed speech → transcript → the normal chat turn → a short
+spoken reply, synthesised sentence by sentence.
+
+The chat turn is the same one the PWA and the CLI use (tools, memory, distillation); voice
+only adds an instruction asking for a spoken-length answer and, after the reply is stored,
+the speakable pass and speech. Speech is made before distillation runs, so the person hears
+the answer without waiting for memory to be rewritten.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from charlie import chat
+from charlie.conversations import Channel
+from charlie.errors import AudioError, VoiceUnavailable
+from charlie.home import Home
+from charlie.llm import LLMClient
+from charlie.tools import Registry
+from charlie.users import User
+from charlie.voice import speakable, vad
+from charlie.voice.audio import Audio
+from charlie.voice.stt import Transcriber, Transcript, WhisperTranscriber
+from charlie.voice.tts import Speaker, Speech
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What the person said."""
+
+    transcript: Transcript
+    speech_seconds: float  # length of the trimmed speech
+    vad_seconds: float  # time spent finding it
+
+
+@dataclass(frozen=True)
+class SpokenText:
+    """The reply as it will be spoken (the full reply is in the chat)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class SpeechChunk:
+    """Audio for one sentence of the spoken reply."""
+
+    index: int
+    text: str
+    speech: Speech
+
+
+VoiceEvent = Heard | SpokenText | SpeechChunk
+
+
+class Voice:
+    """The voice parts of one process — recogniser, detector, speech engines — loaded on
+    first use and shared by every turn."""
+
+    def __init__(
+        self,
+        settings: Any,
+        *,
+        transcriber: Transcriber | None = None,
+        speaker: Speaker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.params = vad.Params.from_settings(settings)
+        self._transcriber = transcriber
+        self._speaker = speaker
+        self._vad_session: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def transcriber(self) -> Transcriber:
+        with self._lock:
+            if self._transcriber is None:
+                self._transcriber = WhisperTranscriber.from_settings(self.settings)
+            return self._transcriber
+
+    @property
+    def speaker(self) -> Speaker:
+        with self._lock:
+            if self._speaker is None:
+                self._speaker = Speaker.from_settings(self.settings)
+            return self._speaker
+
+    def detector(self) -> vad.Silero:
+        """A fresh detector state over the shared model."""
+        with self._lock:
+            if self._vad_session is None:
+                vad.model_path()  # fails with the install hint when the extra is missing
+                self._vad_session = vad.load_session()
+            return vad.Silero(self._vad_session)
+
+    def endpointer(self) -> vad.Endpointer:
+        return vad.Endpointer(self.detector(), self.params)
+
+    def hear(self, recording: Audio) -> Heard:
+        """Trim the recording to its speech and transcribe it."""
+        started = time.perf_counter()
+        speech = vad.trim(self.detector(), recording, self.params)
+        found = time.perf_counter() - started
+        transcript = self.transcriber.transcribe(speech)
+        if not transcript.text.strip():
+            raise AudioError("No words could be made out: try again, closer to the microphone.")
+        return Heard(transcript, speech.seconds, found)
+
+    def speak(self, text: str) -> Iterator[SpeechChunk]:
+        for index, sentence in enumerate(speakable.sentences_of(text)):
+            yield SpeechChunk(index, sentence, self.speaker.speak(sentence))
+
+    def spoken(self, reply: str) -> str:
+        return speakable.speakable(
+            reply, self.settings.voice_spoken_sentences, self.settings.voice_spoken_chars
+        )
+
+
+def turn(
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    recording: Audio,
+    voice: Voice,
+    *,
+    registry: Registry | None = None,
+) -> Iterator[chat.Event | VoiceEvent]:
+    """Hear the recording and answer it aloud. Errors before the transcript (no speech, no
+    model) store nothing; from the transcript on, this is the normal chat turn."""
+    heard = voice.hear(recording)
+    yield heard
+    yield from answer(home, llm, channel, user, heard, voice, registry=registry)
+
+
+def answer(
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    heard: Heard,
+    voice: Voice,
+    *,
+    registry: Registry | None = None,
+) -> Iterator[chat.Event | VoiceEvent]:
+    """The chat turn for what was heard, with the reply spoken as soon as it is stored."""
+    instruction = speakable.instruction(voice.settings.voice_spoken_sentences)
+    for event in chat.turn(
+        home,
+        llm,
+        channel,
+        user,
+        heard.transcript.text,
+        registry=registry,
+        instruction=instruction,
+    ):
+        yield event
+        if isinstance(event, chat.Reply):
+            yield from _say(voice, event.message.content)
+
+
+def _say(voice: Voice, reply: str) -> Iterator[chat.Event | VoiceEvent]:
+    text = voice.spoken(reply)
+    yield SpokenText(text)
+    try:
+        yield from voice.speak(text)
+    except VoiceUnavailable as exc:
+        yield chat.Notice(str(exc))
