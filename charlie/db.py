@@ -199,12 +199,51 @@ def m005_distill_claim(db: sqlite3.Connection) -> None:
     )
 
 
+def m006_discord(db: sqlite3.Connection) -> None:
+    """The Discord bot's links and bindings (`charlie.links`, `charlie.adapters.discord`).
+
+    Discord ids are snowflakes kept as text. A link code is stored as its sha256 only.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE discord_links (
+            discord_id TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            linked_at TEXT NOT NULL
+        );
+        CREATE INDEX discord_links_user ON discord_links(user_id);
+        CREATE TABLE discord_link_codes (
+            code_hash TEXT PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            expires_at TEXT NOT NULL
+        );
+        -- A server channel or thread bound to a shared project (never a DM: a DM is always
+        -- its person's private channel).
+        CREATE TABLE discord_bindings (
+            channel_id TEXT PRIMARY KEY,
+            guild_id TEXT NOT NULL,
+            project_slug TEXT NOT NULL,
+            bound_by INTEGER REFERENCES users(id),
+            bound_at TEXT NOT NULL
+        );
+        -- The bot's message offering a suggested note, so a reaction can answer it.
+        CREATE TABLE discord_suggestion_messages (
+            message_id TEXT PRIMARY KEY,
+            suggestion_id INTEGER NOT NULL REFERENCES suggestions(id),
+            decided TEXT CHECK (decided IN ('accepted', 'dismissed'))
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
     m003_traces_and_suggestions,
     m004_sessions,
     m005_distill_claim,
+    m006_discord,
 ]
 
 

@@ -98,7 +98,7 @@ def test_a_spoken_turn_hears_answers_and_speaks(
     assert reply == LONG_REPLY
     spoken_text = next(data for kind, data in found if kind == "spoken")["text"]
     assert spoken_text == (
-        "The worktop. We chose quartz over oak. It resists stains and heat. "
+        "We chose quartz over oak. It resists stains and heat. The fitter comes on Friday. "
         "The rest is in the chat."
     )
     chunks = [data for kind, data in found if kind == "audio"]

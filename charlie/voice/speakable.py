@@ -1,7 +1,7 @@
 """Spoken-length compression: a written answer turned into a few sentences worth hearing.
 
 Two halves. The model is asked for a short spoken answer (`instruction`); whatever it sends,
-`speakable` then makes it sayable deterministically — code blocks, tables, images and raw
+`speakable` then makes it sayable deterministically — code blocks, tables, headings and raw
 URLs are left out (the chat keeps them), markdown marks are dropped, lists become sentences —
 and caps it at a few sentences and a number of characters. The full answer stays in the
 conversation as written.
@@ -33,7 +33,7 @@ HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 QUOTE = re.compile(r"^\s*>\s?")
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
-SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\x00])")
 ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "vs.", "approx.")
 
 
@@ -50,7 +50,6 @@ def _url_words(match: re.Match[str]) -> str:
 
 
 def _line(text: str) -> str:
-    text = HEADING.sub("", text)
     text = QUOTE.sub("", text)
     bullet = BULLET.match(text) is not None
     text = BULLET.sub("", text).strip()
@@ -70,7 +69,7 @@ def speakable(markdown: str, max_sentences: int = 3, max_chars: int = 450) -> st
         if TABLE_ROW.match(line):
             left_out = True
             continue
-        if RULE.match(line):
+        if RULE.match(line) or HEADING.match(line):  # headings help a reader, not a listener
             continue
         lines.append(_line(line))
     text = " ".join(line for line in lines if line)

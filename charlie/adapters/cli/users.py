@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from charlie import sessions, users
+from charlie import links, sessions, users
 from charlie.adapters.cli.common import opened_home
 from charlie.errors import CharlieError
 
@@ -55,5 +55,39 @@ def list_command() -> None:
     """List accounts."""
     with opened_home() as home:
         for user, has_password in users.list_users(home.db):
-            flags = [f for f, on in (("admin", user.is_admin), ("can sign in", has_password)) if on]
+            on_discord = bool(links.discord_ids(home.db, user))
+            flags = [
+                f
+                for f, on in (
+                    ("admin", user.is_admin),
+                    ("can sign in", has_password),
+                    ("linked on Discord", on_discord),
+                )
+                if on
+            ]
             click.echo(f"{user.name}\t{', '.join(flags)}".rstrip())
+
+
+@users_group.command("link-discord")
+@click.argument("name")
+@click.argument("discord_id", metavar="DISCORD_ID")
+def link_discord_command(name: str, discord_id: str) -> None:
+    """Let the Discord user DISCORD_ID talk to Charlie as NAME.
+
+    DISCORD_ID is the number Discord shows with Developer Mode on (right-click the person,
+    Copy User ID). Their DMs with the bot become NAME's private channel.
+    """
+    with opened_home() as home:
+        user = links.link_discord(home.db, name, discord_id)
+        click.echo(f"Linked Discord user {discord_id.strip()} to {user.name}.")
+
+
+@users_group.command("unlink-discord")
+@click.argument("name")
+@click.argument("discord_id", metavar="[DISCORD_ID]", required=False)
+def unlink_discord_command(name: str, discord_id: str | None) -> None:
+    """Stop a Discord user (or, without DISCORD_ID, every one) speaking as NAME."""
+    with opened_home() as home:
+        count = links.unlink_discord(home.db, name, discord_id)
+        which = f"Discord user {discord_id.strip()}" if discord_id else f"{count} Discord user(s)"
+        click.echo(f"Unlinked {which} from {name}.")

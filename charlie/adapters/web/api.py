@@ -16,7 +16,17 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from charlie import __version__, chat, memory, notes, projects, sessions, suggestions, usage
+from charlie import (
+    __version__,
+    chat,
+    links,
+    memory,
+    notes,
+    projects,
+    sessions,
+    suggestions,
+    usage,
+)
 from charlie.adapters.web.app import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -146,6 +156,14 @@ def logout(session: SessionDep, response: Response, home: HomeDep) -> dict[str, 
 @router.get("/me")
 def me(session: SessionDep) -> dict[str, Any]:
     return {"name": session.user.name, "is_admin": session.user.is_admin}
+
+
+@router.post("/me/discord-code")
+def discord_code(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """A one-time code that links the caller's Discord account (`/charlie link CODE`)."""
+    made = links.new_code(home.db, session.user)
+    linked = len(links.discord_ids(home.db, session.user))
+    return {"code": made.code, "expires_at": made.expires_at, "linked": linked}
 
 
 @router.get("/health")

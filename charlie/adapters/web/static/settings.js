@@ -177,7 +177,47 @@ export function createSettings(app) {
           : h('p', { class: 'callout callout-error' }, `There is no project ${channel}.`),
       );
     }
+    box.append(discordCard());
     renderHealth();
+  }
+
+  // Link Discord: a one-time code the person sends to the bot as `/charlie link CODE`.
+  function discordCard() {
+    const result = h('p', { class: 'discord-code', 'aria-live': 'polite', hidden: true });
+    const button = h('button', { type: 'button', id: 'discord-code-button' }, 'Get a code');
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        const made = await post('/api/me/discord-code');
+        const until = new Date(made.expires_at).toLocaleTimeString([], {
+          hour: '2-digit',
+          minute: '2-digit',
+        });
+        result.replaceChildren(
+          'Send ',
+          h('code', { id: 'discord-code' }, `/charlie link ${made.code}`),
+          ` to Charlie in Discord before ${until}. The code works once.`,
+        );
+      } catch (error) {
+        result.replaceChildren(error.message);
+      } finally {
+        result.hidden = false;
+        button.disabled = false;
+      }
+    });
+    return h(
+      'section',
+      { class: 'card', id: 'discord-link' },
+      h('h2', {}, 'Link Discord'),
+      h(
+        'p',
+        { class: 'muted small' },
+        'Talk to Charlie from Discord as yourself: your DMs with the bot become your private ' +
+          'channel. Get a code here, then send it to the bot.',
+      ),
+      result,
+      h('div', { class: 'actions' }, button),
+    );
   }
 
   function renderHealth() {
