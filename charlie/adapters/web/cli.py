@@ -29,8 +29,24 @@ def _loopback(host: str) -> bool:
     help="Address to listen on; anything but loopback serves your LAN.",
 )
 @click.option("--port", default=8765, show_default=True, type=int)
-def serve(host: str, port: int) -> None:
-    """Serve the PWA and its API (open http://127.0.0.1:8765 in a browser)."""
+@click.option(
+    "--certfile",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TLS certificate (PEM): serve HTTPS, which phones need to use the microphone.",
+)
+@click.option(
+    "--keyfile",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The certificate's private key (PEM).",
+)
+def serve(host: str, port: int, certfile: str | None, keyfile: str | None) -> None:
+    """Serve the PWA and its API (open http://127.0.0.1:8765 in a browser).
+
+    Browsers allow the microphone (voice) only on https:// or on this machine itself, so to
+    talk to Charlie from a phone on the LAN, serve HTTPS with --certfile and --keyfile.
+    """
+    if bool(certfile) != bool(keyfile):
+        raise CharlieError("HTTPS needs both --certfile and --keyfile.")
     import uvicorn
 
     from charlie.adapters.web.app import create_app
@@ -47,5 +63,13 @@ def serve(host: str, port: int) -> None:
         click.echo(
             "No one can sign in yet: create an account with `charlie users add NAME`.", err=True
         )
-    click.echo(f"Charlie is at http://{host}:{port} (Ctrl-C stops it).", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    scheme = "https" if certfile else "http"
+    click.echo(f"Charlie is at {scheme}://{host}:{port} (Ctrl-C stops it).", err=True)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level="warning",
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
+    )

