@@ -47,6 +47,7 @@ _FIXES: dict[str, str] = {
         "set CHARLIE_VOICE_TTS to speech engines in the order to try, "
         "from edge, piper and espeak, e.g. 'piper,espeak'"
     ),
+    "voice_stt_engine": "set CHARLIE_VOICE_STT_ENGINE to 'whisper' (the one built so far)",
     "voice_stt_model": (
         "set CHARLIE_VOICE_STT_MODEL to a Whisper model name (tiny.en, base, small, …) "
         "or the folder of a CTranslate2 Whisper model"
@@ -99,6 +100,9 @@ class Settings(BaseSettings):
         None, description="The Discord bot's token (charlie[discord]; never logged)."
     )
     # Voice (the charlie[voice] extra; docs/voice.md)
+    voice_stt_engine: Literal["whisper"] = Field(
+        "whisper", description="Speech recogniser; more engines plug in as Transcribers."
+    )
     voice_stt_model: str = Field("tiny.en", description="Whisper model name or model folder.")
     voice_stt_compute: str = Field("int8", description="CTranslate2 compute type on the CPU.")
     voice_stt_threads: int = Field(0, ge=0, le=64, description="CPU threads; 0 means all.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,12 @@ class SpeechChunk:
 
 VoiceEvent = Heard | SpokenText | SpeechChunk
 
+# Speech recognisers by `CHARLIE_VOICE_STT_ENGINE`. Another engine (Parakeet through
+# onnx-asr, say) is one more entry: a class with `transcribe(audio) -> Transcript`.
+TRANSCRIBERS: dict[str, Callable[[Any], Transcriber]] = {
+    "whisper": WhisperTranscriber.from_settings,
+}
+
 
 class Voice:
     """The voice parts of one process — recogniser, detector, speech engines — loaded on
@@ -78,7 +84,8 @@ class Voice:
     def transcriber(self) -> Transcriber:
         with self._lock:
             if self._transcriber is None:
-                self._transcriber = WhisperTranscriber.from_settings(self.settings)
+                engine = TRANSCRIBERS[self.settings.voice_stt_engine]
+                self._transcriber = engine(self.settings)
             return self._transcriber
 
     @property
