@@ -5,7 +5,6 @@ OpenAI-compatible LLM double on loopback."""
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from speech import placed, spoken, word_errors
 from starlette.websockets import WebSocketDisconnect
+from web_support import PASSWORD, events, signed_in
 
 from charlie import conversations, projects
 from charlie.adapters.web.app import create_app
@@ -25,7 +25,6 @@ from charlie.users import ensure_user, get_user, set_password
 from charlie.voice import audio as audio_io
 from charlie.voice.audio import RATE, Audio
 
-PASSWORD = "correct horse battery"
 QUESTION = "What did we decide about the kitchen worktop?"
 LONG_REPLY = (
     "## The worktop\n\nWe chose **quartz** over oak. It resists stains and heat. "
@@ -49,26 +48,10 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
     return home
 
 
-def signed_in(name: str) -> TestClient:
-    client = TestClient(create_app(load_settings()))
-    response = client.post("/api/login", json={"name": name, "password": PASSWORD})
-    assert response.status_code == 200, response.text
-    client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
-    return client
-
-
 @pytest.fixture
 def alice(app_home: Home) -> Iterator[TestClient]:
     with signed_in("alice") as client:
         yield client
-
-
-def events(response: Any) -> list[tuple[str, dict[str, Any]]]:
-    found = []
-    for block in response.text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        found.append((lines["event"], json.loads(lines["data"])))
-    return found
 
 
 def question_wav(text: str = QUESTION) -> bytes:

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
+from web_support import PASSWORD, events, signed_in
 
 from charlie import notes, projects
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.home import Home
 from charlie.users import ensure_user, set_password
-
-PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
@@ -31,14 +28,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
     return home
 
 
-def signed_in(name: str) -> TestClient:
-    client = TestClient(create_app(load_settings()))
-    response = client.post("/api/login", json={"name": name, "password": PASSWORD})
-    assert response.status_code == 200, response.text
-    client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
-    return client
-
-
 @pytest.fixture
 def alice(app_home: Home) -> Iterator[TestClient]:
     with signed_in("alice") as client:
@@ -49,14 +38,6 @@ def alice(app_home: Home) -> Iterator[TestClient]:
 def bob(app_home: Home) -> Iterator[TestClient]:
     with signed_in("bob") as client:
         yield client
-
-
-def events(response: Any) -> list[tuple[str, dict[str, Any]]]:
-    found = []
-    for block in response.text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        found.append((lines["event"], json.loads(lines["data"])))
-    return found
 
 
 def test_login_sets_safe_cookies(app_home: Home) -> None:

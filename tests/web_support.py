@@ -1,0 +1,31 @@
+"""Test support for the web API in-process: a signed-in client, and a stream's events."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from charlie.adapters.web.app import create_app
+from charlie.config import load_settings
+
+PASSWORD = "correct horse battery"
+
+
+def signed_in(name: str) -> TestClient:
+    """A client of a fresh app, signed in as `name` (whose password is PASSWORD), with CSRF."""
+    client = TestClient(create_app(load_settings()))
+    response = client.post("/api/login", json={"name": name, "password": PASSWORD})
+    assert response.status_code == 200, response.text
+    client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
+    return client
+
+
+def events(response: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The (event, data) pairs of a server-sent event stream, in order."""
+    found = []
+    for block in response.text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        found.append((lines["event"], json.loads(lines["data"])))
+    return found
