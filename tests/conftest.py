@@ -16,6 +16,13 @@ from charlie.config import load_settings
 from charlie.home import Home
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests run last: Playwright's sync API keeps an event loop running in the main
+    thread for as long as the (session-wide) browser lives, and code under test that starts
+    its own loop (the Discord bot, Edge-TTS) must not find one running."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 @pytest.fixture(autouse=True)
 def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own empty data home and no stray CHARLIE_* settings."""

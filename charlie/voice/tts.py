@@ -14,6 +14,7 @@ The order comes from `CHARLIE_VOICE_TTS`; every answer says which engine spoke.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import shutil
 import subprocess
 import threading
@@ -69,8 +70,12 @@ class EdgeSynthesizer:
                     data += chunk["data"]
             return bytes(data)
 
-        try:
-            data = asyncio.run(asyncio.wait_for(fetch(), self.timeout * 4))
+        def run() -> bytes:
+            return asyncio.run(asyncio.wait_for(fetch(), self.timeout * 4))
+
+        try:  # on a thread of its own, so it never meets an event loop the caller runs
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                data = pool.submit(run).result()
         except (
             aiohttp.ClientError,
             TimeoutError,

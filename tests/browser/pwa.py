@@ -58,7 +58,7 @@ def serve(settings: Settings) -> tuple[str, Callable[[], None]]:
         log_level="warning",
         access_log=False,
         lifespan="on",
-        ws="none",
+        ws="websockets-sansio",  # the PWA's hands-free mode listens over a WebSocket
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)

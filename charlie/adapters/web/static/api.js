@@ -134,17 +134,14 @@ function parseEvent(block) {
   }
 }
 
-/**
- * POST a chat message and yield `{event, data}` as the reply streams in
- * (`trace`, `token`, `notice`, `reply`, `suggestions`, `distilled`, `error`, `done`).
- */
-export async function* chatStream(channel, payload, signal) {
+/** POST `body` (sent as `type`) and yield `{event, data}` as the answer streams in. */
+async function* eventStream(path, body, type, signal) {
   let response;
   try {
-    response = await fetch(`/api/channels/${enc(channel)}/chat`, {
+    response = await fetch(path, {
       method: 'POST',
-      headers: headersFor('POST', true, 'text/event-stream'),
-      body: JSON.stringify(payload),
+      headers: { ...headersFor('POST', false, 'text/event-stream'), 'Content-Type': type },
+      body,
       credentials: 'same-origin',
       cache: 'no-store',
       signal,
@@ -189,4 +186,23 @@ export async function* chatStream(channel, payload, signal) {
     // Stopped early (the page moved on): hang up instead of leaving the stream open.
     if (!finished) reader.cancel().catch(() => {});
   }
+}
+
+/**
+ * POST a chat message and yield `{event, data}` as the reply streams in
+ * (`trace`, `token`, `notice`, `reply`, `suggestions`, `distilled`, `error`, `done`).
+ */
+export function chatStream(channel, payload, signal) {
+  const path = `/api/channels/${enc(channel)}/chat`;
+  return eventStream(path, JSON.stringify(payload), 'application/json', signal);
+}
+
+/**
+ * POST a recording (16-bit mono PCM at `rate`, an ArrayBuffer or typed array) as a spoken
+ * turn. Yields the chat's events plus `heard` first, then `spoken` and one `audio` per
+ * sentence of the spoken reply.
+ */
+export function voiceStream(channel, pcm, signal, rate = 16000) {
+  const path = `/api/channels/${enc(channel)}/voice?rate=${rate}`;
+  return eventStream(path, pcm, 'audio/L16', signal);
 }

@@ -7,6 +7,7 @@ import { $, h, toast } from './dom.js';
 import { createMemory } from './memory.js';
 import { createNotes } from './notes.js';
 import { createSettings } from './settings.js';
+import { createVoice } from './voice.js';
 
 const VIEWS = ['chat', 'notes', 'settings'];
 const PRIVATE = 'private';
@@ -105,6 +106,7 @@ const chat = createChat(app);
 const memory = createMemory(app);
 const notes = createNotes(app);
 const settings = createSettings(app);
+const voice = createVoice(app, chat);
 
 // ------------------------------------------------------------ screens
 
@@ -252,6 +254,7 @@ $('#llm-retry').addEventListener('click', checkHealth);
 
 function resetViews() {
   chatChannel = null;
+  voice.stop();
   chat.abort();
   notes.reset();
 }
@@ -284,6 +287,7 @@ async function enter() {
     toast(`The projects could not be loaded: ${error.message}`, 'error');
   }
   checkHealth();
+  voice.check();
   await route();
 }
 

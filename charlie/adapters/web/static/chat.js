@@ -1,7 +1,8 @@
 // The conversation: messages, the composer (text and images), the streamed reply with its
-// tool trace, notices, errors and suggested notes.
+// tool trace, notices, errors and suggested notes. Typed and spoken turns (voice.js) share
+// the same reply rendering.
 
-import { ApiError, chatStream, enc, get, post } from './api.js';
+import { ApiError, chatStream, enc, get, post, voiceStream } from './api.js';
 import { $, clear, h, toast, when } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { traceBlock } from './trace.js';
@@ -74,11 +75,13 @@ export function createChat(app) {
     );
   }
 
-  function userMessage(message, pictures = []) {
+  function userMessage(message, pictures = [], spoken = false) {
+    const said = head(message.speaker || app.user.name, message.created_at);
+    if (spoken) said.append(h('span', { class: 'spoken-mark' }, 'spoken'));
     return h(
       'li',
-      { class: 'msg msg-user', dataset: { id: message.id ?? '' } },
-      head(message.speaker || app.user.name, message.created_at),
+      { class: `msg msg-user${spoken ? ' msg-spoken' : ''}`, dataset: { id: message.id ?? '' } },
+      said,
       pictures.length
         ? h(
             'div',
@@ -154,6 +157,7 @@ export function createChat(app) {
     );
     let text = '';
     let frame = 0;
+    let voice = null; // the "spoken by" label of a spoken reply
     const render = () => {
       frame = 0;
       body.replaceChildren(renderMarkdown(text));
@@ -188,6 +192,30 @@ export function createChat(app) {
       notice(message) {
         extras.append(h('p', { class: 'notice' }, message));
         scrollDown();
+      },
+      // The spoken version of the reply (`text`), then each sentence's speech (`chunk`):
+      // a "Spoken by <engine>" line, with the spoken text and any engine skipped in its title.
+      spoken(spokenText, chunk = null) {
+        if (!voice) voice = { element: null, text: '', engines: [], skipped: [] };
+        if (spokenText) voice.text = spokenText;
+        if (!chunk) return;
+        if (!voice.element) {
+          voice.element = h('p', { class: 'voice-engine small muted' });
+          extras.prepend(voice.element);
+        }
+        if (!voice.engines.includes(chunk.engine)) voice.engines.push(chunk.engine);
+        for (const reason of chunk.skipped || []) {
+          if (!voice.skipped.includes(reason)) voice.skipped.push(reason);
+        }
+        const resting = [...new Set(voice.skipped.map((reason) => reason.split(':')[0]))];
+        voice.element.textContent =
+          `Spoken by ${voice.engines.join(', ')}` +
+          (resting.length ? ` (${resting.join(', ')} skipped)` : '');
+        const lines = [voice.text ? `Spoken: “${voice.text}”` : ''];
+        if (voice.skipped.length) lines.push(`Skipped: ${voice.skipped.join('; ')}`);
+        voice.element.title = lines.filter(Boolean).join('\n');
+        voice.element.dataset.engine = voice.engines.join(',');
+        voice.element.classList.toggle('voice-fallback', voice.skipped.length > 0);
       },
       error(message, kind) {
         typing.hidden = true;
@@ -291,25 +319,12 @@ export function createChat(app) {
     controller = null;
   }
 
-  async function send() {
-    const text = input.value.trim();
-    if ((!text && !images.length) || controller || !channel) return;
-    if (!app.online()) {
-      toast("You're offline: the message was not sent.", 'error');
-      return;
-    }
+  // One turn, typed or spoken: the person's message, then the reply streaming in below it.
+  // `open(signal)` starts the event stream; `intercept` sees each event first and returns
+  // true for those it handled itself; `failed(error, streamed)` hears of a failed turn.
+  async function converse(userItem, open, { intercept = () => false, failed } = {}) {
     const mine = generation;
-    const pictures = images.map((image) => image.dataUrl);
-    const payload = { text, images: pictures };
-    list.append(
-      userMessage(
-        { speaker: app.user.name, content: text, created_at: new Date().toISOString() },
-        pictures,
-      ),
-    );
-    input.value = '';
-    images = [];
-    renderAttachments();
+    list.append(userItem);
     const reply = pendingReply();
     list.append(reply.item);
     updateEmpty();
@@ -318,12 +333,12 @@ export function createChat(app) {
     status.textContent = 'Charlie is answering…';
     const own = new AbortController();
     controller = own;
-    let heard = false;
+    let streamed = false;
     try {
-      for await (const { event, data } of chatStream(channel, payload, own.signal)) {
-        heard = true;
+      for await (const { event, data } of open(own.signal)) {
+        streamed = true;
         if (mine !== generation) continue; // another channel is shown now
-        handle(reply, event, data);
+        if (!intercept(reply, event, data)) handle(reply, event, data);
       }
       if (mine === generation)
         status.textContent = reply.text ? 'Charlie replied.' : 'Charlie finished.';
@@ -335,10 +350,14 @@ export function createChat(app) {
       } else {
         reply.error(error.message, error.kind);
         if (error instanceof ApiError && error.offline) app.markOffline();
-        if (error instanceof ApiError && (error.status === 502 || error.status === 503)) {
+        if (
+          error instanceof ApiError &&
+          (error.status === 502 || error.status === 503) &&
+          error.kind !== 'VoiceUnavailable'
+        ) {
           app.llmProblem(error.message);
         }
-        if (!heard && !input.value) input.value = text; // nothing was sent: keep the words
+        if (failed) failed(error, streamed);
       }
       if (mine === generation) status.textContent = 'The reply failed.';
     } finally {
@@ -347,8 +366,79 @@ export function createChat(app) {
         controller = null;
         setBusy(false);
       }
-      if (mine === generation) input.focus();
     }
+    return { streamed, current: mine === generation };
+  }
+
+  async function send() {
+    const text = input.value.trim();
+    if ((!text && !images.length) || controller || !channel) return;
+    if (!app.online()) {
+      toast("You're offline: the message was not sent.", 'error');
+      return;
+    }
+    const pictures = images.map((image) => image.dataUrl);
+    const payload = { text, images: pictures };
+    const userItem = userMessage(
+      { speaker: app.user.name, content: text, created_at: new Date().toISOString() },
+      pictures,
+    );
+    input.value = '';
+    images = [];
+    renderAttachments();
+    const open = (signal) => chatStream(channel, payload, signal);
+    const { current } = await converse(userItem, open, {
+      failed(error, streamed) {
+        if (!streamed && !input.value) input.value = text; // nothing was sent: keep the words
+      },
+    });
+    if (current) input.focus();
+  }
+
+  /**
+   * A spoken turn: `pcm` is 16 kHz 16-bit mono. The person's message shows what the server
+   * heard; `onAudio(chunk)` gets each sentence of the spoken reply as it arrives. Resolves to
+   * false when nothing was sent (another reply is still streaming, or offline).
+   */
+  async function speak(pcm, { onAudio = () => {} } = {}) {
+    if (controller || !channel) return false;
+    if (!app.online()) {
+      toast("You're offline: what you said was not sent.", 'error');
+      return false;
+    }
+    const userItem = userMessage(
+      { speaker: app.user.name, content: '', created_at: new Date().toISOString() },
+      [],
+      true,
+    );
+    const said = userItem.querySelector('.msg-body');
+    said.classList.add('muted');
+    said.textContent = 'Hearing what you said…';
+    const to = channel;
+    await converse(userItem, (signal) => voiceStream(to, pcm, signal), {
+      intercept(reply, event, data) {
+        if (event === 'heard') {
+          said.classList.remove('muted');
+          said.textContent = data.text || '';
+        } else if (event === 'spoken') {
+          reply.spoken(data.text || '');
+        } else if (event === 'audio') {
+          reply.spoken('', data);
+          onAudio(data);
+        } else {
+          return false;
+        }
+        scrollDown();
+        return true;
+      },
+      failed(error, streamed) {
+        if (!streamed) {
+          said.textContent =
+            error.kind === 'AudioError' ? 'A recording with no words made out' : 'A recording';
+        }
+      },
+    });
+    return true;
   }
 
   function handle(reply, event, data) {
@@ -473,6 +563,7 @@ export function createChat(app) {
   return {
     open,
     abort,
+    speak,
     showPane,
     focus: () => input.focus(),
     get channel() {

@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v1';
+const VERSION = 'charlie-shell-v2';
 const SHELL = [
   '/',
   '/style.css',
@@ -15,6 +15,8 @@ const SHELL = [
   '/memory.js',
   '/notes.js',
   '/settings.js',
+  '/voice.js',
+  '/voice-worklet.js',
   '/manifest.webmanifest',
   '/icons/icon-192.png',
   '/icons/icon-512.png',
