@@ -17,7 +17,8 @@ Speech is made offline by Piper and espeak-ng reading ten known household senten
 
     .venv/bin/python benchmarks/voice.py [--models tiny.en,base] [--threads 2]
 
-Writes benchmarks/out/voice.json and, with matplotlib, docs/benchmarks/voice-latency.png.
+Writes benchmarks/out/voice.json and, with matplotlib, docs/benchmarks/voice-latency.png
+(`--plot-only` redraws it from the JSON).
 """
 
 from __future__ import annotations
@@ -180,13 +181,13 @@ def plot(results: dict[str, object]) -> None:
     labels = list(latency)
     waits = [latency[k]["silence_wait_p50"] for k in labels]
     works = [latency[k]["work_p50"] for k in labels]
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     ax.barh(labels, waits, label="waiting for 700 ms of trailing silence", color="#b8c4d6")
     ax.barh(labels, works, left=waits, label="trim + transcribe + first sentence of speech")
     ax.axvline(1.5, color="#c0392b", linestyle="--", label="target 1.5 s")
     ax.set_xlabel("seconds from the end of speech to the first byte of audio (median)")
     ax.set_title("End of speech → first audio, LLM excluded (2 CPU cores)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8)
     fig.tight_layout()
     target = ROOT / "docs" / "benchmarks" / "voice-latency.png"
     fig.savefig(target, dpi=120)
@@ -197,7 +198,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="tiny.en,base")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--plot-only", action="store_true", help="redraw the plot from benchmarks/out/voice.json"
+    )
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads((OUT / "voice.json").read_text()))
+        return
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
         settings = load_settings(home=home)
@@ -216,7 +223,7 @@ def main() -> None:
             for e in ("piper", "espeak")
         }
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "voice.json").write_text(json.dumps(results, indent=2))
+    (OUT / "voice.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
     print(f"wrote {(OUT / 'voice.json').relative_to(ROOT)}")
     plot(results)
 
