@@ -82,9 +82,11 @@ class EdgeSynthesizer:
             OSError,
             self.edge_tts.exceptions.EdgeTTSException,
         ) as exc:
-            raise VoiceUnavailable(
-                f"Edge-TTS is unreachable ({type(exc).__name__}: {exc})."
-            ) from exc
+            if isinstance(exc, aiohttp.ClientConnectorError):
+                why = f"cannot connect to {exc.host} ({exc.os_error.strerror or exc.os_error})"
+            else:
+                why = str(exc) or type(exc).__name__
+            raise VoiceUnavailable(f"Edge-TTS is unreachable: {why}.") from exc
         try:
             return audio_io.read(data)
         except AudioError as exc:
