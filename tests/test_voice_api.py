@@ -69,7 +69,11 @@ def test_a_spoken_turn_hears_answers_and_speaks(
     found = events(response)
     kinds = [kind for kind, _ in found]
     assert kinds[0] == "heard" and kinds[-1] == "done"
-    assert kinds.index("reply") < kinds.index("spoken") < kinds.index("audio")
+    # Speech starts while the reply is still streaming, as soon as a sentence is complete.
+    assert kinds.index("audio") < kinds.index("reply") < kinds.index("spoken")
+    first_audio = kinds.index("audio")
+    streamed = "".join(data["text"] for kind, data in found[:first_audio] if kind == "token")
+    assert "We chose **quartz** over oak. " in streamed and "Friday" not in streamed
     heard = found[0][1]
     assert "kitchen" in heard["text"].lower() and heard["language"] == "en"
     # The model was asked for a spoken-length answer; the stored message is what was heard.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from charlie.voice.speakable import MORE, instruction, sentences_of, speakable
+from charlie.voice.speakable import MORE, Unfolding, instruction, sentences_of, speakable
 
 LONG_ANSWER = """# Kitchen plan
 
@@ -98,3 +98,55 @@ def test_the_instruction_asks_for_short_plain_speech() -> None:
     text = instruction(2)
     assert "at most 2 short spoken sentences" in text
     assert "no markdown" in text
+
+
+def unfold(
+    answer: str, step: int = 3, **limits: int
+) -> tuple[list[tuple[int, str]], str, list[str]]:
+    """Stream `answer` in pieces of `step` characters: (where each sentence became ready,
+    sentence), then what `finish` says."""
+    unfolding = Unfolding(**limits)
+    ready = []
+    for at in range(0, len(answer), step):
+        ready += [(at + step, s) for s in unfolding.add(answer[at : at + step])]
+    spoken, rest = unfolding.finish(answer)
+    return ready, spoken, rest
+
+
+def test_a_streaming_answer_is_spoken_sentence_by_sentence_as_it_arrives() -> None:
+    answer = "We chose quartz. It copes with heat. The fitter comes on Friday. Tiles next."
+    ready, spoken, rest = unfold(answer)
+    assert [s for _, s in ready] == [
+        "We chose quartz.",
+        "It copes with heat.",
+        "The fitter comes on Friday.",
+    ]
+    assert ready[0][0] <= len("We chose quartz. I") + 3  # ready as soon as it ended
+    assert rest == [MORE]
+    assert spoken == speakable(answer)
+
+
+def test_streamed_markdown_speaks_as_the_whole_answer_would() -> None:
+    for limits in ({}, {"max_sentences": 8, "max_chars": 2000}):
+        ready, spoken, rest = unfold(LONG_ANSWER, step=5, **limits)
+        assert spoken == speakable(LONG_ANSWER, **limits)
+        assert " ".join([s for _, s in ready] + rest) == spoken
+
+
+def test_nothing_inside_an_unfinished_code_block_or_table_row_is_spoken() -> None:
+    answer = "Run this:\n```sh\necho done. Then more. And more.\n```\nThat is all. Bye.\n"
+    unfolding = Unfolding(max_sentences=5)
+    said = []
+    for piece in answer.split(" "):
+        said += unfolding.add(piece + " ")
+    assert all("echo" not in s and "more" not in s.lower() for s in said)
+    assert said == ["Run this.", "That is all.", "Bye."]
+    table = Unfolding()
+    assert table.add("| Quartz. | 1200. ") == []
+    assert table.add("|\n") == []
+
+
+def test_an_abbreviation_at_the_end_of_what_has_arrived_is_not_a_sentence_end() -> None:
+    unfolding = Unfolding()
+    assert unfolding.add("Call Dr. ") == []
+    assert unfolding.add("Jones today. ") == ["Call Dr. Jones today."]

@@ -32,6 +32,10 @@ BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 QUOTE = re.compile(r"^\s*>\s?")
 TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+FENCE_LINE = re.compile(r"^\s*(```|~~~)", re.M)
+TABLE_ROW_START = re.compile(r"^\s*\|")
+SETTLED_END = re.compile(r"[.!?…][\"')\]]*\s")
+STRAY_MARKS = re.compile(r"\*\*|__|~~|(?<!\w)\*|\*(?!\w)")
 RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\x00])")
 ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "vs.", "approx.")
@@ -50,17 +54,34 @@ def _url_words(match: re.Match[str]) -> str:
 
 
 def _line(text: str) -> str:
-    text = QUOTE.sub("", text)
-    bullet = BULLET.match(text) is not None
-    text = BULLET.sub("", text).strip()
-    if (bullet or text) and text and text[-1] not in ".!?…:;,":
+    """One line as a sentence of its own: a line is a unit of meaning in markdown (a list
+    item, a line before a code block), and a listener needs the pause."""
+    text = BULLET.sub("", QUOTE.sub("", text)).strip()
+    if text and text[-1] in ":;,":
+        text = text[:-1].rstrip()
+    if text and text[-1] not in ".!?…":
         text += "."
     return text
 
 
 def speakable(markdown: str, max_sentences: int = 3, max_chars: int = 450) -> str:
     """A short, speakable version of `markdown` (never empty while there is text)."""
-    left_out = False
+    sentences, left_out = _parts(markdown)
+    if not sentences:
+        return MORE if markdown.strip() else ""
+    kept = sentences[:max_sentences]
+    left_out = left_out or len(sentences) > len(kept)
+    spoken = " ".join(kept)
+    if len(spoken) > max_chars:
+        left_out = True
+        spoken = _cut(spoken, max_chars)
+    if left_out:
+        spoken = f"{spoken} {MORE}"
+    return spoken
+
+
+def _parts(markdown: str) -> tuple[list[str], bool]:
+    """Every speakable sentence of `markdown`, and whether something was left out."""
     text, count = FENCE.subn("\n", markdown.replace("\r\n", "\n"))
     text, unclosed = OPEN_FENCE.subn("\n", text)
     left_out = bool(count or unclosed)
@@ -80,21 +101,67 @@ def speakable(markdown: str, max_sentences: int = 3, max_chars: int = 450) -> st
     text = INLINE_CODE.sub(lambda m: m.group(1), text)
     for _ in range(2):  # nested emphasis
         text = EMPHASIS.sub(lambda m: m.group(2), text)
+    text = STRAY_MARKS.sub("", text)  # emphasis never closed
     text = re.sub(r"\s+", " ", text).strip()
     text = re.sub(r"\s+([.,;:!?])", r"\1", text)
     text = re.sub(r"([.!?])\.+", r"\1", text)
-    if not text:
-        return MORE if markdown.strip() else ""
-    sentences = _sentences(text)
-    kept = sentences[:max_sentences]
-    left_out = left_out or len(sentences) > len(kept)
-    spoken = " ".join(kept)
-    if len(spoken) > max_chars:
-        left_out = True
-        spoken = _cut(spoken, max_chars)
-    if left_out:
-        spoken = f"{spoken} {MORE}"
-    return spoken
+    return (_sentences(text) if text else []), left_out
+
+
+class Unfolding:
+    """The spoken reply of an answer that is still streaming: each sentence is handed out as
+    soon as it is complete, so speech can start long before the model has finished.
+
+    Only text that can no longer change how it is spoken counts: whole lines, and the whole
+    sentences of the line being written — never the inside of an unfinished code block or
+    table row. `finish` gives what is left once the answer is complete.
+    """
+
+    def __init__(self, max_sentences: int = 3, max_chars: int = 450) -> None:
+        self.max_sentences, self.max_chars = max_sentences, max_chars
+        self.text = ""
+        self.said: list[str] = []
+        self.chars = 0
+        self.full = False  # the limits are reached: the rest waits for `finish`
+
+    def add(self, piece: str) -> list[str]:
+        """New sentences ready to speak, after `piece` of the answer arrived."""
+        self.text += piece
+        if self.full:
+            return []
+        ready = []
+        sentences, _ = _parts(_settled(self.text))
+        for sentence in sentences[len(self.said) :]:
+            if len(self.said) >= self.max_sentences or self.chars + len(sentence) > self.max_chars:
+                self.full = True
+                break
+            self.said.append(sentence)
+            self.chars += len(sentence) + 1
+            ready.append(sentence)
+        return ready
+
+    def finish(self, answer: str) -> tuple[str, list[str]]:
+        """(everything spoken for this answer, the sentences still to speak)."""
+        final = sentences_of(speakable(answer, self.max_sentences, self.max_chars))
+        said = set(self.said)
+        rest = [sentence for sentence in final if sentence not in said]
+        return " ".join(self.said + rest), rest
+
+
+def _settled(text: str) -> str:
+    """The part of a streaming answer whose spoken form is final."""
+    fences = list(FENCE_LINE.finditer(text))
+    if len(fences) % 2:  # inside a code block: nothing from it on
+        text = text[: fences[-1].start()]
+    head, newline, line = text.rpartition("\n")
+    if TABLE_ROW_START.match(line) or HEADING.match(line):
+        return head + newline
+    ends = [
+        m.end()
+        for m in SETTLED_END.finditer(line)
+        if not line[: m.end()].rstrip().endswith(ABBREVIATIONS)
+    ]
+    return head + newline + (line[: ends[-1]] if ends else "")
 
 
 def _sentences(text: str) -> list[str]:

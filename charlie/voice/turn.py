@@ -1,10 +1,10 @@
 """A spoken turn: recording → trimmed speech → transcript → the normal chat turn → a short
 spoken reply, synthesised sentence by sentence.
 
-The chat turn is the same one the PWA and the CLI use (tools, memory, distillation); voice
-only adds an instruction asking for a spoken-length answer and, after the reply is stored,
-the speakable pass and speech. Speech is made before distillation runs, so the person hears
-the answer without waiting for memory to be rewritten.
+The chat turn is the same one the PWA and the CLI use (tools, memory, distillation). Voice
+adds an instruction asking for a spoken-length answer, and speaks the reply while it
+streams: each sentence is synthesised as soon as it is complete (`speakable.Unfolding`), and
+the rest once the reply is stored, all before distillation runs.
 """
 
 from __future__ import annotations
@@ -153,8 +153,10 @@ def answer(
     *,
     registry: Registry | None = None,
 ) -> Iterator[chat.Event | VoiceEvent]:
-    """The chat turn for what was heard, with the reply spoken as soon as it is stored."""
+    """The chat turn for what was heard, spoken as it streams: each sentence of the reply is
+    synthesised as soon as it is complete, and what is left once the reply is stored."""
     instruction = speakable.instruction(voice.settings.voice_spoken_sentences)
+    speech = _Speech(voice)
     for event in chat.turn(
         home,
         llm,
@@ -165,14 +167,35 @@ def answer(
         instruction=instruction,
     ):
         yield event
-        if isinstance(event, chat.Reply):
-            yield from _say(voice, event.message.content)
+        if isinstance(event, chat.Token):
+            yield from speech.say(speech.unfolding.add(event.text))
+        elif isinstance(event, chat.Reply):
+            spoken, rest = speech.unfolding.finish(event.message.content)
+            yield SpokenText(spoken)
+            yield from speech.say(rest)
 
 
-def _say(voice: Voice, reply: str) -> Iterator[chat.Event | VoiceEvent]:
-    text = voice.spoken(reply)
-    yield SpokenText(text)
-    try:
-        yield from voice.speak(text)
-    except VoiceUnavailable as exc:
-        yield chat.Notice(str(exc))
+class _Speech:
+    """One reply's speech: sentences numbered in order; the first engine failure is told
+    once and ends the speaking (the written reply goes on)."""
+
+    def __init__(self, voice: Voice) -> None:
+        self.voice = voice
+        self.unfolding = speakable.Unfolding(
+            voice.settings.voice_spoken_sentences, voice.settings.voice_spoken_chars
+        )
+        self.index = 0
+        self.failed = False
+
+    def say(self, sentences: list[str]) -> Iterator[chat.Event | VoiceEvent]:
+        for sentence in sentences:
+            if self.failed:
+                return
+            try:
+                said = self.voice.speaker.speak(sentence)
+            except VoiceUnavailable as exc:
+                self.failed = True
+                yield chat.Notice(str(exc))
+                return
+            yield SpeechChunk(self.index, sentence, said)
+            self.index += 1

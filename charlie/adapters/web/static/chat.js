@@ -13,6 +13,13 @@ const MAX_SIDE = 1600; // larger photos are scaled down before sending
 const MAX_BYTES = 1_500_000;
 const SENT_AS_IS = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif']); // others: JPEG
 
+/** The tooltip of a reply's "Spoken by" line: what was said, and any engine skipped. */
+function voiceTitle(voice) {
+  const lines = [voice.text ? `Spoken: “${voice.text}”` : ''];
+  if (voice.skipped.length) lines.push(`Skipped: ${voice.skipped.join('; ')}`);
+  return lines.filter(Boolean).join('\n');
+}
+
 export function createChat(app) {
   const view = $('#chat-view');
   const list = $('#messages');
@@ -193,12 +200,16 @@ export function createChat(app) {
         extras.append(h('p', { class: 'notice' }, message));
         scrollDown();
       },
-      // The spoken version of the reply (`text`), then each sentence's speech (`chunk`):
-      // a "Spoken by <engine>" line, with the spoken text and any engine skipped in its title.
+      // Each sentence's speech (`chunk`) as it arrives, and the whole spoken text (`spokenText`)
+      // once the reply is complete: a "Spoken by <engine>" line, with the spoken text and any
+      // engine skipped in its title.
       spoken(spokenText, chunk = null) {
         if (!voice) voice = { element: null, text: '', engines: [], skipped: [] };
         if (spokenText) voice.text = spokenText;
-        if (!chunk) return;
+        if (!chunk) {
+          if (voice.element && spokenText) voice.element.title = voiceTitle(voice);
+          return;
+        }
         if (!voice.element) {
           voice.element = h('p', { class: 'voice-engine small muted' });
           extras.prepend(voice.element);
@@ -211,9 +222,7 @@ export function createChat(app) {
         voice.element.textContent =
           `Spoken by ${voice.engines.join(', ')}` +
           (resting.length ? ` (${resting.join(', ')} skipped)` : '');
-        const lines = [voice.text ? `Spoken: “${voice.text}”` : ''];
-        if (voice.skipped.length) lines.push(`Skipped: ${voice.skipped.join('; ')}`);
-        voice.element.title = lines.filter(Boolean).join('\n');
+        voice.element.title = voiceTitle(voice);
         voice.element.dataset.engine = voice.engines.join(',');
         voice.element.classList.toggle('voice-fallback', voice.skipped.length > 0);
       },
