@@ -7,6 +7,7 @@ so what was said and where it lies are known exactly.
 from __future__ import annotations
 
 import io
+import sys
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,3 +271,19 @@ def test_no_engine_left_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> Non
     speaker = tts.Speaker.from_settings(load_settings(voice_tts="espeak"))
     with pytest.raises(VoiceUnavailable, match="apt install espeak-ng"):
         speaker.speak("Hello.")
+
+
+def test_without_the_extras_each_part_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for module in ("faster_whisper", "piper", "av", "edge_tts"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[voice\]'"):
+        stt.WhisperTranscriber("tiny.en", home=tmp_path)
+    with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[piper\]'"):
+        tts.PiperSynthesizer()
+    with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[voice\]'"):
+        tts.EdgeSynthesizer("en-US-AriaNeural")
+    with pytest.raises(VoiceUnavailable, match="Only WAV recordings can be read"):
+        audio_io.read(b"OggS" + bytes(100))
+    assert audio_io.read(Audio.silence(0.5).wav()).seconds == pytest.approx(0.5)  # WAV still works
