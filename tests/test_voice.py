@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -287,3 +288,16 @@ def test_without_the_extras_each_part_says_what_to_install(
     with pytest.raises(VoiceUnavailable, match="Only WAV recordings can be read"):
         audio_io.read(b"OggS" + bytes(100))
     assert audio_io.read(Audio.silence(0.5).wav()).seconds == pytest.approx(0.5)  # WAV still works
+
+
+def test_warming_loads_the_models_ahead_of_the_first_turn(dead_url: str, tmp_path: Path) -> None:
+    settings = load_settings(
+        home=tmp_path, voice_tts="edge,piper,espeak", voice_edge_proxy=dead_url
+    )
+    voice = Voice(settings)
+    voice.warm()
+    assert voice.speaker.status() == {"edge": "ready", "piper": "ready", "espeak": "not tried"}
+    assert voice._transcriber is not None
+    started = time.perf_counter()
+    voice.hear(placed(SENTENCES[0]).audio)
+    assert time.perf_counter() - started < 2.0  # no model left to load

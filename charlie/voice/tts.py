@@ -37,12 +37,14 @@ RETRY_AFTER = 60.0  # seconds an engine that failed is skipped before it is trie
 
 class Synthesizer(Protocol):
     name: str
+    online: bool  # needs the internet (nothing to load ahead of time)
 
     def synthesize(self, text: str) -> Audio: ...
 
 
 class EdgeSynthesizer:
     name = "edge"
+    online = True
 
     def __init__(self, voice: str, timeout: float = 5.0, proxy: str = "") -> None:
         try:
@@ -109,6 +111,7 @@ def packaged_piper_voice() -> Path:
 
 class PiperSynthesizer:
     name = "piper"
+    online = False
 
     def __init__(self, model: str = "", *, steady: bool = False) -> None:
         """`steady` turns off Piper's random variation, so a text always sounds the same."""
@@ -135,6 +138,7 @@ class PiperSynthesizer:
 
 class EspeakSynthesizer:
     name = "espeak"
+    online = False
 
     def __init__(self, voice: str = "en-us") -> None:
         program = shutil.which("espeak-ng")
@@ -203,6 +207,19 @@ class Speaker:
             if name not in self.engines:
                 self.engines[name] = self.factories[name]()
             return self.engines[name]
+
+    def load_first(self) -> str | None:
+        """Load the engines in order, without speaking, up to the first that works offline
+        (the one that speaks when the internet does not); its name, or None."""
+        for name in self.order:
+            try:
+                engine = self._engine(name)
+            except VoiceUnavailable as exc:
+                self.down[name] = (time.monotonic(), str(exc))
+                continue
+            if not engine.online:
+                return name
+        return None
 
     def status(self) -> dict[str, str]:
         """Each engine in order: 'ready', 'not tried', or why it is resting."""

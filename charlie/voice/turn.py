@@ -79,6 +79,7 @@ class Voice:
         self._speaker = speaker
         self._vad_session: Any = None
         self._lock = threading.Lock()
+        self._warming = threading.Event()
 
     @property
     def transcriber(self) -> Transcriber:
@@ -102,6 +103,20 @@ class Voice:
                 vad.model_path()  # fails with the install hint when the extra is missing
                 self._vad_session = vad.load_session()
             return vad.Silero(self._vad_session)
+
+    def warm(self) -> None:
+        """Load the detector, the recogniser and the first speech engine that loads, so the
+        first spoken turn does not wait for them. A part that cannot load says why when it
+        is used."""
+        if self._warming.is_set():
+            return
+        self._warming.set()
+        try:
+            self.detector()
+            self.transcriber  # noqa: B018 - the property loads the model
+        except (VoiceUnavailable, AudioError):
+            return
+        self.speaker.load_first()
 
     def endpointer(self) -> vad.Endpointer:
         return vad.Endpointer(self.detector(), self.params)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,6 +76,8 @@ def voice_status(request: Request, session: SessionDep) -> dict[str, Any]:
     """Whether voice works here, with what, and the hands-free parameters."""
     voice, settings = _voice(request), request.app.state.settings
     problem = installed()
+    if problem is None:  # the app asks this after sign-in: load the models meanwhile
+        threading.Thread(target=voice.warm, name="charlie-voice-warm", daemon=True).start()
     return {
         "available": problem is None,
         "problem": problem,
