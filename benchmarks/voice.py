@@ -14,6 +14,10 @@ Speech is made offline by Piper and espeak-ng reading ten known household senten
   wait for the trailing silence (`CHARLIE_VOICE_SILENCE_MS`, 700 ms by default) and (b) the
   work after it: trimming, transcription, the speakable pass, and synthesis of the first
   sentence of a fixed reply. (a) + (b) is "end of speech → first byte of audio".
+- A whole spoken turn through the web API (in-process), with the scripted LLM test double
+  streaming the reply at 80 characters a second (about 20 tokens/s, a local model's pace):
+  when the transcript, the first audio and the complete reply arrive. Speech starts as soon
+  as the first sentence is complete, before the reply is.
 
     .venv/bin/python benchmarks/voice.py [--models tiny.en,base] [--threads 2]
 
@@ -169,6 +173,55 @@ def latency_figures(model: str, engine_name: str, home: Path, threads: int) -> d
     return result
 
 
+def streaming_figures(home: Path, llm_chars_per_second: float) -> dict[str, object]:
+    """A whole spoken turn through the web API, the LLM being the scripted test double
+    streaming `REPLY` at a local model's pace: when does the first audio arrive, compared
+    with the end of the reply?"""
+    from fastapi.testclient import TestClient
+    from llm_double import ScriptedLLMServer
+
+    from charlie import projects, users
+    from charlie.adapters.web.app import create_app
+    from charlie.home import Home
+
+    marks: dict[str, list[float]] = {"heard": [], "audio": [], "reply": [], "ahead": []}
+    with ScriptedLLMServer(model="bench") as llm:
+        settings = load_settings(
+            home=home / "streaming", llm_base_url=llm.base_url, voice_tts="piper,espeak"
+        )
+        with Home.open(settings) as opened:
+            users.ensure_user(opened.db, "alice")
+            users.set_password(opened.db, "alice", "benchmark-password")
+            projects.create_project(opened, "Kitchen")
+        with TestClient(create_app(settings)) as client:
+            client.post("/api/login", json={"name": "alice", "password": "benchmark-password"})
+            client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
+            client.get("/api/voice")  # what the app does after sign-in: models load meanwhile
+            for number, sentence in enumerate(speech.SENTENCES):
+                llm.reply(REPLY, chunk_size=4, chunk_delay=4 / llm_chars_per_second)
+                wav = speech.placed(sentence, before=0.3, after=0.3, seed=number).audio.wav()
+                seen: dict[str, float] = {}
+                started = time.perf_counter()
+                with client.stream("POST", "/api/channels/kitchen/voice", content=wav) as response:
+                    for line in response.iter_lines():
+                        if line.startswith("event: "):
+                            seen.setdefault(line.removeprefix("event: "), time.perf_counter())
+                for kind in ("heard", "audio", "reply"):
+                    marks[kind].append(seen[kind] - started)
+                marks["ahead"].append(seen["reply"] - seen["audio"])
+    result = {
+        "llm_chars_per_second": llm_chars_per_second,
+        **{f"{kind}_p50": round(percentile(values, 50), 3) for kind, values in marks.items()},
+    }
+    print(
+        f"  API turn, LLM at {llm_chars_per_second:.0f} chars/s: heard {result['heard_p50']:.2f} s,"
+        f" first audio {result['audio_p50']:.2f} s, reply complete {result['reply_p50']:.2f} s"
+        f" (speech starts {result['ahead_p50']:.2f} s before the reply ends)",
+        flush=True,
+    )
+    return result
+
+
 def plot(results: dict[str, object]) -> None:
     try:
         import matplotlib
@@ -222,6 +275,8 @@ def main() -> None:
             if m
             for e in ("piper", "espeak")
         }
+        print("A whole spoken turn through the API, the LLM streaming:", flush=True)
+        results["streaming"] = streaming_figures(home, 80.0)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "voice.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
     print(f"wrote {(OUT / 'voice.json').relative_to(ROOT)}")
