@@ -7,6 +7,9 @@ heartbeat. discord.py keeps the gateway connected (`reconnect=True`: it resumes 
 session, or identifies again, after a drop) and waits out HTTP 429s by itself; what it
 gives up on (`RateLimited`, for waits longer than `MAX_RATELIMIT_WAIT`, or a 429 after
 its own retries) is retried here after the time Discord asked for.
+
+A voice message (or another audio attachment) is downloaded only once its author and
+channel are admitted, then heard and answered in the worker thread like a typed message.
 """
 
 from __future__ import annotations
@@ -17,18 +20,20 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, TypeVar
 
+import aiohttp
 import discord
 from discord import app_commands
 
 from charlie import links, suggestions
 from charlie.adapters.discord import commands, conversation, store
-from charlie.adapters.discord.conversation import Answer, Incoming, suggestion_text
+from charlie.adapters.discord.conversation import Answer, Incoming, Recording, suggestion_text
 from charlie.adapters.discord.store import Place
 from charlie.adapters.discord.text import split
 from charlie.config import Settings
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.llm import LLMClient
+from charlie.voice.turn import Voice
 
 log = logging.getLogger("charlie.discord")
 T = TypeVar("T")
@@ -37,6 +42,7 @@ ACCEPT, DISMISS = "✅", "❌"
 MAX_RATELIMIT_WAIT = 30.0  # discord.py sleeps through shorter 429s itself
 SEND_ATTEMPTS = 4
 LONGEST_WAIT = 300.0  # never sleep longer than this for one retry
+NOT_DOWNLOADED = "⚠️ I couldn't download that recording from Discord ({error}). Send it again?"
 
 
 # ---------------------------------------------------------------- sending, rate limits
@@ -101,21 +107,41 @@ def place_of(channel: Any, guild_id: int | None) -> Place:
     return Place(channel.id, guild_id, parent)
 
 
+def recording_of(message: discord.Message) -> discord.Attachment | None:
+    """The message's first audio attachment: a voice message, or a file that is audio."""
+    for attachment in message.attachments:
+        voice = message.flags.voice or attachment.is_voice_message()
+        if conversation.is_recording(attachment.filename, attachment.content_type, voice):
+            return attachment
+    return None
+
+
 def incoming_from(message: discord.Message, me: discord.abc.User) -> Incoming | None:
     """The message as plain data, or None when it is not for Charlie at all (a bot, a
-    system message, nothing but attachments)."""
+    system message, nothing but a mention or attachments that are not audio). A message
+    with text is its text, whatever is attached; one with only a recording is heard."""
     if message.author.bot or message.author.id == me.id:
         return None
     if message.type not in (discord.MessageType.default, discord.MessageType.reply):
         return None
     text = conversation.without_mention(message.content, me.id)
+    recording = None
     if not text:
-        return None
+        attachment = recording_of(message)
+        if attachment is None:
+            return None
+        recording = Recording(
+            filename=attachment.filename,
+            size=attachment.size,
+            content_type=attachment.content_type,
+            voice_message=message.flags.voice or attachment.is_voice_message(),
+        )
     return Incoming(
         author_id=message.author.id,
         place=place_of(message.channel, message.guild.id if message.guild else None),
         text=text,
         mentions_me=any(user.id == me.id for user in message.mentions),
+        recording=recording,
     )
 
 
@@ -144,9 +170,17 @@ class CharlieBot(discord.Client):
         self.settings = settings
         self.llm = llm
         self.shared: dict[str, Any] = {}  # the embedding model, loaded once
+        self._voice: Voice | None = None  # the speech recogniser, loaded on first use
         self.sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep  # rate-limit waits
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(command_group(self))
+
+    @property
+    def voice(self) -> Voice:
+        """The bot's voice parts, made on the first recording and kept for the next."""
+        if self._voice is None:
+            self._voice = Voice(self.settings)
+        return self._voice
 
     async def setup_hook(self) -> None:
         await self.tree.sync()
@@ -187,13 +221,40 @@ class CharlieBot(discord.Client):
             return
         typing = asyncio.create_task(keep_typing(message.channel))
         try:
-            answer = await self.in_home(
-                partial(conversation.answer, llm=self.llm, incoming=incoming)
-            )
+            if incoming.recording is None:
+                answer = await self.in_home(
+                    partial(conversation.answer, llm=self.llm, incoming=incoming)
+                )
+            else:
+                answer = await self.hear(message, incoming)
         finally:
             typing.cancel()
         if answer is not None:
             await self.deliver(message, answer)
+
+    async def hear(self, message: discord.Message, incoming: Incoming) -> Answer | None:
+        """The answer to a recording: its author and channel are admitted (and its size
+        checked) before it is downloaded; it is heard and answered in the worker thread."""
+        try:
+            await self.in_home(partial(conversation.admit, incoming=incoming))
+        except conversation.Refused as refused:
+            return refused.answer
+        attachment = recording_of(message)
+        assert attachment is not None  # incoming_from found it
+        try:
+            data = await attachment.read()
+        except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("Could not download a recording from Discord: %s", exc)
+            return Answer([NOT_DOWNLOADED.format(error=str(exc) or type(exc).__name__)])
+        return await self.in_home(
+            partial(
+                conversation.answer_recording,
+                llm=self.llm,
+                voice=self.voice,
+                incoming=incoming,
+                data=data,
+            )
+        )
 
     async def deliver(self, message: discord.Message, answer: Answer) -> None:
         """Send the answer's parts (the first as a reply in a server), then one message per
