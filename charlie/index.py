@@ -25,7 +25,7 @@ from charlie.db import now, run_script
 from charlie.embeddings import Embedder
 from charlie.home import Home
 from charlie.keywords import FTS5_TOKENIZE
-from charlie.notes import Note, NoteFormatError, note_files, notes_dir, read_note
+from charlie.notes import Note, NoteFormatError, notes_dir, read_note, scan
 from charlie.projects import Project, list_projects
 
 INDEX_VERSION = "1"
@@ -184,17 +184,10 @@ class Index:
         }
         changed: list[tuple[Note, str, int, int]] = []
         seen: set[str] = set()
-        for path in note_files(project):
-            name = path.relative_to(root).with_suffix("").as_posix()
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                continue  # deleted while we looked: handled as removed below
+        for file in scan(project):
+            name, path = file.name, file.path
             row = indexed.get(name)
-            if row is not None and (row["mtime_ns"], row["size"]) == (
-                stat.st_mtime_ns,
-                stat.st_size,
-            ):
+            if row is not None and (row["mtime_ns"], row["size"]) == (file.mtime_ns, file.size):
                 seen.add(name)
                 continue
             try:
@@ -213,10 +206,10 @@ class Index:
             if row is not None and row["sha256"] == sha:
                 db.execute(
                     "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
-                    (stat.st_mtime_ns, stat.st_size, row["id"]),
+                    (file.mtime_ns, file.size, row["id"]),
                 )
                 continue
-            changed.append((note, sha, stat.st_mtime_ns, stat.st_size))
+            changed.append((note, sha, file.mtime_ns, file.size))
         self._store(project, changed, indexed, report)
         for name, row in indexed.items():
             if name not in seen:

@@ -126,3 +126,25 @@ def test_bad_tag_is_refused(project: Project) -> None:
     notes.create_note(project, "Plan")
     with pytest.raises(CharlieError, match="not a usable tag"):
         notes.tag_note(project, "plan", add=["no spaces allowed"])
+
+
+def test_the_scan_lists_notes_in_sub_folders_and_skips_hidden_files_and_linked_folders(
+    project: Project, tmp_path: Path
+) -> None:
+    root = notes.notes_dir(project)
+    (root / "2024" / "q1").mkdir(parents=True)
+    (root / ".obsidian").mkdir()
+    (root / "b.md").write_text("b")
+    (root / "2024" / "q1" / "a.md").write_text("aa")
+    (root / "2024" / "notes.txt").write_text("not markdown")
+    (root / ".draft.md").write_text("hidden")
+    (root / ".obsidian" / "workspace.md").write_text("hidden folder")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("elsewhere")
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    found = notes.scan(project)
+    assert [(f.name, f.size) for f in found] == [("2024/q1/a", 2), ("b", 1)]
+    assert found[0].path == root / "2024" / "q1" / "a.md"
+    assert found[0].mtime_ns == (root / "2024" / "q1" / "a.md").stat().st_mtime_ns
+    assert notes.note_files(project) == [f.path for f in found]
