@@ -88,12 +88,18 @@ class RefreshReport:
 
 @dataclass(frozen=True)
 class Vectors:
-    """Every chunk vector in memory, for brute-force cosine search."""
+    """Every chunk vector in memory, for brute-force cosine search. Rows are grouped by
+    project, so one project's vectors are one contiguous slice (`spans`)."""
 
     chunk_ids: npt.NDArray[np.int64]
     note_ids: npt.NDArray[np.int64]
     project_ids: npt.NDArray[np.int64]
     matrix: Matrix
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # project id → rows
+
+    def rows_of(self, project_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """The row ranges of these projects (none for a project without vectors)."""
+        return [self.spans[p] for p in dict.fromkeys(project_ids) if p in self.spans]
 
 
 def _drop(db: sqlite3.Connection) -> None:
@@ -327,15 +333,23 @@ class Index:
         with self._lock:
             rows = self.home.db.execute(
                 "SELECT chunks.id, chunks.note_id, notes.project_id, chunks.vector FROM chunks "
-                "JOIN notes ON notes.id = chunks.note_id ORDER BY chunks.id"
+                "JOIN notes ON notes.id = chunks.note_id ORDER BY notes.project_id, chunks.id"
             ).fetchall()
             blob = b"".join(row[3] for row in rows)  # one copy, not one per row
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.embedder.dim)
+            project_ids = np.array([r[2] for r in rows], dtype=np.int64)
+            starts = np.flatnonzero(np.r_[True, project_ids[1:] != project_ids[:-1]])
+            ends = np.r_[starts[1:], len(rows)]
             vectors = Vectors(
                 np.array([r[0] for r in rows], dtype=np.int64),
                 np.array([r[1] for r in rows], dtype=np.int64),
-                np.array([r[2] for r in rows], dtype=np.int64),
+                project_ids,
                 matrix,
+                {
+                    int(project_ids[a]): (int(a), int(b))
+                    for a, b in zip(starts, ends, strict=True)
+                    if len(rows)
+                },
             )
             self.home.shared["vectors"] = (generation, vectors)
             return vectors

@@ -148,19 +148,24 @@ class Searcher:
         if not len(vectors.chunk_ids):
             return {}
         q = self.index.embedder.embed([query])[0]
-        sims = vectors.matrix @ q
-        if project_ids:
-            sims = np.where(np.isin(vectors.project_ids, project_ids), sims, -np.inf)
+        if project_ids:  # only those projects' slices of the matrix are multiplied
+            spans = vectors.rows_of(project_ids)
+            if not spans:
+                return {}
+            rows = np.concatenate([np.arange(a, b) for a, b in spans])
+            sims = np.concatenate([vectors.matrix[a:b] @ q for a, b in spans])
+        else:
+            rows = np.arange(len(vectors.chunk_ids))
+            sims = vectors.matrix @ q
         depth = min(len(sims), self.config.candidates * 4)
         top = np.argpartition(-sims, depth - 1)[:depth]
         top = top[np.argsort(-sims[top])]
         found: dict[int, tuple[float, int]] = {}
         for i in top:
-            if not np.isfinite(sims[i]):
-                break
-            note = int(vectors.note_ids[i])
+            row = rows[i]
+            note = int(vectors.note_ids[row])
             if note not in found:
-                found[note] = (float(sims[i]), int(vectors.chunk_ids[i]))
+                found[note] = (float(sims[i]), int(vectors.chunk_ids[row]))
                 if len(found) >= self.config.candidates:
                     break
         return found

@@ -259,3 +259,28 @@ def test_the_index_lives_in_sqlite_not_beside_the_notes(home: Home, index: Index
     assert db.execute("SELECT count(*) FROM notes").fetchone()[0] == len(NOTES)
     db.close()
     assert json.loads(json.dumps(index.stats()))["model"].startswith("all-MiniLM-L6-v2")
+
+
+def test_a_project_search_uses_only_that_projects_vectors_and_agrees_with_all(
+    home: Home, project: Project, embedder: LocalEmbedder, alice: User
+) -> None:
+    other = create_project(home, "Other")
+    notes.create_note(other, "Oslo trip", "Fly to Oslo and take the train to Bergen.", ["travel"])
+    notes.create_note(other, "Oven", "The oven runs hot; bake bread at 220 degrees.", ["home"])
+    third = create_project(home, "Empty")
+    index = Index(home, embedder)
+    index.refresh()
+    vectors = index.vectors()
+    for made in (project, other):  # each project's rows are one slice, and only its own
+        start, end = vectors.spans[made.id]
+        assert set(vectors.project_ids[start:end]) == {made.id}
+    assert third.id not in vectors.spans
+    searcher = Searcher(home, index)
+    query = "train journey to Bergen"
+    everywhere = searcher.search(query, alice, mode="vector").hits
+    only = searcher.search(query, alice, [other], mode="vector").hits
+    assert {h.project for h in only} == {"other"}
+    same_project = [h for h in everywhere if h.project == "other"]
+    assert [h.title for h in only] == [h.title for h in same_project]
+    assert [h.score for h in only] == pytest.approx([h.score for h in same_project], abs=1e-6)
+    assert searcher.search(query, alice, [third], mode="vector").hits == []
