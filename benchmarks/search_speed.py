@@ -722,7 +722,7 @@ def build_phase(args: argparse.Namespace) -> dict[str, Any]:
     parts: dict[str, float] = {}
     index_module.read_note = timed_call(index_module.read_note, parts, "read_note")
     index_module.chunk_text = timed_call(index_module.chunk_text, parts, "chunk_text")
-    index_module.note_files = timed_call(index_module.note_files, parts, "list_files")
+    index_module.scan = timed_call(index_module.scan, parts, "list_files")
     index_module.hashlib = _TimedHashlib(parts)  # type: ignore[attr-defined]
 
     index = Index(home, embedder)
@@ -942,7 +942,7 @@ def micro(index: Any, embedder: TimedEmbedder, queries: Sequence[str]) -> dict[s
 
 
 def diagnostics(
-    home: Any, index: Any, searcher: Any, queries: Sequence[str], slug: str
+    home: Any, index: Any, searcher: Any, queries: Sequence[str], project_id: int
 ) -> dict[str, Any]:
     """Costs behind the profile, each measured alone on this index."""
     from charlie.keywords import match_expression
@@ -953,7 +953,8 @@ def diagnostics(
     def median_ms(samples: list[float]) -> float:
         return round(float(np.median(samples)) * 1000, 3)
 
-    # The keyword side with and without a project filter (`project` is UNINDEXED in FTS5).
+    # The keyword side with and without a project filter (the project's `scope` token in the
+    # MATCH).
     terms = [searcher.search(q, *_bob(home), limit=1, mode="keyword").terms for q in queries]
     everywhere, one_project = [], []
     for t in terms:
@@ -961,7 +962,7 @@ def diagnostics(
         searcher._keyword_side(t, [])
         everywhere.append(time.perf_counter() - start)
         start = time.perf_counter()
-        searcher._keyword_side(t, [slug])
+        searcher._keyword_side(t, [project_id])
         one_project.append(time.perf_counter() - start)
     out["keyword_side_all_projects_ms"] = median_ms(everywhere)
     out["keyword_side_one_project_ms"] = median_ms(one_project)
@@ -1304,7 +1305,7 @@ def query_phase(args: argparse.Namespace) -> dict[str, Any]:
     out["breakdown_fusion_explain_ms"] = breakdown(searcher, embedder, queries, alice, True)
     out["api_path_ms"] = api_path(home, embedder, queries[:50], alice)
     out["micro"] = micro(index, embedder, queries)
-    out["diagnostics"] = diagnostics(home, index, searcher, queries[:50], projects[0].slug)
+    out["diagnostics"] = diagnostics(home, index, searcher, queries[:50], projects[0].id)
     prof_dir = Path(args.out).parent
     sample = queries[: min(100, len(queries))]
     out["profile_fusion_plain"] = profile_fusion(

@@ -28,7 +28,7 @@ from charlie.keywords import FTS5_TOKENIZE
 from charlie.notes import Note, NoteFormatError, notes_dir, read_note, scan
 from charlie.projects import Project, list_projects
 
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"  # 2: chunks_fts gained `scope`, the project as one indexed token
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
 EMBED_BATCH = 256
@@ -58,7 +58,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_note ON chunks(note_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    title, text, project UNINDEXED, tokenize = '{FTS5_TOKENIZE}'
+    title, text, project UNINDEXED, scope, tokenize = '{FTS5_TOKENIZE}'
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
 CREATE TABLE IF NOT EXISTS note_problems (
@@ -107,11 +107,34 @@ def _drop(db: sqlite3.Connection) -> None:
         db.execute(f"DROP TABLE IF EXISTS {table}")
 
 
+def scope_token(project_id: int) -> str:
+    """The project as one FTS5 token (`p12`): a search in some projects puts them in the
+    MATCH, so FTS5 intersects posting lists instead of reading every match's row."""
+    return f"p{project_id}"
+
+
+def _fts_from_chunks(db: sqlite3.Connection) -> None:
+    """Version 1 → 2: rebuild only the full-text table from the stored chunks (the vectors
+    are kept, so nothing is embedded again)."""
+    db.execute("DROP TABLE IF EXISTS chunks_vocab")
+    db.execute("DROP TABLE IF EXISTS chunks_fts")
+    run_script(db, SCHEMA)
+    db.execute(
+        "INSERT INTO chunks_fts (rowid, title, text, project, scope) "
+        "SELECT chunks.id, CASE WHEN chunks.ord = 0 THEN notes.title ELSE '' END, chunks.text, "
+        "notes.project, 'p' || notes.project_id FROM chunks JOIN notes ON notes.id = chunks.note_id"
+    )
+    db.execute("UPDATE index_state SET value = ? WHERE key = 'version'", (INDEX_VERSION,))
+
+
 def ensure_schema(db: sqlite3.Connection) -> None:
     """Create the index tables; a different index version (or a damaged table) is rebuilt."""
     try:
         run_script(db, SCHEMA)
         row = db.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()
+        if row is not None and row[0] == "1":
+            _fts_from_chunks(db)
+            row = (INDEX_VERSION,)
         if row is not None and row[0] == INDEX_VERSION:
             db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchone()
             db.execute("SELECT id, note_id, ord, text, vector FROM chunks LIMIT 1").fetchall()
@@ -272,9 +295,15 @@ class Index:
                             (note_id, ord_, chunk, blob),
                         ).lastrowid
                         db.execute(
-                            "INSERT INTO chunks_fts (rowid, title, text, project) "
-                            "VALUES (?, ?, ?, ?)",
-                            (chunk_id, note.title if ord_ == 0 else "", chunk, project.slug),
+                            "INSERT INTO chunks_fts (rowid, title, text, project, scope) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            (
+                                chunk_id,
+                                note.title if ord_ == 0 else "",
+                                chunk,
+                                project.slug,
+                                scope_token(project.id),
+                            ),
                         )
                     (report.updated if old is not None else report.added).append(note.key)
             except BaseException:

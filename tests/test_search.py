@@ -9,7 +9,7 @@ from charlie import notes, usage
 from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
 from charlie.index import Index
-from charlie.projects import Project, create_project
+from charlie.projects import Project, create_project, get_project
 from charlie.search import QueryError, Searcher
 from charlie.users import User, ensure_user
 
@@ -284,3 +284,54 @@ def test_a_project_search_uses_only_that_projects_vectors_and_agrees_with_all(
     assert [h.title for h in only] == [h.title for h in same_project]
     assert [h.score for h in only] == pytest.approx([h.score for h in same_project], abs=1e-6)
     assert searcher.search(query, alice, [third], mode="vector").hits == []
+
+
+def test_a_keyword_search_in_a_project_matches_only_there_and_never_the_scope(
+    home: Home, project: Project, embedder: LocalEmbedder, alice: User
+) -> None:
+    other = create_project(home, "Other")
+    notes.create_note(other, "Refresh rota", "Whose turn to refresh the guest room.", ["home"])
+    index = Index(home, embedder)
+    index.refresh()
+    searcher = Searcher(home, index)
+    both = titles(searcher, "refresh", alice, mode="keyword")
+    assert set(both) == {"JWT refresh tokens", "Refresh rota"}
+    assert titles(searcher, "refresh", alice, projects=[other], mode="keyword") == ["Refresh rota"]
+    assert titles(searcher, "refresh", alice, projects=[project], mode="keyword") == [
+        "JWT refresh tokens"
+    ]
+    token = f"p{other.id}"  # how the scope is stored: never found as a word of a note
+    assert titles(searcher, token, alice, mode="keyword") == []
+    assert searcher.idf(token) == 0.0
+
+
+def test_an_index_of_the_previous_version_gains_the_scope_without_embedding_again(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder
+) -> None:
+    vectors = home.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall()
+    home.db.execute("DROP TABLE chunks_vocab")
+    home.db.execute("DROP TABLE chunks_fts")
+    home.db.execute(  # the version-1 table: no scope column
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(title, text, project UNINDEXED)"
+    )
+    home.db.execute("UPDATE index_state SET value = '1' WHERE key = 'version'")
+
+    class Counting:
+        name, dim, calls = embedder.name, embedder.dim, 0
+
+        def embed(self, texts: list[str]) -> object:
+            Counting.calls += len(texts)
+            return embedder.embed(texts)
+
+    upgraded = Index(home, Counting())  # type: ignore[arg-type]
+    upgraded.refresh()
+    assert (
+        home.db.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()[0] == "2"
+    )
+    assert home.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall() == vectors
+    searcher = Searcher(home, upgraded)
+    assert Counting.calls == 0  # nothing embedded again (the query below embeds only itself)
+    main = get_project(home, "main")
+    assert titles(searcher, "argon2id", alice, projects=[main], mode="keyword") == [
+        "Password storage"
+    ]
