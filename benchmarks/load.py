@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from support import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -437,15 +438,6 @@ def scan_log(path: Path) -> dict[str, Any]:
 
 
 # -- reporting ------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (as numpy's default), q in [0, 100]."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def stats(values: list[float]) -> dict[str, float]:

@@ -68,7 +68,6 @@ import io
 import json
 import math
 import os
-import platform
 import pstats
 import random
 import re
@@ -87,6 +86,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from support import code_fingerprint, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "out" / "search-speed.json"
@@ -555,20 +555,6 @@ def stats_ms(samples: Sequence[float]) -> dict[str, float]:
         "mean": round(float(array.mean()), 3),
         "max": round(float(array.max()), 3),
     }
-
-
-def code_fingerprint() -> dict[str, Any]:
-    """Which charlie code ran (other people change it): sha256 prefixes and chunk settings."""
-    import charlie.index
-
-    files = ["index.py", "search.py", "embeddings.py", "usage.py", "keywords.py", "chunking.py"]
-    folder = ROOT / "charlie"
-    out: dict[str, Any] = {
-        name: hashlib.sha256((folder / name).read_bytes()).hexdigest()[:12] for name in files
-    }
-    out["chunk_words"] = charlie.index.CHUNK_WORDS
-    out["chunk_overlap"] = charlie.index.CHUNK_OVERLAP
-    return out
 
 
 def open_home(home_dir: Path) -> Any:
@@ -1364,27 +1350,6 @@ def child(
     ]
     subprocess.run(command, check=True, timeout=args.timeout, env=env)
     return json.loads(result.read_text(encoding="utf-8"))
-
-
-def machine() -> dict[str, Any]:
-    import onnxruntime
-
-    cpu = "?"
-    with open("/proc/cpuinfo") as handle:
-        for line in handle:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "numpy": np.__version__,
-        "onnxruntime": onnxruntime.__version__,
-        "kernel": platform.release(),
-    }
 
 
 def scaling(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -46,11 +46,9 @@ import cProfile
 import json
 import multiprocessing
 import os
-import platform
 import pstats
 import re
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -62,6 +60,8 @@ from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+from support import machine, percentile
 
 from charlie import chat, conversations, embeddings, toolkit
 from charlie.config import load_settings
@@ -88,15 +88,6 @@ DISTILL_EVERY = 4  # messages; marked distilled then, without an LLM call (a pri
 # channel distils every 5, so a turn never reaches a real distillation)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (as numpy's default), q in [0, 100]."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def stats(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
@@ -107,24 +98,6 @@ def stats(values: list[float]) -> dict[str, float]:
         "p99": percentile(values, 99),
         "mean": sum(values) / len(values),
         "max": max(values),
-    }
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
     }
 
 

@@ -40,11 +40,9 @@ import cProfile
 import json
 import multiprocessing
 import os
-import platform
 import pstats
 import random
 import re
-import sqlite3
 import sys
 import tempfile
 import time
@@ -53,6 +51,8 @@ from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+
+from support import machine, percentile
 
 from charlie import chat
 from charlie.config import load_settings
@@ -339,15 +339,6 @@ class TurnRecord:
     reply_overhead_ms: float  # the part before the Reply event, i.e. before it is shown
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (as numpy's default), q in [0, 100]."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def stats(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
@@ -461,24 +452,6 @@ def _check(records: list[TurnRecord], received: dict[str, Any], calls: list[Call
 
 
 # -- reporting ---------------------------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-    }
 
 
 def checkpoints(records: list[TurnRecord]) -> list[dict[str, Any]]:

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from support import code_fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "scifact"
@@ -257,20 +258,6 @@ def record_events(home: Any, user_id: int, events: list[Event], now: datetime, s
         usage.record(home.db, user_id, event.kind, note=event.note, at=at)
     home.db.execute("COMMIT")
     return len(events)
-
-
-def code_fingerprint() -> dict[str, Any]:
-    """Which charlie code ran (other people change it): sha256 prefixes and chunk settings."""
-    import charlie.index
-
-    files = ["index.py", "search.py", "embeddings.py", "usage.py", "keywords.py", "chunking.py"]
-    folder = ROOT / "charlie"
-    out: dict[str, Any] = {
-        name: hashlib.sha256((folder / name).read_bytes()).hexdigest()[:12] for name in files
-    }
-    out["chunk_words"] = charlie.index.CHUNK_WORDS
-    out["chunk_overlap"] = charlie.index.CHUNK_OVERLAP
-    return out
 
 
 # ----------------------------------------------------------------------------- searching

@@ -36,12 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import speech  # noqa: E402  (test support: the offline speech maker)
+from support import percentile  # noqa: E402
 
 from charlie.config import load_settings  # noqa: E402
 from charlie.errors import VoiceUnavailable  # noqa: E402
@@ -56,10 +55,6 @@ REPLY = (
     "Friday morning. I've noted the price in the kitchen budget."
 )
 CHUNK = RATE // 10  # 100 ms, as the PWA streams
-
-
-def percentile(values: list[float], q: float) -> float:
-    return float(np.percentile(np.array(values), q))
 
 
 def stt_figures(model: str, home: Path, threads: int) -> dict[str, object]:

@@ -1,0 +1,62 @@
+"""What the benchmark scripts share: percentiles, the machine they ran on, and which
+Charlie code they measured."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (as numpy's default), q in [0, 100]."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def machine() -> dict[str, Any]:
+    """The CPU, cores, memory and versions a figure was measured with."""
+    import numpy
+    import onnxruntime
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "platform": platform.platform(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "numpy": numpy.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
+
+
+def code_fingerprint() -> dict[str, Any]:
+    """Which charlie code ran (other people change it): sha256 prefixes and chunk settings."""
+    import charlie.index
+
+    files = ["index.py", "search.py", "embeddings.py", "usage.py", "keywords.py", "chunking.py"]
+    folder = ROOT / "charlie"
+    out: dict[str, Any] = {
+        name: hashlib.sha256((folder / name).read_bytes()).hexdigest()[:12] for name in files
+    }
+    out["chunk_words"] = charlie.index.CHUNK_WORDS
+    out["chunk_overlap"] = charlie.index.CHUNK_OVERLAP
+    return out
