@@ -123,14 +123,19 @@ class Unfolding:
         self.said: list[str] = []
         self.chars = 0
         self.full = False  # the limits are reached: the rest waits for `finish`
+        self.settled = 0  # length of the settled text last parsed
 
     def add(self, piece: str) -> list[str]:
         """New sentences ready to speak, after `piece` of the answer arrived."""
         self.text += piece
         if self.full:
             return []
+        settled = _settled(self.text)
+        if len(settled) == self.settled:
+            return []  # nothing new has settled (inside a code block, say): no re-parse
+        self.settled = len(settled)
         ready = []
-        sentences, _ = _parts(_settled(self.text))
+        sentences, _ = _parts(settled)
         for sentence in sentences[len(self.said) :]:
             if len(self.said) >= self.max_sentences or self.chars + len(sentence) > self.max_chars:
                 self.full = True

@@ -221,25 +221,26 @@ class Speaker:
                 return name
         return None
 
+    def _resting(self, name: str) -> str | None:
+        """Why `name` failed, while it is left alone after failing; else None."""
+        failed = self.down.get(name)
+        if failed and time.monotonic() - failed[0] < self.retry_after:
+            return failed[1]
+        return None
+
     def status(self) -> dict[str, str]:
         """Each engine in order: 'ready', 'not tried', or why it is resting."""
-        now = time.monotonic()
-        out = {}
-        for name in self.order:
-            failed = self.down.get(name)
-            if failed and now - failed[0] < self.retry_after:
-                out[name] = failed[1]
-            else:
-                out[name] = "ready" if name in self.engines else "not tried"
-        return out
+        return {
+            name: self._resting(name) or ("ready" if name in self.engines else "not tried")
+            for name in self.order
+        }
 
     def speak(self, text: str) -> Speech:
         skipped: list[str] = []
-        now = time.monotonic()
         for name in self.order:
-            failed = self.down.get(name)
-            if failed and now - failed[0] < self.retry_after:
-                skipped.append(f"{name}: {failed[1]}")
+            why = self._resting(name)
+            if why is not None:
+                skipped.append(f"{name}: {why}")
                 continue
             started = time.perf_counter()
             try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from charlie import chat
 from charlie.conversations import Channel
-from charlie.errors import AudioError, VoiceUnavailable
+from charlie.errors import AudioError, CharlieError, VoiceUnavailable
 from charlie.home import Home
 from charlie.llm import LLMClient
 from charlie.tools import Registry
@@ -100,8 +100,7 @@ class Voice:
         """A fresh detector state over the shared model."""
         with self._lock:
             if self._vad_session is None:
-                vad.model_path()  # fails with the install hint when the extra is missing
-                self._vad_session = vad.load_session()
+                self._vad_session = vad.load_session(vad.model_path())
             return vad.Silero(self._vad_session)
 
     def warm(self) -> None:
@@ -131,9 +130,19 @@ class Voice:
             raise AudioError("No words could be made out: try again, closer to the microphone.")
         return Heard(transcript, speech.seconds, found)
 
-    def speak(self, text: str) -> Iterator[SpeechChunk]:
-        for index, sentence in enumerate(speakable.sentences_of(text)):
-            yield SpeechChunk(index, sentence, self.speaker.speak(sentence))
+    def say(self, text: str, *, spoken: bool = False) -> Speech:
+        """`text` as one recording, synthesised sentence by sentence; `spoken` applies the
+        speakable pass first. Names every engine that spoke and any skipped."""
+        words = self.spoken(text) if spoken else text.strip()
+        if not words:
+            raise CharlieError("There is nothing to say: the text is empty.")
+        parts = [self.speaker.speak(s) for s in speakable.sentences_of(words)]
+        return Speech(
+            Audio.joined([p.audio for p in parts], parts[0].audio.rate),
+            ",".join(dict.fromkeys(p.engine for p in parts)),
+            sum(p.seconds for p in parts),
+            list(dict.fromkeys(reason for p in parts for reason in p.skipped)),
+        )
 
     def spoken(self, reply: str) -> str:
         return speakable.speakable(

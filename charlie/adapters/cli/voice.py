@@ -92,13 +92,8 @@ def voice_command(
 def say_command(text: str, output: Path, spoken: bool) -> None:
     """Speak TEXT with the first speech engine that works, into a WAV file."""
     with opened_home() as home:
-        voice = voice_turn.Voice(home.settings)
-        words = voice.spoken(text) if spoken else text.strip()
-        if not words:
-            raise CharlieError("There is nothing to say: the text is empty.")
-        parts = list(voice.speak(words))
-        _write(output, Audio.joined([p.speech.audio for p in parts], parts[0].speech.audio.rate))
-        seconds = sum(p.speech.audio.seconds for p in parts)
-        click.echo(f"Wrote {seconds:.1f} s of speech ({parts[0].speech.engine}) to {output}.")
-        for skipped in parts[0].speech.skipped:
+        said = voice_turn.Voice(home.settings).say(text, spoken=spoken)
+        _write(output, said.audio)
+        click.echo(f"Wrote {said.audio.seconds:.1f} s of speech ({said.engine}) to {output}.")
+        for skipped in said.skipped:
             click.echo(f"· skipped {skipped}", err=True)

@@ -304,7 +304,7 @@ def chat_stream(
         try:
             target = channel_for(own, channel, user)
             for event in chat.turn(own, llm, target, user, body.text, images):
-                yield _event(event)
+                yield event_sse(event)
         except (LLMError, CharlieError) as exc:
             yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
         finally:
@@ -319,7 +319,8 @@ def chat_stream(
     )
 
 
-def _event(event: chat.Event) -> str:
+def event_sse(event: chat.Event) -> str:
+    """One chat event as a server-sent event (the voice routes send the same ones)."""
     if isinstance(event, chat.Token):
         return sse("token", {"text": event.text})
     if isinstance(event, chat.TraceEvent):

@@ -22,7 +22,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import chat, sessions
-from charlie.adapters.web.api import _event, channel_for
+from charlie.adapters.web.api import channel_for, event_sse
 from charlie.adapters.web.app import SESSION_COOKIE, HomeDep, SessionDep, sse
 from charlie.errors import CharlieError, LLMError
 from charlie.home import Home
@@ -144,7 +144,7 @@ def _voice_event(event: chat.Event | voice_turn.VoiceEvent) -> str:
         return sse("spoken", {"text": event.text})
     if isinstance(event, SpeechChunk):
         return sse("audio", chunk_json(event))
-    return _event(event)
+    return event_sse(event)
 
 
 @router.post("/voice/transcribe")
@@ -164,16 +164,11 @@ class SayRequest(BaseModel):
 @router.post("/voice/say")
 def say(body: SayRequest, request: Request, session: SessionDep) -> Response:
     """Speech for some text, as WAV; the engine that spoke is in `X-Charlie-Voice-Engine`."""
-    voice = _voice(request)
-    text = voice.spoken(body.text) if body.spoken else body.text.strip()
-    if not text:
-        raise CharlieError("There is nothing to say: the text is empty.")
-    parts = list(voice.speak(text))
-    joined = audio_io.Audio.joined([p.speech.audio for p in parts], parts[0].speech.audio.rate)
+    said = _voice(request).say(body.text, spoken=body.spoken)
     return Response(
-        joined.wav(),
+        said.audio.wav(),
         media_type="audio/wav",
-        headers={"X-Charlie-Voice-Engine": parts[0].speech.engine, "Cache-Control": "no-store"},
+        headers={"X-Charlie-Voice-Engine": said.engine, "Cache-Control": "no-store"},
     )
 
 
