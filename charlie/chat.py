@@ -335,29 +335,13 @@ class ToolLoop:
                 raise ValueError("the arguments must be a JSON object")
         except ValueError as exc:
             message = f"Error: the arguments of {call.name} are not valid JSON ({exc})."
-            return message, self._event(
-                type="tool_call",
-                name=call.name,
-                arguments=call.arguments,
-                ok=False,
-                summary="bad arguments",
-                guard="bad_arguments",
-                ms=_ms(started),
-            )
+            return message, self._refused(call, call.arguments, "bad arguments", started)
         key = (call.name, json.dumps(arguments, sort_keys=True))
         if key in seen:
             return (
                 f"Refused: {call.name} was already called with these arguments in this "
                 "answer; use that result.",
-                self._event(
-                    type="tool_call",
-                    name=call.name,
-                    arguments=arguments,
-                    ok=False,
-                    summary="refused: repeated call",
-                    guard="duplicate_call",
-                    ms=_ms(started),
-                ),
+                self._refused(call, arguments, "refused: repeated call", started, "duplicate_call"),
             )
         seen.add(key)
         if call.name == META_TOOL:
@@ -378,28 +362,13 @@ class ToolLoop:
             available = ", ".join(t["function"]["name"] for t in self._tools(active))
             return (
                 f"Error: there is no tool {call.name!r} loaded. Available now: {available}.",
-                self._event(
-                    type="tool_call",
-                    name=call.name,
-                    arguments=arguments,
-                    ok=False,
-                    summary="unknown tool",
-                    guard="unknown_tool",
-                    ms=_ms(started),
-                ),
+                self._refused(call, arguments, "unknown tool", started),
             )
         if tool.writes and tool.name not in self.allowed_writes:
             return (
                 f"Error: {tool.name} is not allowed in this project.",
-                self._event(
-                    type="tool_call",
-                    name=call.name,
-                    arguments=arguments,
-                    ok=False,
-                    writes=True,
-                    summary="not allowed here",
-                    guard="write_not_allowed",
-                    ms=_ms(started),
+                self._refused(
+                    call, arguments, "not allowed here", started, "write_not_allowed", writes=True
                 ),
             )
         outcome = run_tool(tool, self.context, arguments)
@@ -414,6 +383,28 @@ class ToolLoop:
             **({"guard": "timeout"} if outcome.summary.startswith("timed out") else {}),
         )
         return outcome.content, event
+
+    def _refused(
+        self,
+        call: ToolCall,
+        arguments: Any,
+        summary: str,
+        started: float,
+        guard: str = "",
+        **extra: Any,
+    ) -> TraceEvent:
+        """The trace of a call a guard stopped; the guard is named after the summary unless
+        given (`bad arguments` → `bad_arguments`)."""
+        return self._event(
+            type="tool_call",
+            name=call.name,
+            arguments=arguments,
+            ok=False,
+            summary=summary,
+            guard=guard or summary.replace(" ", "_"),
+            ms=_ms(started),
+            **extra,
+        )
 
 
 def allowed_write_tools(channel: Channel) -> set[str]:
