@@ -160,6 +160,18 @@ def test_an_invalid_token_is_refused_with_a_clear_error(
     assert rest.requests[0][:2] == ("GET", "/api/v10/users/@me")
 
 
+def test_discord_out_of_reach_is_a_clear_error_not_a_traceback(
+    charlie: Cli, monkeypatch: pytest.MonkeyPatch, dead_url: str
+) -> None:
+    monkeypatch.setattr(Route, "BASE", dead_url.removesuffix("/v1") + "/api/v10")
+    monkeypatch.setenv("CHARLIE_DISCORD_TOKEN", "some-token")
+    result = charlie("discord")
+    assert result.exit_code == 1
+    assert "Error: Cannot reach Discord (" in result.output
+    assert "internet connection" in result.output
+    assert "Traceback" not in result.output and "some-token" not in result.output
+
+
 def test_discord_py_waits_out_a_429_and_charlie_retries_a_long_one(
     rest: DiscordRestDouble,
 ) -> None:

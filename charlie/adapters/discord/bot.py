@@ -441,6 +441,12 @@ def run(settings: Settings) -> None:
             "Discord refused to connect the bot: it needs the Message Content intent. Turn it "
             "on in the developer portal (your application → Bot → Privileged Gateway Intents)."
         ) from exc
+    except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+        # After signing in, discord.py reconnects by itself; this is Discord never reached.
+        raise CharlieError(
+            f"Cannot reach Discord ({exc}). Check this machine's internet connection (and "
+            "any proxy or firewall), then start the bot again."
+        ) from exc
     except KeyboardInterrupt:
         log.info("Stopped.")
     finally:
