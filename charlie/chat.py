@@ -26,6 +26,8 @@ from charlie.tools import (
     ToolContext,
     ToolMarkupFilter,
     calls_in_text,
+    escape,
+    fence,
     run_tool,
 )
 from charlie.users import User
@@ -113,7 +115,7 @@ def system_prompt(home: Home, channel: Channel, user: User, layers: str) -> str:
     else:
         parts.append(f"This is {user.name}'s private channel: nobody else sees it.")
     parts.append(f"You are talking with {user.name}. Today is {datetime.now(UTC):%A %Y-%m-%d}.")
-    parts.append(f"<memory>\n{layers.strip()}\n</memory>")
+    parts.append(fence("memory", escape(layers.strip())))
     pinned = suggestions.pinned_text(home, channel)
     if pinned:
         parts.append(f"Notes the person pinned into this conversation:\n{pinned}")
@@ -253,7 +255,7 @@ class ToolLoop:
         self.registry = registry
         self.max_iterations = max_iterations
         self.context = ToolContext(home, channel, user)
-        self.allowed_writes = allowed_write_tools(channel)
+        self.allowed_writes = toolkit.allowed_write_tools(channel)
         self.trace: list[dict[str, Any]] = []
         self.reply = ""
         self.prompt_tokens: int | None = None
@@ -380,7 +382,7 @@ class ToolLoop:
             writes=tool.writes,
             summary=outcome.summary,
             ms=_ms(started),
-            **({"guard": "timeout"} if outcome.summary.startswith("timed out") else {}),
+            **({"guard": outcome.guard} if outcome.guard else {}),
         )
         return outcome.content, event
 
@@ -407,14 +409,6 @@ class ToolLoop:
         )
 
 
-def allowed_write_tools(channel: Channel) -> set[str]:
-    """The write tools this channel's project allows (all, unless project.toml says)."""
-    if channel.project is None:
-        return {"record_decision"}  # a private channel writes no files
-    configured = channel.project.config.write_tools
-    return set(toolkit.WRITE_TOOLS if configured is None else configured)
-
-
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
@@ -435,12 +429,9 @@ def _assistant_message(
 
 
 def _result_messages(results: list[tuple[ToolCall, str]], in_text: bool) -> list[dict[str, Any]]:
-    wrapped = [
-        (call, f'<tool_result name="{call.name}">\n{content}\n</tool_result>')
-        for call, content in results
-    ]
+    wrapped = [(call, fence("tool_result", content, name=call.name)) for call, content in results]
     if in_text:  # the model wrote its calls as text: answer the way its template expects
-        body = "\n".join(f"<tool_response>\n{c}\n</tool_response>" for _, c in wrapped)
+        body = "\n".join(fence("tool_response", c) for _, c in wrapped)
         return [{"role": "user", "content": body}]
     return [{"role": "tool", "tool_call_id": call.id, "content": c} for call, c in wrapped]
 

@@ -16,6 +16,7 @@ from charlie.db import now
 from charlie.errors import NotFound
 from charlie.home import Home
 from charlie.search import Searcher
+from charlie.tools import escape, fence
 from charlie.users import User
 
 MAX_SUGGESTIONS = 3
@@ -129,8 +130,10 @@ def pinned_text(home: Home, channel: Channel) -> str:
         try:
             note = notes.get_note(projects.get_project(home, slug), name)
         except (NotFound, notes.NoteFormatError) as exc:
-            parts.append(f'<note id="{key}" pinned="yes">(cannot be read now: {exc})</note>')
+            parts.append(
+                fence("note", escape(f"(cannot be read now: {exc})"), id=key, pinned="yes")
+            )
             continue
         body = note.body[:PIN_CHARS]
-        parts.append(f'<note id="{key}" title="{note.title}" pinned="yes">\n{body}\n</note>')
+        parts.append(fence("note", escape(body), id=key, title=note.title, pinned="yes"))
     return "\n".join(parts)

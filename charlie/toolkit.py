@@ -3,7 +3,16 @@
 Each is a plain function (see `charlie.tools`): the first parameter is the `ToolContext`,
 the docstring is what the model reads. A tool returns the text the model gets back, or a
 (text, summary) pair where the summary is what the person sees in the trace. Text taken
-from notes or memory is wrapped in <note>/<memory> tags: it is data, not instructions.
+from notes, memory or messages is escaped and wrapped in <note>/<memory>/<messages> tags
+(`tools.fence`): it is data, not instructions, and cannot close its tag.
+
+Writes are confined, whatever the model was told (a note it read may tell it otherwise):
+a write tool writes only into the channel's own project — `switch_project` widens what is
+*read*, never where writes go — and only if that project's `write_tools` allows it; in a
+private channel, `record_decision` writes the person's private memory only while the answer
+has read nothing other people wrote (no note, no other project's memory, no pinned note).
+`tools.run_tool` checks the policy before any write tool runs; each write tool checks its
+target.
 """
 
 from __future__ import annotations
@@ -11,12 +20,20 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
-from charlie import conversations, memory, notes, projects, usage
+from charlie import conversations, memory, notes, projects, suggestions, usage
+from charlie.conversations import Channel
 from charlie.keywords import terms
 from charlie.search import Searcher, mark_stale, searcher_for
-from charlie.tools import Category, Registry, Tool, ToolContext, ToolError
-
-WRITE_TOOLS = ("create_note", "append_to_note", "tag_note", "record_decision")
+from charlie.tools import (
+    Category,
+    Registry,
+    Tool,
+    ToolContext,
+    ToolError,
+    WriteRefused,
+    escape,
+    fence,
+)
 
 
 def searcher(context: ToolContext) -> Searcher:
@@ -64,8 +81,11 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> tuple[str,
     lines = []
     for hit in found.hits:
         context.found.append(hit.key)
+        context.read_untrusted(f"note {hit.key}")
         lines.append(
-            f'<note id="{hit.key}" title="{hit.title}" score="{hit.score:.2f}">{hit.snippet}</note>'
+            fence(
+                "note", escape(hit.snippet), id=hit.key, title=hit.title, score=f"{hit.score:.2f}"
+            )
         )
     summary = ", ".join(f"{h.title} {h.score:.2f}" for h in found.hits)
     return "\n".join(lines), f"{len(found.hits)} notes: {summary}"
@@ -80,8 +100,9 @@ def read_note(context: ToolContext, note: str) -> tuple[str, str]:
     found = _note(context, note)
     if found.key not in context.cited:
         context.cited.append(found.key)
+    context.read_untrusted(f"note {found.key}")
     tags = " ".join(f"#{t}" for t in found.tags)
-    body = f'<note id="{found.key}" title="{found.title}" tags="{tags}">\n{found.body}\n</note>'
+    body = fence("note", escape(found.body), id=found.key, title=found.title, tags=tags)
     return body, f"read {found.title}"
 
 
@@ -102,7 +123,7 @@ def read_memory(
     }
     chosen = parts if layer == "all" else {layer: parts[layer]}
     text = "\n\n".join(f"## {name}\n{value}" for name, value in chosen.items())
-    return f"<memory>\n{text}\n</memory>", f"read {layer}"
+    return fence("memory", escape(text)), f"read {layer}"
 
 
 def search_conversation(context: ToolContext, query: str, limit: int = 5) -> tuple[str, str]:
@@ -124,7 +145,7 @@ def search_conversation(context: ToolContext, query: str, limit: int = 5) -> tup
     if not rows:
         return "No earlier messages matched.", "no messages"
     lines = [f"[{r['created_at'][:16]}] {r['speaker']}: {r['content']}" for r in rows]
-    return "<messages>\n" + "\n".join(lines) + "\n</messages>", f"{len(rows)} messages"
+    return fence("messages", escape("\n".join(lines))), f"{len(rows)} messages"
 
 
 # ---------------------------------------------------------------- notes (writes)
@@ -138,10 +159,22 @@ def _wrote(context: ToolContext) -> None:
 
 def _shared_project(context: ToolContext) -> projects.Project:
     if context.channel.project is None:
-        raise ToolError(
-            "This is a private channel: it writes no files, so notes cannot be created here."
+        raise WriteRefused(
+            "This is a private channel: it writes no files, so notes cannot be written here."
         )
     return context.channel.project
+
+
+def _own_note(context: ToolContext, ref: str) -> tuple[projects.Project, notes.Note]:
+    """A note to write to: it must be in the channel's own project, whatever was read."""
+    project = _shared_project(context)
+    found = _note(context, ref)
+    if found.project != project.slug:
+        raise WriteRefused(
+            f"{found.key} is in project {found.project}; writes here go only to this "
+            f"channel's project ({project.slug}). Ask in {found.project}'s own channel."
+        )
+    return project, found
 
 
 def create_note(
@@ -166,8 +199,7 @@ def append_to_note(context: ToolContext, note: str, text: str) -> tuple[str, str
         note: The note's id (project/name) or name.
         text: The text to add.
     """
-    found = _note(context, note)
-    project = projects.get_project(context.home, found.project)
+    project, found = _own_note(context, note)
     notes.update_note(project, found.name, body=f"{found.body.rstrip()}\n\n{text.strip()}\n")
     _wrote(context)
     return f"Appended to {found.key}.", f"appended to {found.key}"
@@ -180,8 +212,7 @@ def tag_note(context: ToolContext, note: str, tags: list[str]) -> tuple[str, str
         note: The note's id (project/name) or name.
         tags: The tags to add.
     """
-    found = _note(context, note)
-    project = projects.get_project(context.home, found.project)
+    project, found = _own_note(context, note)
     updated = notes.tag_note(project, found.name, add=tags)
     _wrote(context)
     return f"{updated.key} is tagged {', '.join(updated.tags)}.", f"tagged {updated.key}"
@@ -196,6 +227,12 @@ def record_decision(context: ToolContext, decision: str) -> tuple[str, str]:
     text = " ".join(decision.split())
     if not text:
         raise ToolError("The decision is empty.")
+    if context.channel.private:  # pinned notes are in the prompt: others wrote them
+        for key, _ in suggestions.pins(context.home, context.channel):
+            context.read_untrusted(f"pinned note {key}")
+        refusal = context.write_refusal("record_decision")
+        if refusal is not None:
+            raise WriteRefused(refusal)
     current = memory.load(context.home, context.channel)
     if text.lower() in (d.lower() for d in current.decisions):
         return "That decision is already recorded.", "already recorded"
@@ -210,13 +247,13 @@ def record_decision(context: ToolContext, decision: str) -> tuple[str, str]:
 def list_projects(context: ToolContext) -> tuple[str, str]:
     """List the household's projects with their names."""
     found = projects.list_projects(context.home)
-    lines = [f"- {p.slug}: {p.config.name}" for p in found]
+    lines = [f"- {p.slug}: {escape(p.config.name)}" for p in found]
     return "\n".join(lines) or "No projects.", f"{len(found)} projects"
 
 
 def switch_project(context: ToolContext, project: str) -> tuple[str, str]:
     """Bring another project into reach: returns its memory, and its notes become searchable
-    for the rest of this answer.
+    for the rest of this answer. Writes still go only to this channel's project.
 
     Args:
         project: The project's name (slug), as list_projects gives it.
@@ -226,7 +263,9 @@ def switch_project(context: ToolContext, project: str) -> tuple[str, str]:
         context.extra_projects.append(target.slug)
     other = conversations.shared_channel(context.home, target)
     layers = memory.as_prompt(memory.load(context.home, other))
-    return f'<memory project="{target.slug}">\n{layers}\n</memory>', f"switched to {target.slug}"
+    if context.channel.project is None or target.slug != context.channel.project.slug:
+        context.read_untrusted(f"memory of {target.slug}")
+    return fence("memory", escape(layers), project=target.slug), f"switched to {target.slug}"
 
 
 # ---------------------------------------------------------------- time
@@ -357,6 +396,20 @@ def registry() -> Registry:
     )
     built.add(TIME, [Tool.from_function(f, "time") for f in (now, date_add, days_between)])
     return built
+
+
+def write_tools() -> tuple[str, ...]:
+    """The names of the write tools (those registered with `writes=True`)."""
+    return tuple(name for name, tool in registry().tools.items() if tool.writes)
+
+
+def allowed_write_tools(channel: Channel) -> set[str]:
+    """The write tools this channel offers the model: all, unless its project.toml's
+    `write_tools` says; in a private channel only `record_decision` (it writes no files)."""
+    if channel.project is None:
+        return {"record_decision"}
+    configured = channel.project.config.write_tools
+    return set(write_tools() if configured is None else configured)
 
 
 def record_citations(context: ToolContext) -> None:

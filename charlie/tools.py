@@ -14,6 +14,7 @@ parsed here, and `ToolMarkupFilter` keeps such markup from ever reaching the per
 from __future__ import annotations
 
 import concurrent.futures
+import html
 import inspect
 import json
 import re
@@ -39,9 +40,43 @@ class ToolError(CharlieError):
     """A tool could not do what was asked; the message goes back to the model."""
 
 
+class WriteRefused(ToolError):
+    """A write tool was stopped by the write policy (see `ToolContext.write_refusal`)."""
+
+
+# ---------------------------------------------------------------- fences
+# Text from notes, memory, tools and people reaches the model inside tags (<note>, <memory>,
+# <tool_result>) that mark it as data. Such text must never be able to close its fence and
+# speak as the system: bodies are escaped, attribute values too, quotes included.
+
+
+def escape(text: str) -> str:
+    """Text written by anyone, made safe to put inside a fence: `<`, `>` and `&` escaped."""
+    return html.escape(text, quote=False)
+
+
+def fence(tag: str, body: str, **attributes: object) -> str:
+    """`<tag name="value">` + body + `</tag>`. Attribute values are escaped here; the body
+    must already be escaped (or be fences built with this function): any closing `</tag`
+    still in it is neutralised, so nothing inside can end the fence early."""
+    attrs = "".join(f' {name}="{html.escape(str(value))}"' for name, value in attributes.items())
+    closing = re.compile(rf"<(\s*/\s*{re.escape(tag)})", re.IGNORECASE)
+    inner = closing.sub(r"&lt;\1", body)
+    return f"<{tag}{attrs}>\n{inner}\n</{tag}>"
+
+
+# ---------------------------------------------------------------- context and write policy
+
+
 @dataclass
 class ToolContext:
-    """What a tool may touch: the data home, the channel and the person asking."""
+    """What a tool may touch: the data home, the channel and the person asking.
+
+    Writes are confined here, whatever the model was told: a write tool writes only into the
+    channel's own project (in a private channel, only the person's own private memory), only
+    if the project's `write_tools` allows it, and, in a private channel, only while the
+    answer has read nothing that other people wrote (`untrusted`).
+    """
 
     home: Home
     channel: Channel
@@ -50,11 +85,38 @@ class ToolContext:
     cited: list[str] = field(default_factory=list)  # note keys the answer drew on
     found: list[str] = field(default_factory=list)  # note keys search tools returned
     extra_projects: list[str] = field(default_factory=list)  # projects switched to
+    untrusted: list[str] = field(default_factory=list)  # what others wrote, read so far
 
     def service(self, name: str, build: Callable[[], Any]) -> Any:
         if name not in self.services:
             self.services[name] = build()
         return self.services[name]
+
+    def read_untrusted(self, source: str) -> None:
+        """This answer has read text others wrote (a note, another project's memory)."""
+        if source not in self.untrusted:
+            self.untrusted.append(source)
+
+    def write_refusal(self, tool: str) -> str | None:
+        """Why write tool `tool` may not run now, or None when it may. (Each write tool also
+        refuses a target outside the channel's own project itself.)"""
+        project = self.channel.project
+        if project is not None:
+            allowed = project.config.write_tools
+            if allowed is not None and tool not in allowed:
+                return (
+                    f"{tool} is not allowed in project {project.slug} "
+                    "(its project.toml's write_tools does not name it)."
+                )
+            return None
+        if self.untrusted:
+            sources = ", ".join(self.untrusted[:3]) + ("…" if len(self.untrusted) > 3 else "")
+            return (
+                f"{tool} may not write to {self.user.name}'s private memory after this answer "
+                f"read text other people wrote ({sources}); if {self.user.name} wants it "
+                "recorded, they can ask for it in their next message."
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -309,6 +371,7 @@ class Outcome:
     summary: str
     error: bool = False
     seconds: float = 0.0
+    guard: str = ""  # the guard that stopped the call: "timeout", "write_refused"
 
 
 def run_tool(
@@ -317,10 +380,14 @@ def run_tool(
     """Run `tool` with a time limit; any failure becomes an error outcome, never a crash.
 
     A tool that overruns is abandoned (its thread cannot be killed and finishes on its own);
-    the model is told, and the answer goes on.
+    the model is told, and the answer goes on. A write tool runs only if the context's write
+    policy allows it (`ToolContext.write_refusal`), whoever asked for it.
     """
     timeout = TOOL_TIMEOUT if timeout is None else timeout
     started = time.perf_counter()
+    refusal = context.write_refusal(tool.name) if tool.writes else None
+    if refusal is not None:
+        return _refused(refusal, started)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     try:
         bound = tool.bind(arguments)
@@ -332,7 +399,10 @@ def run_tool(
             f"timed out after {timeout:g} s",
             error=True,
             seconds=time.perf_counter() - started,
+            guard="timeout",
         )
+    except WriteRefused as exc:
+        return _refused(str(exc), started)
     except CharlieError as exc:
         return Outcome(f"Error: {exc}", f"error: {exc}", True, time.perf_counter() - started)
     finally:
@@ -342,6 +412,16 @@ def run_tool(
     if len(text) > RESULT_CAP:
         text = text[:RESULT_CAP] + f"\n…[cut: {len(text) - RESULT_CAP} more characters]"
     return Outcome(text, summary or _preview(text), False, time.perf_counter() - started)
+
+
+def _refused(reason: str, started: float) -> Outcome:
+    return Outcome(
+        f"Refused: {reason}",
+        f"refused: {reason}",
+        error=True,
+        seconds=time.perf_counter() - started,
+        guard="write_refused",
+    )
 
 
 def _preview(text: str, size: int = 80) -> str:

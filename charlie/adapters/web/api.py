@@ -25,6 +25,7 @@ from charlie import (
     projects,
     sessions,
     suggestions,
+    toolkit,
     usage,
 )
 from charlie.adapters.web.app import (
@@ -230,9 +231,7 @@ def change_project(
 ) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
     if "write_tools" in changes and changes["write_tools"] is not None:
-        from charlie.toolkit import WRITE_TOOLS
-
-        unknown = set(changes["write_tools"]) - set(WRITE_TOOLS)
+        unknown = set(changes["write_tools"]) - set(toolkit.write_tools())
         if unknown:
             raise InvalidName(f"Unknown write tools: {', '.join(sorted(unknown))}.")
     return project_json(projects.update_project(home, slug, **changes))
