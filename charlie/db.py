@@ -1,17 +1,35 @@
 """The SQLite database: connection settings and ordered migrations.
 
 Migrations are plain functions named `mNNN_…`, applied in order and recorded in the
-`migrations` table. Add a new one at the end; never edit one that has shipped.
+`migrations` table, their count kept in `PRAGMA user_version`. Add a new one at the end;
+never edit one that has shipped.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from charlie.errors import CharlieError
+from charlie.errors import (
+    DatabaseBusy,
+    DatabaseDamaged,
+    DatabaseError,
+    DatabaseNotWritable,
+    DiskError,
+    DiskFull,
+)
+
+BUSY_TIMEOUT = 10.0  # seconds a connection waits for another process's write lock
+# SQLite's primary result codes (the low byte of an extended code).
+FULL = {13}  # SQLITE_FULL: "database or disk is full"
+IO = {10}  # SQLITE_IOERR
+NOT_WRITABLE = {3, 8, 14}  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
+BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+DAMAGED = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 
 
 def now() -> str:
@@ -248,39 +266,134 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the database at `path` and bring it up to date."""
+    """Open (creating if needed) the database at `path` and bring it up to date.
+
+    A full disk, an I/O error, a read-only file, a busy or a damaged database each raise
+    their own `DatabaseError`, saying what to do.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
         db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode = WAL")
+        _use_wal(db)
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA synchronous = NORMAL")
         migrate(db)
-    except sqlite3.DatabaseError as exc:
-        raise CharlieError(
-            f"The database {path} could not be opened ({exc}). If it is damaged, move it "
-            "aside: notes and shared memory live in the project folders and are kept."
+    except sqlite3.Error as exc:
+        raise explain(exc, path) or DatabaseError(
+            f"The database {path} could not be opened ({exc})."
         ) from exc
     return db
 
 
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Switch to write-ahead logging. A new database may be switched by two processes at
+    once, and SQLite answers "locked" at once to the second instead of waiting: wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if _code(exc) not in BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def migrate(db: sqlite3.Connection) -> None:
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    applied = {row[0] for row in db.execute("SELECT name FROM migrations")}
-    for migration in MIGRATIONS:
-        if migration.__name__ in applied:
-            continue
+    """Apply the migrations this database lacks, each in its own write transaction.
+
+    `PRAGMA user_version` counts the migrations applied: when it is up to date (every
+    request of the web app opens the database), this is one read and no lock. Otherwise
+    the applied list is read again inside the write lock, so two processes starting
+    together (the web server and the Discord bot) never both run a migration.
+    """
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version >= len(MIGRATIONS):
+        return
+    for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
         db.execute("BEGIN IMMEDIATE")
         try:
-            migration(db)
             db.execute(
-                "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
-                (migration.__name__, now()),
+                "CREATE TABLE IF NOT EXISTS migrations "
+                "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
+            applied = db.execute(
+                "SELECT 1 FROM migrations WHERE name = ?", (migration.__name__,)
+            ).fetchone()
+            if applied is None:
+                migration(db)
+                db.execute(
+                    "INSERT INTO migrations (name, applied_at) VALUES (?, ?)",
+                    (migration.__name__, now()),
+                )
+            db.execute(f"PRAGMA user_version = {number}")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+# ---------------------------------------------------------------- errors, explained
+
+
+def _code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def explain(exc: sqlite3.Error, path: Path) -> DatabaseError | None:
+    """The error to show the person for a SQLite failure that is not a bug in Charlie — a
+    full disk, an I/O error, a file Charlie may not write, a database kept busy, a damaged
+    file — or None for any other (a constraint, a bad query: let it surface as the bug).
+
+    Use it wherever a sqlite3 error can reach the person, at open or mid-request:
+    `raise db.explain(exc, path) or exc`, or the `storage_errors(path)` block below.
+    """
+    code = _code(exc)
+    if code in FULL:
+        return DiskFull(
+            f"The disk holding {path} is full: free some space and try again. "
+            "Nothing already saved was lost."
+        )
+    if code in IO:
+        return DiskError(
+            f"The disk holding {path} could not be read or written ({exc}). Check that "
+            "the disk is connected and healthy, then try again. Nothing already saved was "
+            "lost."
+        )
+    if code in NOT_WRITABLE:
+        return DatabaseNotWritable(
+            f"Charlie cannot write to the database {path} ({exc}). Make the file and its "
+            "folder writable by the account running Charlie, and check that the disk is "
+            "not mounted read-only."
+        )
+    if code in BUSY:
+        return DatabaseBusy(
+            f"The database {path} is busy: another Charlie process (the web server, the "
+            f"Discord bot, a backup) held it for over {BUSY_TIMEOUT:g} s. Try again in a "
+            "moment; if it keeps happening, stop the other process."
+        )
+    if code in DAMAGED:
+        return DatabaseDamaged(
+            f"The database {path} is damaged ({exc}). Notes and shared project memory are "
+            "safe in the project folders, but private channels live only in this file: "
+            "keep a copy of it and do not delete it. Stop Charlie, move the file aside, "
+            "and start Charlie again with a new one; `sqlite3 charlie.db .recover` can "
+            "often save what the copy holds."
+        )
+    return None
+
+
+@contextmanager
+def storage_errors(path: Path) -> Iterator[None]:
+    """Turn the SQLite failures `explain` knows into their `DatabaseError`; others pass."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        explained = explain(exc, path)
+        if explained is None:
+            raise
+        raise explained from exc

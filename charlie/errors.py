@@ -26,6 +26,36 @@ class InvalidName(CharlieError):
     """A project slug or user name is not acceptable."""
 
 
+class DatabaseError(CharlieError):
+    """The database (charlie.db) cannot be used; the subclasses say why and what to do.
+
+    Only `DatabaseDamaged` means the file itself is at fault: the others leave it whole.
+    """
+
+
+class DiskFull(DatabaseError):
+    """The disk holding the database is full (SQLITE_FULL). Nothing saved is lost: free
+    some space and try again."""
+
+
+class DiskError(DatabaseError):
+    """The disk could not be read or written (SQLITE_IOERR): unplugged, failing, or a
+    network drive that went away."""
+
+
+class DatabaseNotWritable(DatabaseError):
+    """Charlie may not write the database file or its folder, or the disk is read-only."""
+
+
+class DatabaseBusy(DatabaseError):
+    """Another process held the database's write lock past the busy timeout."""
+
+
+class DatabaseDamaged(DatabaseError):
+    """The file is not a SQLite database, or is malformed. Private channels live only in
+    it, so the person is told to keep a copy — never to delete it."""
+
+
 class MemoryFormatError(CharlieError):
     """memory.md could not be read as the three memory layers."""
 

@@ -1,0 +1,294 @@
+"""Migrations: a blank database, an upgrade from every earlier version, two processes at
+once, and an up-to-date database opened without a write lock (in the spirit of simonw/llm's
+tests/test_migrate.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from charlie import db
+from charlie.config import load_settings
+from charlie.home import Home
+
+NAMES = [migration.__name__ for migration in db.MIGRATIONS]
+
+
+def schema(path: Path) -> list[tuple[str, str, str]]:
+    """Every table and index as SQLite stores it (`ALTER TABLE` edits the stored SQL too)."""
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+            "ORDER BY type, name"
+        ).fetchall()
+
+
+def columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def recorded(path: Path) -> list[str]:
+    with sqlite3.connect(path) as conn:
+        return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+
+def user_version(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+        return version
+
+
+def old_charlie(path: Path, upto: int) -> sqlite3.Connection:
+    """A database as a Charlie that knew only the first `upto` migrations left it: the
+    migrations recorded by name, `user_version` never set."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for migration in db.MIGRATIONS[:upto]:
+        conn.execute("BEGIN")
+        migration(conn)
+        conn.execute("INSERT INTO migrations VALUES (?, ?)", (migration.__name__, db.now()))
+        conn.execute("COMMIT")
+    return conn
+
+
+CONVERSATION = "INSERT INTO conversations "
+CONVERSATION += "(id, project_id, owner_id, private, distilled_upto, created_at) VALUES "
+MESSAGE = "INSERT INTO messages (id, conversation_id, project_id, private, role, user_id, "
+MESSAGE += "speaker, content, images, created_at) VALUES "
+
+# Representative rows of each table, by the migration that created the table or column.
+ROWS: dict[str, list[str]] = {
+    "m001_initial": [
+        "INSERT INTO users VALUES (1, 'alice', 1, 'scrypt$x', '2026-01-01')",
+        "INSERT INTO users VALUES (2, 'bob', 0, NULL, '2026-01-01')",
+        "INSERT INTO projects VALUES (1, 'kitchen', '2026-01-01')",
+        CONVERSATION + "(1, 1, NULL, 0, 0, '2026-01-01')",
+        CONVERSATION + "(2, NULL, 1, 1, 4, '2026-01-01')",
+        MESSAGE + "(1, 1, 1, 0, 'user', 2, 'bob', 'oak or marble?', '[]', '2026-01-02')",
+        MESSAGE + "(2, 2, NULL, 1, 'user', 1, 'alice', 'my private words', '[]', '2026-01-02')",
+        "INSERT INTO memory_revisions VALUES (1, 2, 1, 'distill', "
+        """'{"summary": "private summary"}', NULL, '2026-01-03')""",
+        "INSERT INTO distillations VALUES (1, 2, 1, 'ok', 1, 2, 1, 1, '[]', NULL, 1, "
+        "'2026-01-03', '2026-01-03')",
+    ],
+    "m002_usage": [
+        "INSERT INTO usage_events VALUES (1, 1, 'view', 'kitchen/oak', NULL, 0, '2026-01-04')",
+        "INSERT INTO usage_events VALUES (2, 1, 'tag', NULL, 'worktops', 0, '2026-01-04')",
+    ],
+    "m003_traces_and_suggestions": [
+        "INSERT INTO messages VALUES (3, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Oak.', '[]', "
+        """'2026-01-05', '[{"type": "suggested", "categories": []}]')""",
+        "INSERT INTO suggestions VALUES (1, 3, 1, 1, 'kitchen/oak', 'Oak', 'same words', "
+        "'accepted', '2026-01-05', '2026-01-05')",
+        "INSERT INTO pins VALUES (1, 'kitchen/oak', 1, '2026-01-05')",
+    ],
+    "m004_sessions": [
+        "INSERT INTO sessions VALUES ('hash', 1, 'csrf', '2026-01-06', '2026-02-06')",
+        "INSERT INTO login_failures VALUES (1, 'bob@127.0.0.1', '2026-01-06')",
+    ],
+    "m005_distill_claim": [
+        "UPDATE conversations SET distill_claim = 'token', distill_claimed_at = '2026-01-07' "
+        "WHERE id = 1",
+    ],
+    "m006_discord": [
+        "INSERT INTO discord_links VALUES ('1234', 1, '2026-01-08')",
+        "INSERT INTO discord_link_codes VALUES ('codehash', 2, '2026-01-09')",
+        "INSERT INTO discord_bindings VALUES ('555', '777', 'kitchen', 1, '2026-01-08')",
+        "INSERT INTO discord_suggestion_messages VALUES ('999', 1, 'accepted')",
+    ],
+}
+
+
+def test_every_migration_has_representative_rows() -> None:
+    assert list(ROWS) == NAMES, "add rows for a new migration to ROWS"
+
+
+def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
+    path = tmp_path / "charlie.db"
+    conn = db.connect(path)
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert tables == {
+        "migrations",
+        "users",
+        "projects",
+        "conversations",
+        "messages",
+        "memory_revisions",
+        "distillations",
+        "usage_events",
+        "suggestions",
+        "pins",
+        "sessions",
+        "login_failures",
+        "discord_links",
+        "discord_link_codes",
+        "discord_bindings",
+        "discord_suggestion_messages",
+    }
+    assert columns(conn, "messages") == [
+        "id",
+        "conversation_id",
+        "project_id",
+        "private",
+        "role",
+        "user_id",
+        "speaker",
+        "content",
+        "images",
+        "created_at",
+        "trace",
+    ]
+    assert columns(conn, "conversations")[-2:] == ["distill_claim", "distill_claimed_at"]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    assert recorded(path) == NAMES
+    assert user_version(path) == len(NAMES)
+
+
+@pytest.mark.parametrize("upto", range(1, len(NAMES) + 1))
+def test_an_upgrade_from_every_earlier_version_keeps_every_row(tmp_path: Path, upto: int) -> None:
+    blank = tmp_path / "blank.db"
+    db.connect(blank).close()
+    path = tmp_path / "charlie.db"
+    conn = old_charlie(path, upto)
+    for name in NAMES[:upto]:
+        for statement in ROWS[name]:
+            conn.execute(statement)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    before = {t: (columns(conn, t), conn.execute(f"SELECT * FROM {t}").fetchall()) for t in tables}
+    conn.close()
+
+    upgraded = db.connect(path)
+    for table, (names, rows) in before.items():
+        if table == "migrations":
+            continue
+        kept = upgraded.execute(f"SELECT {', '.join(names)} FROM {table}").fetchall()
+        assert [tuple(r) for r in kept] == rows, table
+    upgraded.close()
+    assert schema(path) == schema(blank)
+    assert recorded(path) == NAMES
+    assert user_version(path) == len(NAMES)
+
+
+def test_a_failed_migration_leaves_nothing_half_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def m999_broken(conn: sqlite3.Connection) -> None:
+        db.run_script(conn, "CREATE TABLE half (id INTEGER);\nCREATE TABLE half (id INTEGER);")
+
+    path = tmp_path / "charlie.db"
+    db.connect(path).close()
+    monkeypatch.setattr(db, "MIGRATIONS", [*db.MIGRATIONS, m999_broken])
+    with pytest.raises(sqlite3.OperationalError, match="already exists"):
+        db.migrate(sqlite3.connect(path, isolation_level=None))
+    assert recorded(path) == NAMES
+    assert user_version(path) == len(NAMES)
+    assert "half" not in {name for _, name, _ in schema(path)}
+
+
+RACER = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    from pathlib import Path
+
+    real_connect = sqlite3.connect
+
+    def slow_to_lock(statement):
+        # Widen the moment between looking at the database and locking it, as a busy
+        # machine would.
+        if statement.startswith("BEGIN IMMEDIATE"):
+            time.sleep(0.3)
+
+    def connect(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(slow_to_lock)
+        return conn
+
+    sqlite3.connect = connect
+    from charlie import db
+
+    time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+    db.connect(Path(sys.argv[1])).close()
+    print("ok")
+    """
+)
+
+
+@pytest.mark.parametrize("upto", [0, len(NAMES) - 1])
+def test_two_processes_migrating_at_once_both_succeed(tmp_path: Path, upto: int) -> None:
+    """The web server and the Discord bot starting together on a new migration."""
+    path = tmp_path / "charlie.db"
+    if upto:
+        old_charlie(path, upto).close()
+    start = time.time() + 3.0
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(path), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [racer.communicate(timeout=60) for racer in racers]
+    assert [(racer.returncode, out) for racer, (out, _) in zip(racers, results, strict=True)] == [
+        (0, "ok\n"),
+        (0, "ok\n"),
+    ], [err for _, err in results]
+    assert recorded(path) == NAMES  # each exactly once, in order
+    assert user_version(path) == len(NAMES)
+
+
+def test_an_up_to_date_database_is_checked_with_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "charlie.db"
+    db.connect(path).close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    db.migrate(conn)
+    assert statements == ["PRAGMA user_version"]
+
+
+def test_a_database_from_before_user_version_is_recognised_as_up_to_date(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "charlie.db"
+    old_charlie(path, len(NAMES)).close()
+    applied_at = sqlite3.connect(path).execute("SELECT applied_at FROM migrations").fetchall()
+    db.connect(path).close()
+    assert user_version(path) == len(NAMES)
+    assert sqlite3.connect(path).execute("SELECT applied_at FROM migrations").fetchall() == (
+        applied_at
+    )
+
+
+def test_opening_an_up_to_date_home_takes_no_write_lock(charlie_home: Path) -> None:
+    settings = load_settings()
+    Home.open(settings).close()
+    writer = sqlite3.connect(settings.db_path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process writing, say a distillation
+    try:
+        started = time.perf_counter()
+        with Home.open(settings) as home:
+            assert home.db.execute("SELECT count(*) FROM users").fetchone()[0] == 0
+        assert time.perf_counter() - started < 1.0  # the busy timeout is 10 s
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_database_newer_than_this_charlie_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "charlie.db"
+    db.connect(path).close()
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("INSERT INTO migrations VALUES ('m999_future', '2027-01-01')")
+        conn.execute(f"PRAGMA user_version = {len(NAMES) + 1}")
+    db.connect(path).close()
+    assert user_version(path) == len(NAMES) + 1
+    assert recorded(path) == [*NAMES, "m999_future"]
