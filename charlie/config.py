@@ -7,6 +7,7 @@ Values come from, strongest first: explicit arguments, environment variables wit
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -47,6 +48,10 @@ _FIXES: dict[str, str] = {
         "set CHARLIE_VOICE_TTS to speech engines in the order to try, "
         "from edge, piper and espeak, e.g. 'piper,espeak'"
     ),
+    "trusted_proxies": (
+        "set CHARLIE_TRUSTED_PROXIES to the addresses of your reverse proxies, comma-separated "
+        "(e.g. 127.0.0.1), or leave it empty when browsers connect to Charlie directly"
+    ),
     "voice_stt_engine": "set CHARLIE_VOICE_STT_ENGINE to 'whisper' (the one built so far)",
     "voice_stt_model": (
         "set CHARLIE_VOICE_STT_MODEL to a Whisper model name (tiny.en, base, small, …) "
@@ -65,6 +70,12 @@ def default_home() -> Path:
 def _home_from_env() -> Path:
     raw = os.environ.get(f"{ENV_PREFIX}HOME")
     return Path(raw).expanduser() if raw else default_home()
+
+
+def _home_of(overrides: dict[str, Any]) -> Path:
+    """The data home whose charlie.toml to read: an explicit `home=` wins over CHARLIE_HOME."""
+    given = overrides.get("home")
+    return Path(given).expanduser() if given is not None else _home_from_env()
 
 
 def _default_user() -> str:
@@ -96,6 +107,11 @@ class Settings(BaseSettings):
     embeddings_base_url: str = Field("", description="Embeddings server (default: the LLM's).")
     usage_half_life_days: float = Field(30.0, gt=0, description="Usage fades by half in this.")
     usage_weight: float = Field(0.3, ge=0, le=10, description="score = sim × (1 + boost × w).")
+    trusted_proxies: str = Field(
+        "",
+        description="Reverse proxies whose X-Forwarded-For is believed (comma-separated "
+        "addresses or networks); empty: none, the connecting address is the client's.",
+    )
     discord_token: SecretStr | None = Field(
         None, description="The Discord bot's token (charlie[discord]; never logged)."
     )
@@ -151,6 +167,17 @@ class Settings(BaseSettings):
     def tts_order(self) -> list[str]:
         return self.voice_tts.split(",")
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        for name in names:
+            try:
+                ipaddress.ip_network(name, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{name!r} is not an IP address or network") from exc
+        return ",".join(names)
+
     @field_validator("home")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
@@ -165,7 +192,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = _home_from_env() / SETTINGS_FILE
+        toml_file = _home_of(getattr(init_settings, "init_kwargs", {})) / SETTINGS_FILE
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file))
 
     @property
@@ -178,8 +205,10 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build the settings, turning any bad value into a `SettingsError` that names it."""
-    toml_file = _home_from_env() / SETTINGS_FILE
+    """Build the settings, turning any bad value into a `SettingsError` that names it.
+
+    `home=X` reads X's own charlie.toml (never the one in CHARLIE_HOME)."""
+    toml_file = _home_of(overrides) / SETTINGS_FILE
     try:
         return Settings(**overrides)
     except tomllib.TOMLDecodeError as exc:

@@ -3,21 +3,33 @@
 A session is a random token the browser keeps in an HttpOnly cookie; only its sha256 is
 stored, so a copy of the database cannot be used to sign in. Each session carries its own
 CSRF token, which the page echoes in a header on every state-changing request.
+
+The rate limit: every sign-in attempt is *reserved* before the password is checked — in one
+`BEGIN IMMEDIATE` transaction that counts the recent attempts and records this one — so any
+number of concurrent guesses get at most `MAX_FAILURES` checked per key and window. The keys
+are the name *and* the address (from a browser Charlie does not know), so neither rotating
+names nor rotating addresses helps. A right password frees its reservation; a wrong one
+leaves it counted. A browser that has signed in before carries a device token (signed with
+the person's password hash, so it dies with a password change): its attempts count against
+that device alone, so a stranger who locks a name or an address out does not lock out its
+owner's own devices.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from charlie.errors import CharlieError
-from charlie.users import User, authenticate
+from charlie.users import User, authenticate, password_hash
 
 SESSION_DAYS = 30
-MAX_FAILURES = 5  # per name and per address, within the window
+DEVICE_DAYS = 365
+MAX_FAILURES = 5  # per key (name, address or known device), within the window
 FAILURE_WINDOW = timedelta(minutes=10)
 
 
@@ -30,6 +42,7 @@ class Session:
     token: str  # only ever in the cookie; the database keeps its hash
     csrf: str
     user: User
+    device: str = ""  # the device token to keep in the browser (set on sign-in)
 
 
 def _hash(token: str) -> str:
@@ -40,24 +53,83 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def sign_in(db: sqlite3.Connection, name: str, password: str, address: str) -> Session | None:
-    """A new session if the password is right; None if not. Raises `TooManyAttempts`."""
-    keys = (f"name:{name.lower()}", f"addr:{address}")
+def _device_mac(stored_hash: str, user_id: int, nonce: str) -> str:
+    message = f"charlie-device:{user_id}:{nonce}".encode()
+    return hmac.new(stored_hash.encode(), message, hashlib.sha256).hexdigest()
+
+
+def new_device(db: sqlite3.Connection, user: User) -> str:
+    """A device token for a browser `user` just signed in with: `user_id.nonce.mac`."""
+    stored = password_hash(db, user.name)
+    nonce = secrets.token_urlsafe(16)
+    return f"{user.id}.{nonce}.{_device_mac(stored or '', user.id, nonce)}"
+
+
+def known_device(db: sqlite3.Connection, name: str, device: str | None) -> str | None:
+    """The device's id (its nonce) if `device` is a valid token of the person named `name`."""
+    if not device or device.count(".") != 2:
+        return None
+    user_id, nonce, mac = device.split(".")
+    row = db.execute("SELECT id, password_hash FROM users WHERE name = ?", (name,)).fetchone()
+    if row is None or not row["password_hash"] or str(row["id"]) != user_id:
+        return None
+    if not hmac.compare_digest(mac, _device_mac(row["password_hash"], row["id"], nonce)):
+        return None
+    return nonce
+
+
+def limit_keys(db: sqlite3.Connection, name: str, address: str, device: str | None) -> list[str]:
+    """What this attempt counts against: a known device alone, else the name and address."""
+    nonce = known_device(db, name, device)
+    if nonce is not None:
+        return [f"device:{nonce}"]
+    return [f"name:{name.lower()}", f"addr:{address}"]
+
+
+def reserve_attempt(db: sqlite3.Connection, keys: list[str]) -> list[int]:
+    """Count and record an attempt against `keys` in one transaction; raise
+    `TooManyAttempts` if any key is used up. Returns the rows to free if it succeeds."""
     since = (_now() - FAILURE_WINDOW).isoformat()
-    for key in keys:
-        (count,) = db.execute(
-            "SELECT count(*) FROM login_failures WHERE key = ? AND at > ?", (key, since)
-        ).fetchone()
-        if count >= MAX_FAILURES:
-            raise TooManyAttempts("Too many failed sign-ins; wait ten minutes and try again.")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(
+            "DELETE FROM login_failures WHERE at < ?", ((_now() - timedelta(days=1)).isoformat(),)
+        )
+        for key in keys:
+            (count,) = db.execute(
+                "SELECT count(*) FROM login_failures WHERE key = ? AND at > ?", (key, since)
+            ).fetchone()
+            if count >= MAX_FAILURES:
+                raise TooManyAttempts(
+                    "Too many failed sign-ins; wait ten minutes and try again "
+                    "(a browser you signed in with before can keep trying)."
+                )
+        reserved = []
+        for key in keys:
+            cursor = db.execute(
+                "INSERT INTO login_failures (key, at) VALUES (?, ?)", (key, _now().isoformat())
+            )
+            assert cursor.lastrowid is not None
+            reserved.append(cursor.lastrowid)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    return reserved
+
+
+def sign_in(
+    db: sqlite3.Connection, name: str, password: str, address: str, device: str | None = None
+) -> Session | None:
+    """A new session if the password is right; None if not. Raises `TooManyAttempts`.
+
+    `device` is the device token the browser holds, if any; the session carries the
+    device token to keep (the same one, or a new one)."""
+    reserved = reserve_attempt(db, limit_keys(db, name, address, device))
     user = authenticate(db, name, password)
     if user is None:
-        db.executemany(
-            "INSERT INTO login_failures (key, at) VALUES (?, ?)",
-            [(key, _now().isoformat()) for key in keys],
-        )
         return None
-    db.execute("DELETE FROM login_failures WHERE key = ?", (keys[0],))
+    db.executemany("DELETE FROM login_failures WHERE id = ?", [(r,) for r in reserved])
     token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
     db.execute(
         "INSERT INTO sessions (token_hash, user_id, csrf, created_at, expires_at) "
@@ -70,7 +142,8 @@ def sign_in(db: sqlite3.Connection, name: str, password: str, address: str) -> S
             (_now() + timedelta(days=SESSION_DAYS)).isoformat(),
         ),
     )
-    return Session(token, csrf, user)
+    kept = device if known_device(db, name, device) else new_device(db, user)
+    return Session(token, csrf, user, kept or "")
 
 
 def lookup(db: sqlite3.Connection, token: str) -> Session | None:

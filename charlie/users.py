@@ -104,6 +104,13 @@ def authenticate(db: sqlite3.Connection, name: str, password: str) -> User | Non
     return _from_row(row) if _matches(password, row["password_hash"]) else None
 
 
+def password_hash(db: sqlite3.Connection, name: str) -> str | None:
+    """The stored password hash of `name` (None without one): a key that changes with the
+    password, for tokens that must die with it."""
+    row = db.execute("SELECT password_hash FROM users WHERE name = ?", (name,)).fetchone()
+    return str(row[0]) if row is not None and row[0] else None
+
+
 def list_users(db: sqlite3.Connection) -> list[tuple[User, bool]]:
     """Every user, with whether they can sign in (have a password)."""
     rows = db.execute("SELECT * FROM users ORDER BY name").fetchall()

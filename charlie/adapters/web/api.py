@@ -30,6 +30,7 @@ from charlie import (
 )
 from charlie.adapters.web.app import (
     CSRF_COOKIE,
+    DEVICE_COOKIE,
     SESSION_COOKIE,
     HomeDep,
     SessionDep,
@@ -118,12 +119,24 @@ class Credentials(BaseModel):
 
 @router.post("/login")
 def login(body: Credentials, request: Request, response: Response, home: HomeDep) -> dict[str, Any]:
+    # The peer's address: uvicorn replaces it from X-Forwarded-For only for a trusted proxy
+    # (CHARLIE_TRUSTED_PROXIES), so a client cannot pick its own.
     address = request.client.host if request.client else "unknown"
-    session = sessions.sign_in(home.db, body.name, body.password, address)
+    device = request.cookies.get(DEVICE_COOKIE)
+    session = sessions.sign_in(home.db, body.name, body.password, address, device)
     if session is None:
         response.status_code = 401
         return {"error": "Wrong name or password.", "kind": "Unauthorized"}
     secure = request.url.scheme == "https"
+    response.set_cookie(
+        DEVICE_COOKIE,
+        session.device,
+        max_age=sessions.DEVICE_DAYS * 24 * 3600,
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+        path="/api/login",
+    )
     age = sessions.SESSION_DAYS * 24 * 3600
     response.set_cookie(
         SESSION_COOKIE,

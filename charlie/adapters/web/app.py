@@ -42,6 +42,7 @@ mimetypes.add_type("text/javascript", ".js")  # some systems map .js to text/pla
 mimetypes.add_type("application/manifest+json", ".webmanifest")
 SESSION_COOKIE = "charlie_session"
 CSRF_COOKIE = "charlie_csrf"
+DEVICE_COOKIE = "charlie_device"  # a browser that signed in before (see charlie.sessions)
 CSRF_HEADER = "x-csrf-token"
 MAX_BODY = 16 * 1024 * 1024  # images travel as data URLs
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}

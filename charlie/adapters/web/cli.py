@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
 import click
 
-from charlie.config import load_settings
+from charlie.config import Settings, load_settings
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.users import list_users
+
+if TYPE_CHECKING:
+    import uvicorn
+
+KEEP_ALIVE_SECONDS = 5  # an idle connection is closed after this long
+HEADER_SECONDS = 10  # a request's headers must have arrived this long after it began
+MAX_HEADER_BYTES = 64 * 1024  # the request line and headers together, at most
 
 
 def _loopback(host: str) -> bool:
@@ -49,8 +57,6 @@ def serve(host: str, port: int, certfile: str | None, keyfile: str | None) -> No
         raise CharlieError("HTTPS needs both --certfile and --keyfile.")
     import uvicorn
 
-    from charlie.adapters.web.app import create_app
-
     settings = load_settings()
     with Home.open(settings) as home:
         accounts = [u.name for u, can_sign_in in list_users(home.db) if can_sign_in]
@@ -65,11 +71,35 @@ def serve(host: str, port: int, certfile: str | None, keyfile: str | None) -> No
         )
     scheme = "https" if certfile else "http"
     click.echo(f"Charlie is at {scheme}://{host}:{port} (Ctrl-C stops it).", err=True)
-    uvicorn.run(
+    uvicorn.Server(server_config(settings, host, port, certfile, keyfile)).run()
+
+
+def server_config(
+    settings: Settings,
+    host: str,
+    port: int,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> uvicorn.Config:
+    """How `charlie serve` runs uvicorn: X-Forwarded-For believed only from the proxies in
+    CHARLIE_TRUSTED_PROXIES (none by default), idle connections closed after 5 s, request
+    headers limited in size and in time (`HEADER_SECONDS`)."""
+    import uvicorn
+
+    from charlie.adapters.web.app import create_app
+    from charlie.adapters.web.timeouts import header_timeout_protocol
+
+    trusted = settings.trusted_proxies
+    return uvicorn.Config(
         create_app(settings),
         host=host,
         port=port,
         log_level="warning",
         ssl_certfile=certfile,
         ssl_keyfile=keyfile,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        http=header_timeout_protocol(HEADER_SECONDS),
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
