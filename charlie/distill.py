@@ -6,29 +6,50 @@ The answer is checked before anything is written: quotes that are not verbatim a
 rejected, malformed output gets one repair attempt, and if that fails the old memory
 stays exactly as it was and the failure is recorded.
 
-Hand edits win: when the person edited the memory since Charlie last wrote it, their
-summary is kept as written for this round and every decision they added survives.
+Hand edits win: whatever differs from the text Charlie last wrote itself (a distillation,
+or a restore of one: `memory.last_charlie_revision`) is the person's, so their summary is
+kept as written for this round and every decision they added survives. That holds for an
+edit made while the model is thinking, too: the memory is read again under the write lock
+before anything is written, and what the person changed since the model's prompt was built
+wins over the model's answer.
+
+One distillation at a time per channel: `claim` records who holds it (host, boot, process);
+a claim whose process is gone (killed, crashed) is taken over at once, any other after
+`CLAIM_SECONDS`. A failure to write (a full disk) is raised as a `DatabaseError` saying
+what to do; the claim is released and the messages stay pending.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import sqlite3
+import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from charlie import conversations, memory
+from charlie import db as database
 from charlie.conversations import Channel, Message
 from charlie.db import now
-from charlie.errors import DistillationError, LLMError, LLMRejected, MemoryFormatError
+from charlie.errors import (
+    DatabaseError,
+    DistillationError,
+    LLMError,
+    LLMRejected,
+    MemoryFormatError,
+)
 from charlie.home import Home
 from charlie.llm import LLMClient, strip_think
 from charlie.memory import Memory, Quote, normalise
-
-PERSON_SOURCES = ("hand_edit", "edit")
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a conversation, kept in three layers:
@@ -182,44 +203,44 @@ def verify_quotes(
     return kept, rejected
 
 
+def _key(decision: str) -> str:
+    return normalise(decision).lower()
+
+
 def _merge(
     base: Memory,
-    previous: Memory | None,
+    seen: Memory,
+    written: Memory,
     output: _Output,
     new_quotes: list[Quote],
     window: int,
 ) -> Memory:
-    """The new memory: the model's layers, with the person's hand edits winning."""
-    hand_edited = previous is not None
+    """The new memory: the model's layers, with the person's edits winning.
+
+    `base` is the memory now, `seen` what the model was shown, `written` what Charlie last
+    wrote itself. What differs in `base` from `written` (an edit before this round) or from
+    `seen` (an edit saved while the model was thinking) is the person's.
+    """
+    written = memory.normalised(written)
     summary = output.summary.strip()
-    if hand_edited and previous is not None and base.summary != previous.summary:
+    if base.summary != written.summary or base.summary != seen.summary:
         summary = base.summary
+    now_keys = {_key(d) for d in base.decisions}
+    unchanged = {_key(d) for d in written.decisions} & {_key(d) for d in seen.decisions}
+    removed = {_key(d) for d in seen.decisions} - now_keys  # deleted while the model thought
+    person = [d for d in base.decisions if _key(d) not in unchanged]
     decisions: list[str] = []
-    seen: set[str] = set()
-    hand_added = (
-        [d for d in base.decisions if d.lower() not in {p.lower() for p in previous.decisions}]
-        if previous is not None
-        else []
-    )
-    for decision in [*output.decisions, *hand_added]:
+    seen_keys: set[str] = set()
+    for decision in [*output.decisions, *person]:
         text = normalise(decision)
-        if text and text.lower() not in seen:
-            seen.add(text.lower())
+        if text and _key(text) not in seen_keys and _key(text) not in removed:
+            seen_keys.add(_key(text))
             decisions.append(text)
     quotes: list[Quote] = []
     for quote in [*base.quotes, *new_quotes]:
         if all(normalise(q.text) != normalise(quote.text) for q in quotes):
             quotes.append(quote)
     return Memory(summary, decisions, quotes[-window:], base.preamble, base.extra)
-
-
-def _person_edit_base(home: Home, channel: Channel) -> Memory | None:
-    """What Charlie last wrote, if the person has edited the memory since; else None."""
-    newest = memory.last_revision(home, channel)
-    if newest is None or newest.source not in PERSON_SOURCES:
-        return None
-    written = memory.last_charlie_revision(home, channel)
-    return written.memory if written else Memory()
 
 
 def _record(
@@ -259,28 +280,102 @@ def _record(
 CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
 
 
+def _boot_id() -> str:
+    """This machine's boot id (Linux), so a claim from before a reboot is known as dead."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""  # not Linux: a claim's process is checked by its id alone
+
+
+def _process(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (Linux `/proc`), or None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0], fields[19]
+
+
+def _holder() -> dict[str, Any]:
+    pid = os.getpid()
+    process = _process(pid)
+    return {
+        "host": socket.gethostname(),
+        "boot": _boot_id(),
+        "pid": pid,
+        "start": process[1] if process else "",
+    }
+
+
+def _holder_gone(claim_text: str) -> bool:
+    """Whether the process that took a claim no longer runs (on this machine, since its
+    boot). A claim from another machine, or in an older form, is never judged gone here."""
+    try:
+        holder = json.loads(claim_text.split(" ", 1)[1])
+        host, boot, start = holder["host"], holder["boot"], holder["start"]
+        pid = int(holder["pid"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return False  # a claim written before claims named their holder: expiry only
+    if host != socket.gethostname():
+        return False
+    if boot and _boot_id() and boot != _boot_id():
+        return True  # the machine restarted since
+    if sys.platform == "win32":
+        return False  # no safe way to probe a process id there: expiry only
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # it runs, as another account
+    process = _process(pid)
+    if process is None:
+        return False
+    state, started = process
+    return state in ("Z", "X") or bool(start and started != start)  # dead, or the id reused
+
+
 def claim(home: Home, channel: Channel) -> str | None:
     """Reserve the channel's distillation; None when another turn or process holds it.
 
     Two turns finishing together in a shared project would otherwise both fold the same
-    messages in, and the later save would overwrite the earlier one.
+    messages in, and the later save would overwrite the earlier one. The claim names its
+    holder, so one left by a process that was killed is taken over at once.
     """
-    token = uuid.uuid4().hex
+    token = f"{uuid.uuid4().hex} {json.dumps(_holder(), sort_keys=True)}"
     stale = (datetime.now(UTC) - timedelta(seconds=CLAIM_SECONDS)).isoformat()
+    row = home.db.execute(
+        "SELECT distill_claim, distill_claimed_at FROM conversations WHERE id = ?",
+        (channel.conversation_id,),
+    ).fetchone()
+    held = row["distill_claim"]
+    if held is not None and row["distill_claimed_at"] >= stale and not _holder_gone(held):
+        return None
     cursor = home.db.execute(
         "UPDATE conversations SET distill_claim = ?, distill_claimed_at = ? WHERE id = ? "
-        "AND (distill_claim IS NULL OR distill_claimed_at < ?)",
-        (token, now(), channel.conversation_id, stale),
+        "AND distill_claim IS ?",
+        (token, now(), channel.conversation_id, held),
     )
     return token if cursor.rowcount == 1 else None
 
 
 def release(home: Home, channel: Channel, token: str) -> None:
-    home.db.execute(
-        "UPDATE conversations SET distill_claim = NULL, distill_claimed_at = NULL "
-        "WHERE id = ? AND distill_claim = ?",
-        (channel.conversation_id, token),
-    )
+    try:
+        home.db.execute(
+            "UPDATE conversations SET distill_claim = NULL, distill_claimed_at = NULL "
+            "WHERE id = ? AND distill_claim = ?",
+            (channel.conversation_id, token),
+        )
+    except sqlite3.Error as exc:
+        explained = database.explain(exc, home.settings.db_path)
+        if explained is None:
+            raise
+        raise type(explained)(
+            f"{explained} Distillation of {channel.label} resumes when Charlie restarts, or "
+            f"in {CLAIM_SECONDS // 60} minutes."
+        ) from exc
 
 
 def quotes_window(home: Home, channel: Channel) -> int:
@@ -297,12 +392,8 @@ def distill(
         raise DistillationError(f"There are no new messages to distill in {channel.label}.")
     started = now()
     attempts, structured = 0, True
-    try:
-        memory.sync_hand_edits(home, channel)
-        base = memory.load(home, channel)
-        previous = _person_edit_base(home, channel)
-        output, structured, attempts = _ask(llm, _prompt(base, window))
-    except (DistillationError, LLMError, MemoryFormatError) as exc:
+
+    def failed(exc: Exception) -> None:
         _record(
             home,
             channel,
@@ -313,28 +404,73 @@ def distill(
             started=started,
             error=str(exc),
         )
+
+    try:
+        with _storage(home, channel):
+            memory.sync_hand_edits(home, channel)
+        seen = memory.load(home, channel)
+        output, structured, attempts = _ask(llm, _prompt(seen, window))
+    except (DistillationError, LLMError, MemoryFormatError) as exc:
+        failed(exc)
         raise
     new_quotes, rejected = verify_quotes(output.quotes, window)
-    merged = _merge(base, previous, output, new_quotes, quotes_window(home, channel))
-    home.db.execute("BEGIN IMMEDIATE")
     try:
-        revision = memory.save(home, channel, merged, "distill")
-        conversations.mark_distilled(home, channel, window[-1].id)
-        _record(
-            home,
-            channel,
-            window,
-            status="ok",
-            attempts=attempts,
-            structured=structured,
-            started=started,
-            rejected=rejected,
-            revision_id=revision.id,
-        )
-    except BaseException:
-        home.db.execute("ROLLBACK")
+        with _storage(home, channel), memory.writing(home):
+            memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
+            base = memory.load(home, channel)
+            written = memory.last_charlie_revision(home, channel)
+            merged = _merge(
+                base,
+                seen,
+                written.memory if written else Memory(),
+                output,
+                new_quotes,
+                quotes_window(home, channel),
+            )
+            revision = memory.save(home, channel, merged, "distill")
+            conversations.mark_distilled(home, channel, window[-1].id)
+            _record(
+                home,
+                channel,
+                window,
+                status="ok",
+                attempts=attempts,
+                structured=structured,
+                started=started,
+                rejected=rejected,
+                revision_id=revision.id,
+            )
+    except MemoryFormatError as exc:
+        failed(exc)
         raise
-    home.db.execute("COMMIT")
+    except DatabaseError as exc:
+        try:
+            failed(exc)
+        except sqlite3.Error as unrecorded:
+            exc.add_note(f"The failed run could not be recorded either: {unrecorded}")
+        raise
     return DistillResult(
-        revision.id, merged, window[0].id, window[-1].id, rejected, structured, attempts
+        revision.id, revision.memory, window[0].id, window[-1].id, rejected, structured, attempts
+    )
+
+
+@contextmanager
+def _storage(home: Home, channel: Channel) -> Iterator[None]:
+    """Turn a failure to write (a full disk, a read-only folder) into the `DatabaseError`
+    that says so and what to do; the messages stay pending and nothing written is lost."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        explained = database.explain(exc, home.settings.db_path)
+        if explained is None:
+            raise
+        raise _not_distilled(explained, channel) from exc
+    except DatabaseError as exc:
+        raise _not_distilled(exc, channel) from exc
+
+
+def _not_distilled(exc: DatabaseError, channel: Channel) -> DatabaseError:
+    return type(exc)(
+        f"The memory of {channel.label} was not updated: {exc} Your messages are kept; "
+        "once that is fixed, send /distill (or run `charlie distill`) to fold them in."
     )

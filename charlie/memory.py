@@ -18,25 +18,45 @@ The file format, which a person may edit freely:
     - alice: "A line said in the conversation, verbatim."
 
 Text before the first section and any other `## ` sections are kept exactly as written.
+
+Whatever Charlie writes, it reads back: `render` writes the `normalised` form of the layers,
+which `parse` returns unchanged. Normalising does what a person would expect of a form
+field: whitespace inside a decision or quote collapses to one space, a `## ` heading inside
+the summary becomes `### ` (so it cannot start a section), a speaker's `"` becomes `'` and
+`:` becomes `-`, and a speaker is at most 60 characters (`from_person` refuses a longer one).
+
+Who wrote what is decided by content: a restore (`undo:N`) is written by whoever wrote
+revision N, so a restored hand edit is still the person's and a restored distillation is
+still Charlie's (`last_charlie_revision`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from charlie.conversations import Channel
 from charlie.db import now
-from charlie.errors import MemoryFormatError, NotFound
+from charlie.errors import CharlieError, DiskError, DiskFull, MemoryFormatError, NotFound
 from charlie.files import sha256_text, write_atomic
 from charlie.home import Home
 
 SECTION_NAMES = {"summary": "summary", "decisions": "decisions", "recent quotes": "quotes"}
 QUOTES_ALIASES = {"quotes": "quotes", "recent quotes": "quotes"}
-QUOTE_RE = re.compile(r'^[-*+]\s+(?P<speaker>[^:"]{1,60}?)\s*:\s*(?P<text>.+?)\s*$')
+MAX_SPEAKER = 60
+QUOTE_RE = re.compile(rf'^[-*+]\s+(?P<speaker>[^:"]{{1,{MAX_SPEAKER}}}?)\s*:\s*(?P<text>.+?)\s*$')
 ITEM_RE = re.compile(r"^(?:[-*+]|\d+[.)])\s+(?P<text>.*)$")
+HEADING_RE = re.compile(r"^##\s+(.+?)\s*#*\s*$")
+PLACEHOLDERS = {"_Nothing yet._", "_None yet._"}
+# Who wrote a revision, by its source; `undo:N` is written by whoever wrote revision N.
+PERSON_SOURCES = ("hand_edit", "edit")
+CHARLIE_SOURCES = ("distill", "initial")  # Charlie's own text (a tool's write is neither)
 
 
 @dataclass(frozen=True)
@@ -68,25 +88,115 @@ class Memory:
 
 def normalise(text: str) -> str:
     """Whitespace-collapsed text, the form in which quotes and decisions are compared."""
-    return " ".join(text.split())
+    return " ".join(_encodable(text).split())
+
+
+def _encodable(text: str) -> str:
+    """`text` without lone surrogates, which cannot be written as UTF-8."""
+    return text.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(text) else text
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def normalise_speaker(speaker: str) -> str:
+    """A speaker as a quote line can hold it: one line, no `"` or `:`, at most 60 characters."""
+    text = normalise(speaker.replace('"', "'").replace(":", "-"))
+    if len(text) > MAX_SPEAKER:
+        text = text[: MAX_SPEAKER - 1].rstrip() + "…"
+    return text or "someone"
+
+
+def _block(text: str, *, keep: bool = False) -> str:
+    """A free-text block (the summary, the preamble) as `parse` reads it back: no line that
+    would start a section (`## x` becomes `### x`) and, unless `keep`, no placeholder line."""
+    text = _encodable(text)
+    while True:
+        lines = [
+            f"#{line}" if HEADING_RE.match(line) else line
+            for line in text.strip().splitlines()
+            if keep or line.strip() not in PLACEHOLDERS
+        ]
+        again = "\n".join(lines).strip()
+        if again == text:
+            return text
+        text = again
+
+
+def _extra(text: str) -> str:
+    """Sections of the person's own, as `parse` reads them back: they start with a heading
+    of their own and hold no heading of the three layers."""
+    text = _encodable(text).strip()
+    if not text:
+        return ""
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        heading = HEADING_RE.match(line)
+        if heading and _section(heading.group(1)) is not None:
+            lines[number] = f"#{line}"
+    if not HEADING_RE.match(lines[0]):
+        lines.insert(0, "## Notes")
+    return "\n".join(lines).strip()
+
+
+def normalised(memory: Memory) -> Memory:
+    """`memory` as it reads back from memory.md: the form every revision is stored in."""
+    decisions = [normalise(d) for d in memory.decisions]
+    quotes = [
+        Quote(normalise_speaker(q.speaker), normalise(q.text).strip())
+        for q in memory.quotes
+        if normalise(q.text)
+    ]
+    return Memory(
+        summary=_block(memory.summary),
+        decisions=[d for d in decisions if d],
+        quotes=quotes,
+        preamble=_block(memory.preamble, keep=True),
+        extra=_extra(memory.extra),
+    )
+
+
+def from_person(
+    summary: str, decisions: list[str], quotes: list[tuple[str, str]], current: Memory
+) -> Memory:
+    """The layers a person typed (a form, not the file), kept with `current`'s own sections.
+
+    Raises `MemoryFormatError` for what cannot be stored as typed: a speaker over 60
+    characters. Everything else is normalised (see the module docstring).
+    """
+    for speaker, _ in quotes:
+        if len(normalise(speaker)) > MAX_SPEAKER:
+            raise MemoryFormatError(
+                f"The speaker {normalise(speaker)[:40]!r}… is {len(normalise(speaker))} "
+                f"characters long; a speaker can be at most {MAX_SPEAKER}. Shorten it and save."
+            )
+    typed = [Quote(speaker.strip() or "someone", text) for speaker, text in quotes]
+    return normalised(Memory(summary, decisions, typed, current.preamble, current.extra))
 
 
 # ---------------------------------------------------------------- markdown
 
 
 def render(memory: Memory, title: str) -> str:
-    preamble = memory.preamble.strip() or (
+    """memory.md for `memory`: `parse` gives back `normalised(memory)`."""
+    memory = normalised(memory)
+    preamble = memory.preamble or (
         f"# {title} — memory\n\n"
         "<!-- Kept by Charlie and yours to edit: your edits win. "
         "Keep the three sections below; add any others you like. -->"
     )
-    parts = [preamble, "## Summary", memory.summary.strip() or "_Nothing yet._", "## Decisions"]
-    parts.append("\n".join(f"- {normalise(d)}" for d in memory.decisions) or "_None yet._")
+    parts = [preamble, "## Summary", memory.summary or "_Nothing yet._", "## Decisions"]
+    parts.append("\n".join(f"- {d}" for d in memory.decisions) or "_None yet._")
     parts.append("## Recent quotes")
-    quotes = [f'- {q.speaker}: "{normalise(q.text)}"' for q in memory.quotes]
+    quotes = [f'- {q.speaker}: "{q.text}"' for q in memory.quotes]
     parts.append("\n".join(quotes) or "_None yet._")
-    if memory.extra.strip():
-        parts.append(memory.extra.strip())
+    if memory.extra:
+        parts.append(memory.extra)
     return "\n\n".join(parts) + "\n"
 
 
@@ -102,7 +212,13 @@ def as_prompt(memory: Memory) -> str:
 
 
 def _is_placeholder(line: str) -> bool:
-    return line.strip() in {"_Nothing yet._", "_None yet._"}
+    return line.strip() in PLACEHOLDERS
+
+
+def _section(heading: str) -> str | None:
+    """The layer a `## heading` starts, or None for a section of the person's own."""
+    name = heading.strip().lower()
+    return SECTION_NAMES.get(name) or QUOTES_ALIASES.get(name)
 
 
 def parse(text: str) -> Memory:
@@ -113,11 +229,9 @@ def parse(text: str) -> Memory:
     current: list[tuple[int, str]] | None = None
     in_extra = False
     for number, line in enumerate(text.splitlines(), start=1):
-        heading = re.match(r"^##\s+(.+?)\s*#*\s*$", line)
+        heading = HEADING_RE.match(line)
         if heading:
-            name = SECTION_NAMES.get(heading.group(1).strip().lower()) or QUOTES_ALIASES.get(
-                heading.group(1).strip().lower()
-            )
+            name = _section(heading.group(1))
             if name is None:
                 in_extra, current = True, None
                 extra.append(line)
@@ -227,14 +341,30 @@ def last_revision(home: Home, channel: Channel) -> Revision | None:
     return _revision(row) if row else None
 
 
-def last_charlie_revision(home: Home, channel: Channel) -> Revision | None:
-    """The newest revision Charlie wrote (not a person's edit)."""
-    row = home.db.execute(
-        "SELECT * FROM memory_revisions WHERE conversation_id = ? AND owner_id IS ? "
-        "AND source NOT IN ('hand_edit', 'edit') ORDER BY id DESC LIMIT 1",
+def _origins(home: Home, channel: Channel) -> list[tuple[int, str]]:
+    """Each revision's id and the source of the text it holds, oldest first: a restore
+    (`undo:N`) holds the text of revision N, so it has N's origin."""
+    rows = home.db.execute(
+        "SELECT id, source FROM memory_revisions WHERE conversation_id = ? AND owner_id IS ? "
+        "ORDER BY id",
         (channel.conversation_id, _owner_id(channel)),
-    ).fetchone()
-    return _revision(row) if row else None
+    )
+    origin: dict[int, str] = {}
+    for row in rows:
+        source = str(row["source"])
+        kind, _, restored = source.partition(":")
+        origin[row["id"]] = origin.get(int(restored), source) if kind == "undo" else source
+    return list(origin.items())
+
+
+def last_charlie_revision(home: Home, channel: Channel) -> Revision | None:
+    """The newest revision whose text Charlie wrote itself: a distillation, or a restore of
+    one. A person's edit, or a restore of it, is the person's; a tool's write is neither."""
+    charlie = [i for i, origin in _origins(home, channel) if origin in CHARLIE_SOURCES]
+    if not charlie:
+        return None
+    row = home.db.execute("SELECT * FROM memory_revisions WHERE id = ?", (charlie[-1],))
+    return _revision(row.fetchone())
 
 
 def _add_revision(
@@ -248,6 +378,23 @@ def _add_revision(
     )
     assert cursor.lastrowid is not None
     return Revision(cursor.lastrowid, source, memory, created, file_sha)
+
+
+@contextmanager
+def writing(home: Home) -> Iterator[None]:
+    """Hold the database's write lock for a change of memory: the file and its revision are
+    written together, and a check made inside holds until the change is done. Inside a
+    transaction already (a distillation's), it simply joins it."""
+    if home.db.in_transaction:
+        yield
+        return
+    home.db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        home.db.execute("ROLLBACK")
+        raise
+    home.db.execute("COMMIT")
 
 
 def read_file_text(channel: Channel) -> str | None:
@@ -272,21 +419,22 @@ def sync_hand_edits(home: Home, channel: Channel) -> Revision | None:
     """
     if channel.private:
         return None
-    text = read_file_text(channel)
-    last = last_revision(home, channel)
-    if text is None or (last is not None and last.file_sha256 == sha256_text(text)):
-        return None
-    memory = parse(text)
-    if last is None and memory.is_empty():
-        return None
-    return _add_revision(home, channel, memory, "hand_edit", sha256_text(text))
+    with writing(home):
+        text = read_file_text(channel)
+        last = last_revision(home, channel)
+        if text is None or (last is not None and last.file_sha256 == sha256_text(text)):
+            return None
+        memory = parse(text)
+        if last is None and memory.is_empty():
+            return None
+        return _add_revision(home, channel, memory, "hand_edit", sha256_text(text))
 
 
 def load(home: Home, channel: Channel) -> Memory:
     """The channel's current memory, hand edits of memory.md included."""
     if channel.private:
         last = last_revision(home, channel)
-        return last.memory if last else Memory()
+        return normalised(last.memory) if last else Memory()
     text = read_file_text(channel)
     if text is None:
         return Memory()
@@ -294,36 +442,58 @@ def load(home: Home, channel: Channel) -> Memory:
 
 
 def save(home: Home, channel: Channel, memory: Memory, source: str) -> Revision:
-    """Store `memory` as the channel's new state: a revision, plus memory.md when shared.
+    """Store `memory` (normalised) as the channel's new state: a revision, plus memory.md
+    when shared, both or neither.
 
     A hand edit made since Charlie last wrote is recorded first, so it is never lost.
     """
-    if channel.private:
-        return _add_revision(home, channel, memory, source, None)
-    assert channel.project is not None
-    sync_hand_edits(home, channel)
-    text = render(memory, channel.project.config.name)
-    sha = write_atomic(channel.project.memory_path, text)
-    return _add_revision(home, channel, memory, source, sha)
+    memory = normalised(memory)
+    with writing(home):
+        if channel.private:
+            return _add_revision(home, channel, memory, source, None)
+        assert channel.project is not None
+        sync_hand_edits(home, channel)
+        text = render(memory, channel.project.config.name)
+        revision = _add_revision(home, channel, memory, source, sha256_text(text))
+        try:
+            write_atomic(channel.project.memory_path, text)
+        except OSError as exc:
+            raise not_written(exc, channel.project.memory_path) from exc
+        return revision
+
+
+def not_written(exc: OSError, path: Path) -> CharlieError:
+    """What to tell the person when `path` could not be written."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(
+            f"The disk holding {path} is full, so it was not saved: free some space and try "
+            "again. Nothing already saved was lost."
+        )
+    return DiskError(
+        f"{path} could not be written ({exc.strerror or exc}). Check that its folder is "
+        "writable and the disk healthy, then try again. Nothing already saved was lost."
+    )
 
 
 def undo(home: Home, channel: Channel, to: int | None = None) -> Revision:
-    """Restore the revision before the current one (or revision `to`) as a new revision."""
-    if not channel.private:
-        sync_hand_edits(home, channel)
-    history = revisions(home, channel)
-    if to is None:
-        if len(history) < 2:
-            raise NotFound(f"There is no earlier memory to go back to in {channel.label}.")
-        target = history[1]
-    else:
-        matches = [r for r in history if r.id == to]
-        if not matches:
-            raise NotFound(
-                f"There is no revision {to} in {channel.label}; see `charlie memory history`."
-            )
-        target = matches[0]
-    return save(home, channel, target.memory, f"undo:{target.id}")
+    """Restore the revision before the current one (or revision `to`) as a new revision,
+    `undo:<id>`: its text stays the work of whoever wrote revision `id`."""
+    with writing(home):
+        if not channel.private:
+            sync_hand_edits(home, channel)
+        history = revisions(home, channel)
+        if to is None:
+            if len(history) < 2:
+                raise NotFound(f"There is no earlier memory to go back to in {channel.label}.")
+            target = history[1]
+        else:
+            matches = [r for r in history if r.id == to]
+            if not matches:
+                raise NotFound(
+                    f"There is no revision {to} in {channel.label}; see `charlie memory history`."
+                )
+            target = matches[0]
+        return save(home, channel, target.memory, f"undo:{target.id}")
 
 
 def ensure_file(home: Home, channel: Channel) -> None:

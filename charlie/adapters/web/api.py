@@ -40,7 +40,7 @@ from charlie.conversations import Channel, private_channel, recent, shared_chann
 from charlie.errors import CharlieError, InvalidName, LLMError, MemoryFormatError
 from charlie.home import Home
 from charlie.index import Index
-from charlie.memory import Memory, Quote
+from charlie.memory import Memory
 from charlie.search import mark_stale, searcher_for
 from charlie.users import User
 
@@ -380,22 +380,9 @@ def put_memory(
 ) -> dict[str, Any]:
     found = channel_for(home, channel, session.user)
     current = memory.load(home, found)  # a memory.md that cannot be read is fixed by hand first
-    quotes = []
-    for quote in body.quotes:
-        if not quote.get("text", "").strip():
-            continue
-        quotes.append(
-            Quote(quote.get("speaker", "").strip() or "someone", memory.normalise(quote["text"]))
-        )
-    edited = Memory(
-        body.summary.strip(),
-        [memory.normalise(d) for d in body.decisions if d.strip()],
-        quotes,
-        current.preamble,
-        current.extra,
-    )
-    memory.save(home, found, edited, "edit")
-    return memory_json(edited)
+    quotes = [(q.get("speaker", ""), q.get("text", "")) for q in body.quotes]
+    edited = memory.from_person(body.summary, body.decisions, quotes, current)
+    return memory_json(memory.save(home, found, edited, "edit").memory)
 
 
 @router.get("/channels/{channel}/memory/history")

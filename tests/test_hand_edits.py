@@ -1,0 +1,228 @@
+"""The person's edit wins: after `memory undo --to` brings back what they wrote, and when
+they save an edit (by hand in memory.md, or through the API) while a distillation waits on
+the model."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import Cli
+from fastapi.testclient import TestClient
+from llm_double import ScriptedLLMServer
+from test_distill import distill_answer, is_distillation
+from web_support import PASSWORD, events, signed_in
+
+from charlie import conversations, distill, memory
+from charlie.config import load_settings
+from charlie.conversations import shared_channel
+from charlie.home import Home
+from charlie.llm import LLMClient
+from charlie.projects import create_project, get_project
+from charlie.users import ensure_user, set_password
+
+
+def memory_file(charlie_home: Path) -> Path:
+    return charlie_home / "projects" / "kitchen" / "memory.md"
+
+
+def chat_and_distill(charlie: Cli, llm: ScriptedLLMServer, said: str, answer: str) -> None:
+    """One message and Charlie's reply, then `charlie distill` with the model's `answer`."""
+    llm.reply("Noted.")
+    assert charlie("chat", "-p", "kitchen", "-m", said).exit_code == 0
+    llm.reply(answer)
+    result = charlie("distill", "-p", "kitchen")
+    assert result.exit_code == 0, result.output
+
+
+def newest_revision(charlie: Cli) -> tuple[int, str]:
+    line = charlie("memory", "history", "-p", "kitchen").stdout.splitlines()[0].split("\t")
+    return int(line[0]), line[2]
+
+
+def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
+    charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
+) -> None:
+    assert charlie("projects", "create", "Kitchen", "--every", "50").exit_code == 0
+    chat_and_distill(charlie, llm, "Oak worktops.", distill_answer(summary="Charlie's summary."))
+    path = memory_file(charlie_home)
+    path.write_text(
+        path.read_text()
+        .replace("Charlie's summary.", "MY summary, by hand.")
+        .replace("- Oak worktops", "- Oak worktops\n- Budget is 12k, hard limit")
+    )
+    mine, source = newest_revision(charlie)  # `history` records the hand edit
+    assert source == "hand_edit"
+
+    # Two rounds later the model has rewritten the summary and dropped the budget.
+    chat_and_distill(charlie, llm, "Tiles.", distill_answer(summary="Round two."))
+    chat_and_distill(charlie, llm, "White.", distill_answer(summary="Charlie rewrote it."))
+    assert "Budget" not in path.read_text() and "Charlie rewrote it." in path.read_text()
+
+    undone = charlie("memory", "undo", "-p", "kitchen", "--to", str(mine))
+    assert undone.stdout.startswith(f"Restored memory as it was in revision {mine} ")
+    chat_and_distill(
+        charlie,
+        llm,
+        "Handles are brass.",
+        distill_answer(summary="The model's summary.", decisions=("Oak worktops", "Brass")),
+    )
+    after = memory.parse(path.read_text())
+    assert after.summary == "MY summary, by hand."
+    assert after.decisions == ["Oak worktops", "Brass", "Budget is 12k, hard limit"]
+
+
+def test_undo_to_charlies_revision_is_charlies_text(
+    charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
+) -> None:
+    assert charlie("projects", "create", "Kitchen", "--every", "50").exit_code == 0
+    chat_and_distill(charlie, llm, "Oak.", distill_answer(summary="First summary."))
+    charlies, source = newest_revision(charlie)
+    assert source == "distill"
+    chat_and_distill(charlie, llm, "Tiles.", distill_answer(summary="Second summary."))
+    charlie("memory", "undo", "-p", "kitchen", "--to", str(charlies))
+    assert "First summary." in memory_file(charlie_home).read_text()
+    chat_and_distill(charlie, llm, "White.", distill_answer(summary="Third summary."))
+    assert memory.parse(memory_file(charlie_home).read_text()).summary == "Third summary."
+
+
+def blocking_distillation(
+    llm: ScriptedLLMServer, answer: str
+) -> tuple[threading.Event, threading.Event]:
+    """Make the next distillation request wait: `asked` is set when it arrives, and it is
+    answered with `answer` once the test sets `go`."""
+    asked, go = threading.Event(), threading.Event()
+
+    def respond(request: dict[str, Any]) -> str:
+        assert is_distillation(request)
+        asked.set()
+        assert go.wait(20), "the test never let the distillation go on"
+        return answer
+
+    llm.respond(respond)
+    return asked, go
+
+
+def distill_while(home: Home, llm: ScriptedLLMServer, edit: Callable[[], None]) -> Any:
+    """Run a distillation in another thread (its own connection, as another request would)
+    and make the person's `edit` while it waits on the model."""
+    asked, go = blocking_distillation(
+        llm,
+        distill_answer(summary="The model's summary.", decisions=("Oak worktops", "Tiled floor")),
+    )
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        client = LLMClient(llm.base_url, "test-model")
+        with Home.open(load_settings()) as own:
+            channel = shared_channel(own, get_project(own, "kitchen"))
+            try:
+                outcome["result"] = distill.distill(own, channel, client)
+            except Exception as exc:  # handed to the test thread, which re-raises it
+                outcome["error"] = exc
+            finally:
+                client.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert asked.wait(20), "the distillation never asked the model"
+        edit()
+    finally:
+        go.set()
+        thread.join(30)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def kitchen_with_memory(home: Home, llm: ScriptedLLMServer) -> Path:
+    """A project whose memory Charlie wrote, and a new message waiting to be distilled."""
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    alice = ensure_user(home.db, "alice")
+    conversations.add_message(home, channel, "user", "Oak worktops.", user=alice)
+    llm.reply(distill_answer(summary="Charlie's summary.", decisions=("Oak worktops", "Gas hob")))
+    client = LLMClient(llm.base_url, "test-model")
+    distill.distill(home, channel, client)
+    client.close()
+    conversations.add_message(home, channel, "user", "Tiles on the floor.", user=alice)
+    assert channel.project is not None
+    return channel.project.memory_path
+
+
+def test_a_hand_edit_saved_while_the_model_thinks_wins(home: Home, llm: ScriptedLLMServer) -> None:
+    path = kitchen_with_memory(home, llm)
+
+    def edit_by_hand() -> None:
+        path.write_text(
+            path.read_text()
+            .replace("Charlie's summary.", "Edited while Charlie thought.")
+            .replace("- Gas hob", "- Induction hob, not gas")
+        )
+
+    result = distill_while(home, llm, edit_by_hand)
+    after = memory.parse(path.read_text())
+    assert after.summary == "Edited while Charlie thought."
+    assert after.decisions == ["Oak worktops", "Tiled floor", "Induction hob, not gas"]
+    assert result.memory == after
+    channel = shared_channel(home, get_project(home, "kitchen"))
+    sources = [r.source for r in memory.revisions(home, channel)]
+    assert sources[:2] == ["distill", "hand_edit"]  # the edit is its own revision too
+
+
+def test_an_api_edit_saved_while_the_model_thinks_wins(home: Home, llm: ScriptedLLMServer) -> None:
+    path = kitchen_with_memory(home, llm)
+    ensure_user(home.db, "alice")
+    set_password(home.db, "alice", PASSWORD)
+    with signed_in("alice") as client:
+
+        def edit_through_the_api() -> None:
+            saved = client.put(
+                "/api/channels/kitchen/memory",
+                json={"summary": "Typed in the app.", "decisions": ["Oak worktops"], "quotes": []},
+            )
+            assert saved.status_code == 200, saved.text
+
+        distill_while(home, llm, edit_through_the_api)
+        after = client.get("/api/channels/kitchen/memory").json()
+    assert after["summary"] == "Typed in the app."
+    assert after["decisions"] == ["Oak worktops", "Tiled floor"]  # "Gas hob" stays deleted
+    assert memory.parse(path.read_text()).summary == "Typed in the app."
+
+
+def test_an_api_edit_during_the_chat_streams_distillation_wins(
+    home: Home, llm: ScriptedLLMServer
+) -> None:
+    create_project(home, "Kitchen", distill_every=2)
+    ensure_user(home.db, "alice")
+    set_password(home.db, "alice", PASSWORD)
+    llm.reply("Oak it is.")
+    asked, go = blocking_distillation(llm, distill_answer(summary="The model's summary."))
+    streamed: dict[str, Any] = {}
+    with signed_in("alice") as chatting, signed_in("alice") as editing:
+
+        def chat(client: TestClient) -> None:
+            streamed["response"] = client.post(
+                "/api/channels/kitchen/chat", json={"text": "Oak worktops."}
+            )
+
+        thread = threading.Thread(target=chat, args=(chatting,))
+        thread.start()
+        try:
+            assert asked.wait(20)
+            saved = editing.put(
+                "/api/channels/kitchen/memory",
+                json={"summary": "Mine.", "decisions": ["Budget 12k"], "quotes": []},
+            )
+            assert saved.status_code == 200, saved.text
+        finally:
+            go.set()
+            thread.join(30)
+        kinds = events(streamed["response"])
+        distilled = [data for kind, data in kinds if kind == "distilled"]
+        assert distilled and distilled[0]["memory"]["summary"] == "Mine."
+        after = editing.get("/api/channels/kitchen/memory").json()
+    assert after["summary"] == "Mine."
+    assert after["decisions"] == ["Oak worktops", "Budget 12k"]
