@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from charlie import conversations, distill, memory, notes, projects, suggestions, toolkit
+from charlie import conversations, distill, memory, notes, projects, suggestions, toolkit, trace
 from charlie.conversations import Channel, Message
 from charlie.errors import CharlieError, DistillationError, LLMError, MemoryFormatError
 from charlie.home import Home
@@ -73,9 +73,10 @@ class Notice:
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """A step of the tool loop: categories suggested or loaded, a tool called, a guard."""
+    """A step of the tool loop (`charlie.trace`): categories pre-loaded or loaded, a tool
+    called, a guard."""
 
-    event: dict[str, Any]
+    step: trace.Step
 
 
 @dataclass(frozen=True)
@@ -256,14 +257,14 @@ class ToolLoop:
         self.max_iterations = max_iterations
         self.context = ToolContext(home, channel, user)
         self.allowed_writes = toolkit.allowed_write_tools(channel)
-        self.trace: list[dict[str, Any]] = []
+        self.trace: list[trace.Step] = []
         self.reply = ""
         self.prompt_tokens: int | None = None
         self.llm_seconds = 0.0
 
-    def _event(self, **event: Any) -> TraceEvent:
-        self.trace.append(event)
-        return TraceEvent(event)
+    def _event(self, step: trace.Step) -> TraceEvent:
+        self.trace.append(step)
+        return TraceEvent(step)
 
     def _tools(self, active: list[str]) -> list[dict[str, Any]]:
         tools = [self.registry.meta_tool()]
@@ -275,7 +276,7 @@ class ToolLoop:
 
     def run(self, messages: list[dict[str, Any]], text: str) -> Iterator[Event]:
         active = self.registry.suggest(text)
-        yield self._event(type="suggested", categories=list(active))
+        yield self._event(trace.Preloaded(tuple(active)))
         seen: set[tuple[str, str]] = set()
         iteration = 0
         forced: str | None = None
@@ -311,9 +312,7 @@ class ToolLoop:
             if not calls or forced:
                 if calls:
                     yield self._event(
-                        type="guard",
-                        guard="ignored_calls",
-                        detail="tool calls after the final-answer request",
+                        trace.Stopped("ignored_calls", "tool calls after the final-answer request")
                     )
                 return
             messages.append(_assistant_message(completion, calls, in_text))
@@ -325,7 +324,7 @@ class ToolLoop:
             messages.extend(_result_messages(results, in_text))
             if iteration >= self.max_iterations:
                 forced = f"the limit of {self.max_iterations} tool rounds was reached"
-                yield self._event(type="guard", guard="max_iterations", detail=forced)
+                yield self._event(trace.Stopped("max_iterations", forced))
 
     def _call(
         self, call: ToolCall, seen: set[tuple[str, str]], active: list[str]
@@ -337,7 +336,9 @@ class ToolLoop:
                 raise ValueError("the arguments must be a JSON object")
         except ValueError as exc:
             message = f"Error: the arguments of {call.name} are not valid JSON ({exc})."
-            return message, self._refused(call, call.arguments, "bad arguments", started)
+            return message, self._refused(
+                call, call.arguments, "bad arguments", started, "bad_arguments"
+            )
         key = (call.name, json.dumps(arguments, sort_keys=True))
         if key in seen:
             return (
@@ -351,20 +352,20 @@ class ToolLoop:
             if category not in self.registry.categories:
                 names = ", ".join(sorted(self.registry.categories))
                 return f"Error: no category {category!r}; the categories are {names}.", self._event(
-                    type="load", category=category, ok=False, ms=_ms(started)
+                    trace.Loaded(category, ok=False, ms=_ms(started))
                 )
             if category not in active:
                 active.append(category)
-            names = ", ".join(t["function"]["name"] for t in self._tools([category])[1:])
-            return f"Loaded the {category} tools: {names}.", self._event(
-                type="load", category=category, ok=True, tools=names, ms=_ms(started)
+            loaded = tuple(t["function"]["name"] for t in self._tools([category])[1:])
+            return f"Loaded the {category} tools: {', '.join(loaded)}.", self._event(
+                trace.Loaded(category, ok=True, tools=loaded, ms=_ms(started))
             )
         tool = self.registry.tools.get(call.name)
         if tool is None or tool.category not in active:
             available = ", ".join(t["function"]["name"] for t in self._tools(active))
             return (
                 f"Error: there is no tool {call.name!r} loaded. Available now: {available}.",
-                self._refused(call, arguments, "unknown tool", started),
+                self._refused(call, arguments, "unknown tool", started, "unknown_tool"),
             )
         if tool.writes and tool.name not in self.allowed_writes:
             return (
@@ -375,37 +376,35 @@ class ToolLoop:
             )
         outcome = run_tool(tool, self.context, arguments)
         event = self._event(
-            type="tool_call",
-            name=call.name,
-            arguments=arguments,
-            ok=not outcome.error,
-            writes=tool.writes,
-            summary=outcome.summary,
-            ms=_ms(started),
-            **({"guard": outcome.guard} if outcome.guard else {}),
+            trace.Called(
+                name=call.name,
+                arguments=arguments,
+                ok=not outcome.error,
+                summary=outcome.summary,
+                ms=_ms(started),
+                writes=tool.writes,
+                guard=trace.as_guard(outcome.guard) if outcome.guard else None,
+                hits=outcome.hits,
+                count=outcome.count,
+            )
         )
         return outcome.content, event
 
     def _refused(
         self,
         call: ToolCall,
-        arguments: Any,
+        arguments: dict[str, Any] | str,
         summary: str,
         started: float,
-        guard: str = "",
-        **extra: Any,
+        guard: trace.Guard,
+        *,
+        writes: bool = False,
     ) -> TraceEvent:
-        """The trace of a call a guard stopped; the guard is named after the summary unless
-        given (`bad arguments` → `bad_arguments`)."""
+        """The trace of a call a guard stopped before it ran."""
         return self._event(
-            type="tool_call",
-            name=call.name,
-            arguments=arguments,
-            ok=False,
-            summary=summary,
-            guard=guard or summary.replace(" ", "_"),
-            ms=_ms(started),
-            **extra,
+            trace.Called(
+                call.name, arguments, False, summary, _ms(started), writes=writes, guard=guard
+            )
         )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from charlie.db import now
 from charlie.home import Home
 from charlie.projects import Project
+from charlie.trace import Step, steps_from_json, steps_to_json
 from charlie.users import User
 
 ASSISTANT = "Charlie"
@@ -45,7 +46,7 @@ class Message:
     created_at: str
     user_id: int | None = None
     images: list[str] = field(default_factory=list)
-    trace: list[dict[str, object]] | None = None
+    trace: list[Step] | None = None  # the tool trace of a reply
 
 
 def _conversation(home: Home, *, project_id: int | None, owner_id: int | None) -> int:
@@ -80,7 +81,7 @@ def add_message(
     *,
     user: User | None = None,
     images: list[str] | None = None,
-    trace: list[dict[str, object]] | None = None,
+    trace: list[Step] | None = None,
 ) -> Message:
     speaker = user.name if (role == "user" and user is not None) else ASSISTANT
     created = now()
@@ -97,7 +98,7 @@ def add_message(
             content,
             json.dumps(images or []),
             created,
-            None if trace is None else json.dumps(trace, ensure_ascii=False),
+            None if trace is None else json.dumps(steps_to_json(trace), ensure_ascii=False),
         ),
     )
     assert cursor.lastrowid is not None
@@ -123,7 +124,7 @@ def _message(row: object) -> Message:
         created_at=r["created_at"],
         user_id=r["user_id"],
         images=json.loads(r["images"]),
-        trace=json.loads(r["trace"]) if r.get("trace") else None,
+        trace=steps_from_json(json.loads(r["trace"])) if r.get("trace") else None,
     )
 
 

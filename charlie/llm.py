@@ -154,17 +154,9 @@ class LLMClient:
         try:
             choice = data["choices"][0]
             message = choice["message"]
-            calls = [
-                ToolCall(
-                    str(call.get("id") or f"call_{i}"),
-                    str(call["function"]["name"]),
-                    _arguments_text(call["function"].get("arguments")),
-                )
-                for i, call in enumerate(message.get("tool_calls") or [])
-            ]
             return Completion(
                 content=str(message.get("content") or ""),
-                tool_calls=calls,
+                tool_calls=_message_calls(message),
                 finish_reason=choice.get("finish_reason"),
                 usage=dict(data.get("usage") or {}),
                 seconds=time.perf_counter() - started,
@@ -172,7 +164,7 @@ class LLMClient:
         except (KeyError, IndexError, TypeError) as exc:
             raise LLMBadResponse(
                 f"The server at {self.base_url} answered without a chat message "
-                f"({_preview(json.dumps(data))}). Check that it is OpenAI-compatible."
+                f"({preview(json.dumps(data))}). Check that it is OpenAI-compatible."
             ) from exc
 
     def stream(
@@ -214,7 +206,7 @@ class LLMClient:
                         function = call.get("function") or {}
                         slot["id"] = call.get("id") or slot["id"]
                         slot["name"] += function.get("name") or ""
-                        slot["args"] += _arguments_text(function.get("arguments"))
+                        slot["args"] += arguments_text(function.get("arguments"))
                     if choice.get("finish_reason"):
                         result.finish_reason = choice["finish_reason"]
         except httpx.TransportError as exc:
@@ -242,18 +234,11 @@ class LLMClient:
         except (KeyError, IndexError, TypeError) as exc:
             raise LLMBadResponse(
                 f"The server at {self.base_url} answered a streamed request with neither an "
-                f"event stream nor a chat message ({_preview(response.text)})."
+                f"event stream nor a chat message ({preview(response.text)})."
             ) from exc
         result.content = str(message.get("content") or "")
         result.finish_reason = data["choices"][0].get("finish_reason")
-        result.tool_calls = [
-            ToolCall(
-                str(c.get("id") or f"call_{i}"),
-                c["function"]["name"],
-                _arguments_text(c["function"].get("arguments")),
-            )
-            for i, c in enumerate(message.get("tool_calls") or [])
-        ]
+        result.tool_calls = _message_calls(message)
         result.seconds = time.perf_counter() - started
         if result.content:
             yield Delta(result.content)
@@ -357,7 +342,7 @@ class LLMClient:
         if not isinstance(data, dict):
             raise LLMBadResponse(
                 f"The server at {self.base_url} answered with JSON that is not an object "
-                f"({_preview(response.text)})."
+                f"({preview(response.text)})."
             )
         return data
 
@@ -368,22 +353,36 @@ def _loads(text: str, base_url: str) -> Any:
     except json.JSONDecodeError as exc:
         raise LLMBadResponse(
             f"The server at {base_url} answered with something that is not JSON "
-            f"({_preview(text)}). Check that CHARLIE_LLM_BASE_URL points at an "
+            f"({preview(text)}). Check that CHARLIE_LLM_BASE_URL points at an "
             "OpenAI-compatible API (it usually ends in /v1)."
         ) from exc
 
 
-def _arguments_text(arguments: Any) -> str:
+def arguments_text(arguments: Any) -> str:
+    """A tool call's arguments as the JSON text the tool loop parses: servers send a string,
+    some an object, some nothing."""
     if arguments is None:
         return ""
     return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _message_calls(message: dict[str, Any]) -> list[ToolCall]:
+    """The tool calls of a whole (non-streamed) chat message."""
+    return [
+        ToolCall(
+            str(call.get("id") or f"call_{i}"),
+            str(call["function"]["name"]),
+            arguments_text(call["function"].get("arguments")),
+        )
+        for i, call in enumerate(message.get("tool_calls") or [])
+    ]
 
 
 def _error_message(response: httpx.Response) -> str:
     try:
         data = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return _preview(response.text)
+        return preview(response.text)
     if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -392,12 +391,13 @@ def _error_message(response: httpx.Response) -> str:
             return error
         if data.get("message"):
             return str(data["message"])
-    return _preview(response.text)
+    return preview(response.text)
 
 
-def _preview(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "…"
+def preview(text: str, size: int = 160) -> str:
+    """`text` on one line, cut to `size` characters with "…" where it was longer."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= size else flat[: size - 1] + "…"
 
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -428,7 +428,7 @@ class ThinkFilter:
                 self._buffer = self._buffer[at + len(tag) :]
                 self._thinking = not self._thinking
                 continue
-            keep = _partial_tag_suffix(self._buffer, tag)
+            keep = partial_tag_suffix(self._buffer, tag)
             if not self._thinking:
                 visible += self._buffer[: len(self._buffer) - keep]
             self._buffer = self._buffer[len(self._buffer) - keep :]
@@ -440,7 +440,7 @@ class ThinkFilter:
         return rest
 
 
-def _partial_tag_suffix(text: str, tag: str) -> int:
+def partial_tag_suffix(text: str, tag: str) -> int:
     """Length of the longest end of `text` that could be the start of `tag`."""
     for size in range(min(len(tag) - 1, len(text)), 0, -1):
         if tag.startswith(text[-size:]):

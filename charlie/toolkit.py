@@ -1,8 +1,9 @@
 """Charlie's own tools, by category: memory, notes, projects, time.
 
 Each is a plain function (see `charlie.tools`): the first parameter is the `ToolContext`,
-the docstring is what the model reads. A tool returns the text the model gets back, or a
-(text, summary) pair where the summary is what the person sees in the trace. Text taken
+the docstring is what the model reads. A tool returns the text the model gets back, a
+(text, summary) pair where the summary is what the person sees in the trace, or a
+`tools.Result` that also gives the trace what a search found (`trace.Hit`s). Text taken
 from notes, memory or messages is escaped and wrapped in <note>/<memory>/<messages> tags
 (`tools.fence`): it is data, not instructions, and cannot close its tag.
 
@@ -27,6 +28,7 @@ from charlie.search import Searcher, mark_stale, searcher_for
 from charlie.tools import (
     Category,
     Registry,
+    Result,
     Tool,
     ToolContext,
     ToolError,
@@ -34,6 +36,7 @@ from charlie.tools import (
     escape,
     fence,
 )
+from charlie.trace import Hit
 
 
 def searcher(context: ToolContext) -> Searcher:
@@ -66,7 +69,7 @@ def _note(context: ToolContext, ref: str) -> notes.Note:
 # ---------------------------------------------------------------- memory
 
 
-def search_notes(context: ToolContext, query: str, limit: int = 5) -> tuple[str, str]:
+def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
     """Search the project's notes by meaning and keywords. Returns note ids, titles, scores
     and a snippet; read a note in full with read_note.
 
@@ -77,7 +80,7 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> tuple[str,
     limit = max(1, min(limit, 10))
     found = searcher(context).search(query, context.user, _scope(context), limit=limit)
     if not found.hits:
-        return "No notes matched.", "no notes"
+        return Result("No notes matched.", "no notes", hits=(), count=0)
     lines = []
     for hit in found.hits:
         context.found.append(hit.key)
@@ -87,8 +90,9 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> tuple[str,
                 "note", escape(hit.snippet), id=hit.key, title=hit.title, score=f"{hit.score:.2f}"
             )
         )
-    summary = ", ".join(f"{h.title} {h.score:.2f}" for h in found.hits)
-    return "\n".join(lines), f"{len(found.hits)} notes: {summary}"
+    hits = tuple(Hit(h.key, h.title, round(h.score, 4), h.snippet) for h in found.hits)
+    count = len(hits)
+    return Result("\n".join(lines), f"{count} note{'s' if count != 1 else ''}", hits, count)
 
 
 def read_note(context: ToolContext, note: str) -> tuple[str, str]:
@@ -126,7 +130,7 @@ def read_memory(
     return fence("memory", escape(text)), f"read {layer}"
 
 
-def search_conversation(context: ToolContext, query: str, limit: int = 5) -> tuple[str, str]:
+def search_conversation(context: ToolContext, query: str, limit: int = 5) -> Result:
     """Search earlier messages of this conversation for words, newest first.
 
     Args:
@@ -143,9 +147,10 @@ def search_conversation(context: ToolContext, query: str, limit: int = 5) -> tup
         (context.channel.conversation_id, *(f"%{w}%" for w in words), max(1, min(limit, 20))),
     ).fetchall()
     if not rows:
-        return "No earlier messages matched.", "no messages"
+        return Result("No earlier messages matched.", "no messages", count=0)
     lines = [f"[{r['created_at'][:16]}] {r['speaker']}: {r['content']}" for r in rows]
-    return fence("messages", escape("\n".join(lines))), f"{len(rows)} messages"
+    text = fence("messages", escape("\n".join(lines)))
+    return Result(text, f"{len(rows)} messages", count=len(rows))
 
 
 # ---------------------------------------------------------------- notes (writes)

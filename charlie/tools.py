@@ -28,7 +28,8 @@ from typing import Any, Literal
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import ToolCall
+from charlie.llm import ToolCall, arguments_text, partial_tag_suffix, preview
+from charlie.trace import Hit
 from charlie.users import User
 
 META_TOOL = "load_tools"
@@ -301,9 +302,8 @@ def calls_in_text(text: str, known: Iterable[str]) -> tuple[list[ToolCall], str]
             return False
         if strict and data["name"] not in names:
             return False
-        arguments = data.get("arguments", data.get("parameters", {}))
-        text_args = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        calls.append(ToolCall(f"text_call_{len(calls)}", str(data["name"]), text_args))
+        arguments = arguments_text(data.get("arguments", data.get("parameters", {})))
+        calls.append(ToolCall(f"text_call_{len(calls)}", str(data["name"]), arguments))
         return True
 
     rest = _TAGGED.sub(lambda m: "" if take(m.group(1), strict=False) else m.group(0), text)
@@ -342,7 +342,9 @@ class ToolMarkupFilter:
             if at >= 0:
                 shown, self._buffer, self._held = self._buffer[:at], self._buffer[at:], True
                 return shown
-        keep = max(_partial(self._buffer, "<tool_call>"), _partial(self._buffer, "```"))
+        keep = max(
+            partial_tag_suffix(self._buffer, "<tool_call>"), partial_tag_suffix(self._buffer, "```")
+        )
         shown = self._buffer[: len(self._buffer) - keep]
         self._buffer = self._buffer[len(self._buffer) - keep :]
         return shown
@@ -353,24 +355,31 @@ class ToolMarkupFilter:
         return rest
 
 
-def _partial(text: str, tag: str) -> int:
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-size:]):
-            return size
-    return 0
-
-
 # ---------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a tool gives back when the trace should know more than a summary: what a
+    search found (`hits`, best first) and how many things it found (`count`)."""
+
+    text: str
+    summary: str
+    hits: tuple[Hit, ...] | None = None
+    count: int | None = None
 
 
 @dataclass
 class Outcome:
-    """What one call gave back: text for the model, a summary for the person."""
+    """What one call gave back: text for the model, a summary (and any hits and count)
+    for the person."""
 
     content: str
     summary: str
     error: bool = False
     seconds: float = 0.0
+    hits: tuple[Hit, ...] | None = None
+    count: int | None = None
     guard: str = ""  # the guard that stopped the call: "timeout", "write_refused"
 
 
@@ -407,11 +416,17 @@ def run_tool(
         return Outcome(f"Error: {exc}", f"error: {exc}", True, time.perf_counter() - started)
     finally:
         pool.shutdown(wait=False)
-    content, summary = value if isinstance(value, tuple) else (value, "")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    if not isinstance(value, Result):
+        content, summary = value if isinstance(value, tuple) else (value, "")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        value = Result(text, summary)
+    text = value.text
     if len(text) > RESULT_CAP:
         text = text[:RESULT_CAP] + f"\n…[cut: {len(text) - RESULT_CAP} more characters]"
-    return Outcome(text, summary or _preview(text), False, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return Outcome(
+        text, value.summary or preview(text, 80), False, seconds, value.hits, value.count
+    )
 
 
 def _refused(reason: str, started: float) -> Outcome:
@@ -422,8 +437,3 @@ def _refused(reason: str, started: float) -> Outcome:
         seconds=time.perf_counter() - started,
         guard="write_refused",
     )
-
-
-def _preview(text: str, size: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= size else flat[: size - 1] + "…"

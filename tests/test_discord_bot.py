@@ -37,6 +37,7 @@ from charlie.conversations import private_channel
 from charlie.home import Home
 from charlie.llm import LLMClient
 from charlie.memory import Memory
+from charlie.trace import Called
 from charlie.users import ensure_user
 
 BOT_ID = 100000000000000001
@@ -461,7 +462,10 @@ def test_a_bound_channel_talks_to_its_project_with_a_compact_trace(
     channel = conversations.shared_channel(household, auth)
     stored = conversations.recent(household, channel, 2)
     assert [m.speaker for m in stored] == ["bob", "Charlie"]
-    assert stored[1].trace is not None and stored[1].trace[1]["name"] == "search_notes"
+    assert stored[1].trace is not None
+    step = stored[1].trace[1]
+    assert isinstance(step, Called) and step.name == "search_notes"
+    assert step.hits and step.count == len(step.hits)
 
 
 def test_a_thread_follows_its_channels_project(

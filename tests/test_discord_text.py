@@ -8,6 +8,7 @@ import re
 import pytest
 
 from charlie.adapters.discord.text import LIMIT, length, split, trace_block, trace_line
+from charlie.trace import Called, Hit, Loaded, Preloaded, Stopped
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})", re.MULTILINE)
 
@@ -107,28 +108,20 @@ def test_random_markdown_always_fits_and_keeps_fences_balanced(seed: int) -> Non
 
 
 def test_trace_lines_are_short_and_say_what_happened() -> None:
-    search = {
-        "type": "tool_call",
-        "name": "search_notes",
-        "arguments": {"query": "JWT refresh"},
-        "ok": True,
-        "summary": "3 notes: JWT refresh tokens 0.82, Session cookies 0.41, Logins 0.40",
-    }
-    assert trace_line(search) == "searched notes for 'JWT refresh' → 3 notes"
-    read = {
-        "type": "tool_call",
-        "name": "read_note",
-        "arguments": {"note": "auth/jwt"},
-        "ok": True,
-        "summary": "read JWT refresh tokens",
-    }
-    assert trace_line(read) == "read note 'auth/jwt' → read JWT refresh tokens"
-    failed = {"type": "tool_call", "name": "nope", "arguments": {}, "ok": False, "summary": "x"}
-    assert trace_line(failed) == "✗ nope → x"
-    assert trace_line({"type": "suggested", "categories": ["memory"]}) is None
-    assert trace_line({"type": "guard", "guard": "max_iterations", "detail": "limit"}) == (
-        "stopped: limit"
+    hits = (
+        Hit("auth/jwt", "JWT refresh tokens", 0.82, "We rotate…"),
+        Hit("auth/cookies", "Session cookies", 0.41, "Cookies…"),
+        Hit("auth/logins", "Logins", 0.40, "Logins…"),
     )
+    search = Called("search_notes", {"query": "JWT refresh"}, True, "3 notes", hits=hits, count=3)
+    assert trace_line(search) == "searched notes for 'JWT refresh' → 3 notes"
+    read = Called("read_note", {"note": "auth/jwt"}, True, "read JWT refresh tokens")
+    assert trace_line(read) == "read note 'auth/jwt' → read JWT refresh tokens"
+    failed = Called("nope", "{not json", False, "bad arguments", guard="bad_arguments")
+    assert trace_line(failed) == "✗ nope → bad arguments"
+    assert trace_line(Preloaded(("memory",))) is None
+    assert trace_line(Loaded("notes", ok=True, tools=("create_note",))) == "loaded the notes tools"
+    assert trace_line(Stopped("max_iterations", "limit")) == "stopped: limit"
     block = trace_block([search, read])
     assert block.splitlines() == [
         "-# searched notes for 'JWT refresh' → 3 notes",
@@ -137,7 +130,7 @@ def test_trace_lines_are_short_and_say_what_happened() -> None:
 
 
 def test_a_long_trace_is_capped() -> None:
-    event = {"type": "tool_call", "name": "now", "arguments": {}, "ok": True, "summary": "x"}
-    lines = trace_block([event] * 10).splitlines()
+    step = Called("now", {}, True, "x")
+    lines = trace_block([step] * 10).splitlines()
     assert len(lines) == 7 and lines[-1] == "-# … and 4 more steps"
-    assert trace_block([{"type": "suggested", "categories": []}]) == ""
+    assert trace_block([Preloaded(())]) == ""

@@ -14,6 +14,7 @@ from charlie.home import Home
 from charlie.llm import LLMClient
 from charlie.projects import Project, create_project, update_project
 from charlie.tools import Category, Registry, Tool, ToolContext
+from charlie.trace import steps_to_json, to_json
 from charlie.users import User, ensure_user
 
 
@@ -45,7 +46,7 @@ def run(
 
 
 def trace_of(events: list[Any]) -> list[dict[str, Any]]:
-    return [e.event for e in events if isinstance(e, chat.TraceEvent)]
+    return [to_json(e.step) for e in events if isinstance(e, chat.TraceEvent)]
 
 
 def tool_names(request: dict[str, Any]) -> list[str]:
@@ -68,7 +69,10 @@ def test_search_then_read_then_answer(
     trace = trace_of(events)
     assert trace[0] == {"type": "suggested", "categories": ["memory"]}
     assert [t["name"] for t in trace[1:]] == ["search_notes", "read_note"]
-    assert trace[1]["ok"] and "notes: JWT refresh tokens" in trace[1]["summary"]
+    assert trace[1]["ok"] and trace[1]["summary"] == f"{trace[1]['count']} notes"
+    assert trace[1]["hits"][0]["key"] == "auth/jwt-refresh-tokens"
+    assert trace[1]["hits"][0]["title"] == "JWT refresh tokens"
+    assert trace[1]["hits"][0]["snippet"] and trace[1]["hits"][0]["score"] > 0
     assert trace[2]["summary"] == "read JWT refresh tokens"
     assert shown(events) == "We rotate the refresh token on every use."
     kinds = [type(e).__name__ for e in events]
@@ -85,7 +89,7 @@ def test_search_then_read_then_answer(
     assert third["messages"][-1]["content"].count("rotate the refresh_token") == 1
 
     stored = conversations.recent(home, channel, 1)[0]
-    assert stored.trace == trace
+    assert stored.trace is not None and steps_to_json(stored.trace) == trace
     cited = home.db.execute("SELECT note FROM usage_events WHERE kind = 'cited'").fetchall()
     assert [r[0] for r in cited] == ["auth/jwt-refresh-tokens"]
     offered = [s for e in events if isinstance(e, chat.Suggested) for s in e.suggestions]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import assert_never
 
 import click
 
 from charlie import chat as core_chat
-from charlie import distill, memory, suggestions
+from charlie import distill, memory, suggestions, trace
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -29,27 +29,33 @@ HELP_TEXT = """Commands: /memory shows the memory, /distill folds the conversati
 /quit leaves (so does Ctrl-D). Anything else is sent to Charlie."""
 
 
-def trace_line(event: dict[str, Any]) -> str | None:
-    """One compact line for a trace event, or None when there is nothing worth showing."""
-    kind = event.get("type")
-    if kind == "suggested":
-        return f"· hint: {', '.join(event['categories'])}" if event["categories"] else None
-    if kind == "load":
-        ok = "" if event.get("ok") else " (no such category)"
-        return f"· loaded {event['category']} tools{ok}"
-    if kind == "guard":
-        return f"· stopped: {event.get('detail', event.get('guard'))}"
-    if kind == "tool_call":
-        arguments = event.get("arguments")
-        shown = (
-            ", ".join(repr(v) for v in arguments.values())
-            if isinstance(arguments, dict)
-            else repr(arguments)
-        )
-        mark = "" if event.get("ok") else "✗ "
-        write = " [write]" if event.get("writes") else ""
-        return f"· {mark}{event['name']}({shown}){write} → {event.get('summary', '')}"
-    return None
+def trace_line(step: trace.Step) -> str | None:
+    """One compact line for a trace step, or None when there is nothing worth showing."""
+    match step:
+        case trace.Preloaded(categories=categories):
+            return f"· hint: {', '.join(categories)}" if categories else None
+        case trace.Loaded(category=category, ok=ok):
+            return f"· loaded {category} tools{'' if ok else ' (no such category)'}"
+        case trace.Stopped(guard=guard, detail=detail):
+            return f"· stopped: {detail or guard}"
+        case trace.Called():
+            return _call_line(step)
+        case _:
+            assert_never(step)
+
+
+def _call_line(step: trace.Called) -> str:
+    arguments = step.arguments
+    shown = (
+        ", ".join(repr(v) for v in arguments.values())
+        if isinstance(arguments, dict)
+        else repr(arguments)
+    )
+    mark = "" if step.ok else "✗ "
+    write = " [write]" if step.writes else ""
+    found = ", ".join(f"{hit.title} {hit.score:.2f}" for hit in step.hits or ())
+    summary = f"{step.summary}: {found}" if found else step.summary
+    return f"· {mark}{step.name}({shown}){write} → {summary}"
 
 
 class Printer:
@@ -73,9 +79,9 @@ class Printer:
             click.echo(f"Note: {event.text}", err=True)
         elif isinstance(event, core_chat.TraceEvent):
             line = (
-                json.dumps(event.event, ensure_ascii=False)
+                json.dumps(trace.to_json(event.step), ensure_ascii=False)
                 if self.full_trace
-                else trace_line(event.event)
+                else trace_line(event.step)
             )
             if line:
                 if self.streamed:

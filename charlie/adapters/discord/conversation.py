@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from charlie import chat, links, projects
 from charlie.adapters.discord import store
@@ -21,6 +20,7 @@ from charlie.errors import AudioError, CharlieError, LLMError, VoiceUnavailable
 from charlie.home import Home
 from charlie.llm import LLMClient
 from charlie.suggestions import Suggestion
+from charlie.trace import Step
 from charlie.users import User
 from charlie.voice import audio
 from charlie.voice.turn import Voice
@@ -226,7 +226,7 @@ def _refuse_if_too_big(size: int, user: User) -> None:
 def _turn(
     home: Home, llm: LLMClient, channel: Channel, user: User, text: str, *, heard: str = ""
 ) -> Answer:
-    trace: list[dict[str, Any]] = []
+    trace: list[Step] = []
     reply = ""
     notes: list[str] = []
     offered: list[Suggestion] = []
@@ -235,7 +235,7 @@ def _turn(
             if isinstance(event, chat.Token):
                 reply += event.text
             elif isinstance(event, chat.TraceEvent):
-                trace.append(event.event)
+                trace.append(event.step)
             elif isinstance(event, chat.Reply):
                 reply = event.message.content
             elif isinstance(event, chat.Notice):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
+
+from charlie.trace import Called, Loaded, Preloaded, Step, Stopped
 
 LIMIT = 2000  # characters in one Discord message
 FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -182,37 +184,40 @@ def _quoted(value: Any, size: int = 60) -> str:
     return f"'{text}'"
 
 
-def trace_line(event: dict[str, Any]) -> str | None:
+def trace_line(step: Step) -> str | None:
     """One short line for a step of the tool loop, e.g. "searched notes for 'JWT refresh'
     → 3 notes"; None for steps not worth a line."""
-    kind = event.get("type")
-    if kind == "load":
-        return f"loaded the {event.get('category')} tools" if event.get("ok") else None
-    if kind == "guard":
-        return f"stopped: {event.get('detail') or event.get('guard')}"
-    if kind != "tool_call":
-        return None
-    name = str(event.get("name", "?"))
-    arguments = event.get("arguments")
-    arguments = arguments if isinstance(arguments, dict) else {}
-    verb, key = _VERBS.get(name, (f"{name} {{}}", None))
+    match step:
+        case Preloaded():
+            return None
+        case Loaded(category=category, ok=ok):
+            return f"loaded the {category} tools" if ok else None
+        case Stopped(guard=guard, detail=detail):
+            return f"stopped: {detail or guard}"
+        case Called():
+            return _call_line(step)
+        case _:
+            assert_never(step)
+
+
+def _call_line(step: Called) -> str:
+    arguments = step.arguments if isinstance(step.arguments, dict) else {}
+    verb, key = _VERBS.get(step.name, (f"{step.name} {{}}", None))
     if key is not None and key in arguments:
         action = verb.format(_quoted(arguments[key]))
     elif "{}" in verb:
         action = verb.format("").strip()
     else:
         action = verb
-    summary = str(event.get("summary", "")).strip()
-    if name == "search_notes":
-        summary = summary.split(":")[0]  # "3 notes: A 0.82, B 0.41" → "3 notes"
+    summary = step.summary.strip()
     summary = summary if len(summary) <= 80 else summary[:79] + "…"
-    mark = "" if event.get("ok", True) else "✗ "
+    mark = "" if step.ok else "✗ "
     return f"{mark}{action} → {summary}" if summary else f"{mark}{action}"
 
 
-def trace_block(events: list[dict[str, Any]]) -> str:
+def trace_block(steps: list[Step]) -> str:
     """The trace lines as Discord subtext (small grey lines), at most MAX_TRACE_LINES."""
-    lines = [line for line in (trace_line(e) for e in events) if line]
+    lines = [line for line in (trace_line(step) for step in steps) if line]
     if not lines:
         return ""
     shown = lines[:MAX_TRACE_LINES]

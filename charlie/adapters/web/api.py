@@ -26,6 +26,7 @@ from charlie import (
     sessions,
     suggestions,
     toolkit,
+    trace,
     usage,
 )
 from charlie.adapters.web.app import (
@@ -87,7 +88,7 @@ def message_json(message: Any) -> dict[str, Any]:
         "speaker": message.speaker,
         "content": message.content,
         "created_at": message.created_at,
-        "trace": message.trace,
+        "trace": None if message.trace is None else trace.steps_to_json(message.trace),
     }
 
 
@@ -336,7 +337,7 @@ def event_sse(event: chat.Event) -> str:
     if isinstance(event, chat.Token):
         return sse("token", {"text": event.text})
     if isinstance(event, chat.TraceEvent):
-        return sse("trace", event.event)
+        return sse("trace", trace.to_json(event.step))
     if isinstance(event, chat.Notice):
         return sse("notice", {"text": event.text})
     if isinstance(event, chat.Reply):

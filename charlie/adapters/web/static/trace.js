@@ -1,5 +1,9 @@
 // The tool trace of an answer: what Charlie looked up, what it found, and any guard that
 // stepped in. One line per step, each expandable to the full detail.
+//
+// Steps arrive as the JSON of charlie/trace.py (`to_json`): an object whose `type` names
+// the kind of step, with every field of that kind present. Everything shown comes from
+// those fields; a kind or guard this file does not know is a console error, not a guess.
 
 import { h, plural } from './dom.js';
 
@@ -10,31 +14,25 @@ const GUARDS = {
   duplicate_call: 'repeated call refused',
   unknown_tool: 'no such tool loaded',
   write_not_allowed: 'write not allowed in this project',
+  write_refused: 'write refused',
   timeout: 'timed out',
 };
 
+function guardText(guard) {
+  if (!(guard in GUARDS)) console.error(`Unknown trace guard ${JSON.stringify(guard)}`);
+  return GUARDS[guard] || guard;
+}
+
 function shortValue(value) {
-  const text = typeof value === 'string' ? JSON.stringify(value) : JSON.stringify(value ?? null);
+  const text = JSON.stringify(value ?? null);
   return text.length > 60 ? `${text.slice(0, 59)}…` : text;
 }
 
 function callText(step) {
   const args = step.arguments;
-  let inner = '';
-  if (typeof args === 'string') inner = shortValue(args);
-  else if (args && typeof args === 'object') inner = Object.values(args).map(shortValue).join(', ');
+  const inner =
+    typeof args === 'string' ? shortValue(args) : Object.values(args).map(shortValue).join(', ');
   return `${step.name}(${inner})`;
-}
-
-/** "3 notes: JWT refresh tokens 0.82, Session cookies 0.41" → found notes with scores. */
-function foundNotes(summary) {
-  const match = /^(\d+) notes?: (.+)$/.exec(summary || '');
-  if (!match) return null;
-  const found = match[2].split(', ').map((part) => {
-    const scored = /^(.*) (\d+(?:\.\d+)?)$/.exec(part);
-    return scored ? { title: scored[1], score: Number(scored[2]) } : { title: part, score: null };
-  });
-  return found.length === Number(match[1]) ? found : null;
 }
 
 function badge(text, kind) {
@@ -44,7 +42,7 @@ function badge(text, kind) {
 function stepLine(step) {
   switch (step.type) {
     case 'suggested':
-      return step.categories && step.categories.length
+      return step.categories.length
         ? [
             h('span', { class: 'step-label' }, 'hint'),
             ` tools pre-loaded: ${step.categories.join(', ')}`,
@@ -54,7 +52,7 @@ function stepLine(step) {
       return [
         h('span', { class: 'step-label' }, 'load'),
         ` ${step.category}`,
-        step.ok === false ? badge('unknown category', 'error') : ` → ${step.tools || 'loaded'}`,
+        step.ok ? ` → ${step.tools.join(', ') || 'loaded'}` : badge('unknown category', 'error'),
       ];
     case 'tool_call':
       return [
@@ -62,15 +60,13 @@ function stepLine(step) {
         ' → ',
         h('span', { class: 'step-summary' }, step.summary || (step.ok ? 'done' : 'failed')),
         step.writes ? badge('writes', 'write') : null,
-        step.guard ? badge(GUARDS[step.guard] || step.guard, 'guard') : null,
+        step.guard ? badge(guardText(step.guard), 'guard') : null,
       ];
     case 'guard':
-      return [
-        badge('guard', 'guard'),
-        ` ${GUARDS[step.guard] || step.guard}: ${step.detail || ''}`,
-      ];
+      return [badge('guard', 'guard'), ` ${guardText(step.guard)}: ${step.detail}`];
     default:
-      return [h('span', { class: 'step-label' }, step.type || 'step')];
+      console.error(`Unknown trace step type ${JSON.stringify(step.type)}`, step);
+      return [badge(`unknown step: ${step.type}`, 'error')];
   }
 }
 
@@ -83,38 +79,38 @@ function facts(pairs) {
   return list;
 }
 
+function foundList(hits) {
+  return h(
+    'ol',
+    { class: 'found' },
+    hits.map((hit) =>
+      h(
+        'li',
+        { title: `${hit.key}: ${hit.snippet}` },
+        h('span', {}, hit.title),
+        h('span', { class: 'score' }, hit.score.toFixed(2)),
+      ),
+    ),
+  );
+}
+
 function stepDetail(step) {
   const parts = [];
   if (step.type === 'tool_call') {
-    const found = step.name === 'search_notes' ? foundNotes(step.summary) : null;
-    const searched =
-      step.arguments && typeof step.arguments === 'object' ? step.arguments.query : null;
+    const searched = typeof step.arguments === 'object' ? step.arguments.query : null;
     if (searched) parts.push(h('p', {}, 'Searched for ', h('q', {}, searched)));
-    if (found) {
-      parts.push(
-        h('p', {}, `Found ${plural(found.length, 'note')}:`),
-        h(
-          'ol',
-          { class: 'found' },
-          found.map((note) =>
-            h(
-              'li',
-              {},
-              h('span', {}, note.title),
-              note.score === null ? null : h('span', { class: 'score' }, note.score.toFixed(2)),
-            ),
-          ),
-        ),
-      );
+    if (step.hits && step.hits.length) {
+      parts.push(h('p', {}, `Found ${plural(step.hits.length, 'note')}:`), foundList(step.hits));
     }
     parts.push(
       facts([
         ['tool', step.name],
         ['result', step.summary],
+        ['found', step.count],
         ['status', step.ok ? 'ok' : 'failed'],
-        ['guard', step.guard ? `${step.guard} — ${GUARDS[step.guard] || ''}` : null],
+        ['guard', step.guard ? `${step.guard} — ${guardText(step.guard)}` : null],
         ['writes files', step.writes ? 'yes' : null],
-        ['time', typeof step.ms === 'number' ? `${Math.round(step.ms)} ms` : null],
+        ['time', `${Math.round(step.ms)} ms`],
       ]),
     );
   }

@@ -1,0 +1,75 @@
+"""trace.js renders every kind of trace step from its fields, and says so loudly when it
+meets a kind or a guard it does not know."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+from test_trace_contract import EXAMPLES
+
+from charlie.trace import to_json
+
+from .pwa import Console, Server, sign_in
+
+pytestmark = pytest.mark.browser
+
+RENDER = """async (steps) => {
+  const { traceBlock } = await import('/trace.js');
+  const block = traceBlock(steps, { open: true });
+  document.body.append(block.element);
+  return {
+    headline: block.element.querySelector('.trace-title').textContent,
+    steps: [...block.element.querySelectorAll('.trace-steps > li')].map((li) => ({
+      line: li.querySelector('summary').textContent,
+      found: [...li.querySelectorAll('.found li')].map((hit) => ({
+        text: hit.textContent,
+        title: hit.getAttribute('title'),
+      })),
+    })),
+  };
+}"""
+
+
+def render(page: Page, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    rendered: dict[str, Any] = page.evaluate(RENDER, steps)
+    return rendered
+
+
+def test_every_kind_of_step_renders_from_its_fields(page: Page, server: Server) -> None:
+    sign_in(page)
+    rendered = render(page, [to_json(step) for step in EXAMPLES])
+    assert len(rendered["steps"]) == len(EXAMPLES)
+    lines = [step["line"] for step in rendered["steps"]]
+    assert lines[0] == "hint tools pre-loaded: memory"
+    assert lines[2] == "load time → now, date_add"
+    assert lines[4] == 'search_notes("worktops") → 2 notes'
+    assert rendered["steps"][4]["found"] == [
+        {"text": "Worktop decision0.82", "title": "kitchen/worktops: We decided on oak…"},
+        {"text": "Oiling schedule0.41", "title": "kitchen/oiling: Every spring…"},
+    ]
+    assert rendered["steps"][5]["found"] == []  # a search that found nothing
+    assert not any("unknown step" in line for line in lines)
+    assert rendered["headline"].startswith("Trace · 12 tool calls")
+    # The console fixture fails the test on any console error: every kind and every guard
+    # (EXAMPLES has them all) was known.
+
+
+def test_an_unknown_kind_or_guard_is_a_console_error(
+    page: Page, server: Server, console: Console
+) -> None:
+    sign_in(page)
+    console.allow(r"Unknown trace (step type|guard)")
+    rendered = render(
+        page,
+        [
+            {"type": "thinking", "text": "hmm"},
+            {"type": "guard", "guard": "sleepy", "detail": "tired"},
+        ],
+    )
+    assert rendered["steps"][0]["line"] == "unknown step: thinking"
+    assert [e.split(" (http")[0] for e in console.errors] == [
+        'Unknown trace step type "thinking" {type: thinking, text: hmm}',
+        'Unknown trace guard "sleepy"',
+    ]
