@@ -631,7 +631,7 @@ def record_usage(home: Any, size: int, seed: int) -> int:
     # a sub-folder ("project/sub/name"), see docs/benchmarks/search-speed.md.
     keys = [
         f"{r['project']}/{r['name']}"
-        for r in home.db.execute("SELECT project, name FROM notes ORDER BY id")
+        for r in home.index_db.execute("SELECT project, name FROM notes ORDER BY id")
         if "/" not in r["name"]
     ]
     hot = rng.sample(keys, min(len(keys), 300))
@@ -708,7 +708,7 @@ def build_phase(args: argparse.Namespace) -> dict[str, Any]:
     parts: dict[str, float] = {}
     index_module.read_note = timed_call(index_module.read_note, parts, "read_note")
     index_module.chunk_text = timed_call(index_module.chunk_text, parts, "chunk_text")
-    index_module.scan = timed_call(index_module.scan, parts, "list_files")
+    index_module.find = timed_call(index_module.find, parts, "list_files")
     index_module.hashlib = _TimedHashlib(parts)  # type: ignore[attr-defined]
 
     index = Index(home, embedder)
@@ -762,17 +762,17 @@ def build_phase(args: argparse.Namespace) -> dict[str, Any]:
     out["noop_refresh_ms"] = stats_ms(noop)
 
     out["usage_events"] = record_usage(home, size, args.seed)
-    out["index_size"] = index_size(home.db, home.settings.db_path, chunks, embedder.dim)
-    vocab = home.db.execute(
+    out["index_size"] = index_size(home.index_db, home.index_path, chunks, embedder.dim)
+    vocab = home.index_db.execute(
         "SELECT term, doc FROM chunks_vocab ORDER BY doc DESC LIMIT 12"
     ).fetchall()
     out["commonest_terms"] = [[str(t), int(d)] for t, d in vocab]
-    out["fts_terms"] = home.db.execute("SELECT count(*) FROM chunks_vocab").fetchone()[0]
+    out["fts_terms"] = home.index_db.execute("SELECT count(*) FROM chunks_vocab").fetchone()[0]
     if real:
         stride = max(1, chunks // args.ab_texts)
         texts = [
             f"{title}\n{text}"
-            for title, text in home.db.execute(
+            for title, text in home.index_db.execute(
                 "SELECT notes.title, chunks.text FROM chunks JOIN notes ON notes.id = "
                 "chunks.note_id WHERE chunks.id % ? = 0 ORDER BY chunks.id LIMIT ?",
                 (stride, args.ab_texts),
@@ -933,7 +933,7 @@ def diagnostics(
     """Costs behind the profile, each measured alone on this index."""
     from charlie.keywords import match_expression
 
-    db = home.db
+    db = index.db
     out: dict[str, Any] = {}
 
     def median_ms(samples: list[float]) -> float:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from charlie import db as database
 from charlie.config import Settings
+
+INDEX_FILE = "index.db"
 
 
 @dataclass
@@ -19,6 +22,10 @@ class Home:
     # Expensive things built once per opened home and reused (the search index, whose
     # embedding model takes a moment to load), keyed by name.
     shared: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The search index's own database file, opened on first use by `charlie.index.Index`
+    # and closed with the home. It is derived data, kept apart from `db` so that a damaged
+    # index can be replaced whole and its long writes never hold up the message log.
+    index_db: sqlite3.Connection | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, settings: Settings, shared: dict[str, Any] | None = None) -> Home:
@@ -28,7 +35,15 @@ class Home:
         db = database.connect(settings.db_path)
         return cls(settings=settings, db=db, shared={} if shared is None else shared)
 
+    @property
+    def index_path(self) -> Path:
+        """The search index's database file, beside `charlie.db`."""
+        return self.settings.db_path.with_name(INDEX_FILE)
+
     def close(self) -> None:
+        if self.index_db is not None:
+            self.index_db.close()
+            self.index_db = None
         self.db.close()
 
     def __enter__(self) -> Home:

@@ -6,11 +6,13 @@ own, all preserved) followed by a markdown body. Files written by hand or by ano
 that does not parse is reported with its path and reason, never rewritten.
 
 Charlie writes a note only when asked to (create, update, tag); reading and indexing never
-touch the files.
+touch the files. Symbolic links inside a notes folder are never followed (a link could lead
+anywhere the server can read): they are reported as problems, and import skips them.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -31,6 +33,7 @@ NOTES_DIR = "notes"
 TRASH_DIR = "trash"
 MAX_NOTE_BYTES = 5 * 1024 * 1024
 TAG_RE = re.compile(r"^[\w/-]{1,64}$")
+LINK_REASON = "is a symbolic link; Charlie does not follow links out of the notes folder"
 
 
 class NoteFormatError(CharlieError):
@@ -139,21 +142,51 @@ def render(meta: dict[str, Any], body: str) -> str:
 
 
 def read_note(path: Path, project: str, root: Path) -> Note:
-    """Read one note file, raising `NoteFormatError` with the path and the reason."""
+    """Read one note file, raising `NoteFormatError` with the path and the reason. A symbolic
+    link (the file, or a folder between `root` and it) is refused, never followed."""
+    link = link_inside(root, path)
+    if link is not None:
+        raise NoteFormatError(f"{path}: {LINK_REASON} ({link.name}).")
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTE_BYTES:
+        data = read_bytes(path, MAX_NOTE_BYTES)
+        if data is None:
             raise NoteFormatError(f"{path}: larger than 5 MB; split it into smaller notes.")
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise NoteFormatError(
             f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8."
         ) from exc
     except FileNotFoundError as exc:
         raise NoteFormatError(f"{path}: the file disappeared while being read.") from exc
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a link after the check above
+            raise NoteFormatError(f"{path}: {LINK_REASON}.") from exc
+        raise NoteFormatError(f"{path}: cannot be read ({exc.strerror}).") from exc
     meta, body = parse(text, path)
     name = path.relative_to(root).with_suffix("").as_posix()
     return Note(project, name, path, meta, body)
+
+
+def read_bytes(path: Path, limit: int) -> bytes | None:
+    """The bytes of the file at `path`, or None when it holds more than `limit`. The last part
+    of the path is not followed if it is a symbolic link (OSError ELOOP), so a file swapped
+    for a link after a check is still not read through it."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(fd).st_size > limit:
+            return None
+        return handle.read()
+
+
+def link_inside(root: Path, path: Path) -> Path | None:
+    """The first symbolic link on the way from `root` (not included) down to `path`, if any.
+    `path` must be under `root`, both written the same way (resolved or not)."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
 
 
 class NoteFile(NamedTuple):
@@ -170,14 +203,31 @@ class NoteFile(NamedTuple):
         return Path(self.where)
 
 
+class Found(NamedTuple):
+    """What a notes folder holds: its note files, and the symbolic links in it (to a
+    markdown file or to a folder), which are never followed."""
+
+    files: list[NoteFile]
+    links: list[Path]
+
+    def link_problems(self) -> list[Problem]:
+        return [Problem(link, LINK_REASON) for link in self.links]
+
+
 def scan(project: Project) -> list[NoteFile]:
     """Every markdown file in the project's notes folder, sorted by name; hidden files and
-    folders are skipped, and so are links to folders (no loops, nothing outside).
+    folders are skipped, and so are symbolic links (no loops, nothing outside)."""
+    return find(project).files
+
+
+def find(project: Project) -> Found:
+    """The project's note files sorted by name, and the links skipped (see `scan`).
 
     One `os.scandir` walk with one `stat` per file: the index checks freshness with this on
     every search after a quiet spell, so it must stay cheap at 100,000 notes.
     """
     found: list[NoteFile] = []
+    links: list[Path] = []
     pending = [(str(notes_dir(project)), "")]
     while pending:
         folder, prefix = pending.pop()
@@ -189,39 +239,48 @@ def scan(project: Project) -> list[NoteFile]:
             if entry.name.startswith("."):
                 continue
             try:
-                if entry.is_dir(follow_symlinks=False):
+                if entry.is_symlink():
+                    if entry.name.endswith(".md") or entry.is_dir():  # stats the target only
+                        links.append(Path(entry.path))
+                elif entry.is_dir(follow_symlinks=False):
                     pending.append((entry.path, f"{prefix}{entry.name}/"))
-                elif entry.name.endswith(".md") and entry.is_file():
-                    stat = entry.stat()
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    stat = entry.stat(follow_symlinks=False)
                     name = prefix + entry.name[:-3]
                     found.append(NoteFile(name, entry.path, stat.st_mtime_ns, stat.st_size))
             except FileNotFoundError:
                 continue  # removed while we looked
     found.sort(key=lambda file: file.name)
-    return found
+    return Found(found, sorted(links))
 
 
 def note_files(project: Project) -> list[Path]:
-    """Every markdown file in the project's notes folder (hidden folders skipped)."""
+    """Every markdown file in the project's notes folder (hidden folders and links skipped)."""
     return [file.path for file in scan(project)]
 
 
 def list_notes(project: Project) -> tuple[list[Note], list[Problem]]:
     notes: list[Note] = []
-    problems: list[Problem] = []
+    found = find(project)
+    problems: list[Problem] = found.link_problems()
     root = notes_dir(project)
-    for path in note_files(project):
+    for file in found.files:
         try:
-            notes.append(read_note(path, project.slug, root))
+            notes.append(read_note(file.path, project.slug, root))
         except NoteFormatError as exc:
-            problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+            problems.append(Problem(file.path, str(exc).removeprefix(f"{file.path}: ")))
     return notes, problems
 
 
 def note_path(project: Project, name: str) -> Path:
-    """Where note `name` lives, refusing names that would leave the notes folder."""
-    root = notes_dir(project).resolve()
+    """Where note `name` lives, refusing names that would leave the notes folder or pass
+    through a symbolic link in it."""
+    folder = notes_dir(project)
     clean = name.removesuffix(".md")
+    written = Path(os.path.normpath(folder / f"{clean}.md"))
+    if clean and written.is_relative_to(folder) and link_inside(folder, written) is not None:
+        raise CharlieError(f"Note {name!r} of project {project.slug} {LINK_REASON}.")
+    root = folder.resolve()
     path = (root / f"{clean}.md").resolve()
     if not clean or root not in path.parents:
         raise CharlieError(f"{name!r} is not a note name inside project {project.slug}.")
@@ -312,22 +371,32 @@ class ImportReport:
     skipped: list[Problem] = field(default_factory=list)
 
 
+IMPORT_LINK_REASON = (
+    "is a symbolic link; Charlie does not follow links: copy the file itself to import it"
+)
+
+
 def import_folder(project: Project, folder: Path) -> ImportReport:
     """Copy every markdown file under `folder` into the project's notes, as it is.
 
-    Files that do not parse are skipped and reported; nothing in `folder` is changed, and
+    Files that do not parse are skipped and reported, and so are symbolic links (to a file
+    or a folder: whatever they point to is never read); nothing in `folder` is changed, and
     a note already in the project is never overwritten (the copy gets a new name).
     """
     if not folder.is_dir():
         raise NotFound(f"{folder} is not a folder.")
     report = ImportReport()
     root = notes_dir(project)
-    for source in sorted(folder.rglob("*.md")):
-        relative = source.relative_to(folder)
-        if any(part.startswith(".") for part in relative.parts):
+    for source, is_link in _markdown_under(folder):
+        if is_link:
+            report.skipped.append(Problem(source, IMPORT_LINK_REASON))
             continue
         try:
-            text = source.read_bytes().decode("utf-8")
+            data = read_bytes(source, MAX_NOTE_BYTES)
+            if data is None:
+                report.skipped.append(Problem(source, "larger than 5 MB; split it first"))
+                continue
+            text = data.decode("utf-8")
             parse(text, source)
         except UnicodeDecodeError as exc:
             report.skipped.append(Problem(source, f"not UTF-8 text ({exc.reason}); save as UTF-8"))
@@ -335,11 +404,39 @@ def import_folder(project: Project, folder: Path) -> ImportReport:
         except NoteFormatError as exc:
             report.skipped.append(Problem(source, str(exc).removeprefix(f"{source}: ")))
             continue
+        except OSError as exc:  # ELOOP: swapped for a link while we looked
+            reason = IMPORT_LINK_REASON if exc.errno == errno.ELOOP else exc.strerror
+            report.skipped.append(Problem(source, f"{reason}"))
+            continue
+        relative = source.relative_to(folder)
         target = root / relative
         number = 2
-        while target.exists():
+        while target.exists() or target.is_symlink():
             target = root / relative.with_name(f"{relative.stem}-{number}.md")
             number += 1
+        link = link_inside(root, target)
+        if link is not None:
+            report.skipped.append(
+                Problem(source, f"would be written through {link}, which {LINK_REASON}")
+            )
+            continue
         write_atomic(target, text)
         report.imported.append(read_note(target, project.slug, root))
     return report
+
+
+def _markdown_under(folder: Path) -> list[tuple[Path, bool]]:
+    """The markdown files under `folder`, sorted, each with whether it is a symbolic link;
+    links to folders are listed too (as links) and never entered. Hidden files and folders
+    are left out."""
+    found: list[tuple[Path, bool]] = []
+    for top, dirs, files in os.walk(folder):
+        here = Path(top)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [(here / d, True) for d in dirs if (here / d).is_symlink()]
+        found += [
+            (here / f, (here / f).is_symlink())
+            for f in files
+            if f.endswith(".md") and not f.startswith(".")
+        ]
+    return sorted(found)

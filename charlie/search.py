@@ -6,7 +6,9 @@ Modes (all selectable; `DEFAULT_MODE` was chosen by measurement, see docs/retrie
 - `keyword`: SQLite FTS5 BM25 over the query's few most meaningful terms (OR semantics);
 - `fallback`: vector first; keyword search joins when the best cosine is under
   `threshold` or the query carries a literal (a quoted phrase, `JWT`, `refresh_token`…);
-- `fusion`: both signals always, min-max normalised and mixed (`alpha` for the vector).
+- `fusion`: both signals always, mixed as `alpha × cosine + (1 − alpha) × BM25 / best BM25`:
+  the cosine stays absolute (clipped at 0, so a weak match stays weak) and BM25, which has
+  no upper bound, is divided by the query's best BM25 score (no minimum is subtracted).
 
 Whatever the mode, the final score is `similarity × (1 + boost × weight)` with the person's
 usage boost in [0, 1] (`charlie.usage`).
@@ -26,7 +28,7 @@ import numpy as np
 from charlie import embeddings
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.index import Index, scope_token
+from charlie.index import Index, lock_of, scope_token
 from charlie.keywords import literals, match_expression, top_terms, with_parts
 from charlie.projects import Project
 from charlie.usage import UsageModel
@@ -135,7 +137,7 @@ class Searcher:
             total = len(vectors.chunk_ids)
             count = 0
             if expression is not None and total:
-                count = self.home.db.execute(
+                count = self.index.db.execute(
                     "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
                     (in_text(expression),),
                 ).fetchone()[0]
@@ -180,7 +182,7 @@ class Searcher:
         match = in_text(expression)
         if project_ids:  # in the MATCH, so FTS5 intersects instead of filtering every hit
             match += f" AND scope : ({' OR '.join(scope_token(p) for p in project_ids)})"
-        rows = self.home.db.execute(
+        rows = self.index.db.execute(
             "SELECT chunks.note_id, -f.rank, f.rowid FROM (SELECT rowid, "
             "bm25(chunks_fts, ?, 1.0, 0.0, 0.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
             " ORDER BY rank LIMIT ?) AS f JOIN chunks ON chunks.id = f.rowid",
@@ -204,14 +206,17 @@ class Searcher:
         mode: Mode | None = None,
         explain: bool = True,
     ) -> SearchResult:
-        """The `limit` best notes for `query` in `projects` (all when empty), for `user`."""
+        """The `limit` best notes for `query` in `projects` (all when empty), for `user`.
+
+        A damaged index is rebuilt from the note files and the search run again on it."""
         try:
             return self._search(query, user, projects, limit, mode, explain)
         except sqlite3.DatabaseError as exc:
-            raise CharlieError(
-                f"The search index could not be read ({exc}). Run `charlie reindex` to rebuild "
-                "it from your note files; no note is lost."
-            ) from exc
+            self.index.recover(exc)  # raises the error to show when it cannot heal
+        try:
+            return self._search(query, user, projects, limit, mode, explain)
+        except sqlite3.DatabaseError as exc:
+            raise self.index.unusable(exc) from exc
 
     def _search(
         self,
@@ -298,7 +303,7 @@ class Searcher:
         ids = list(similarity)
         rows = {
             row["id"]: row
-            for row in self.home.db.execute(
+            for row in self.index.db.execute(
                 f"SELECT id, project, name, title, tags, path FROM notes WHERE id IN "
                 f"({', '.join('?' for _ in ids)})",
                 ids,
@@ -358,7 +363,7 @@ class Searcher:
                     expression = match_expression([term])
                     if expression is None:
                         continue
-                    hit_row = self.home.db.execute(
+                    hit_row = self.index.db.execute(
                         "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid IN "
                         "(SELECT id FROM chunks WHERE note_id = ?) LIMIT 1",
                         (in_text(expression), note_id),
@@ -367,8 +372,9 @@ class Searcher:
                         hit.terms.append(term)
             chunk = candidate.keyword_chunk or candidate.vector_chunk
             if chunk is not None:
-                row = self.home.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
-                hit.snippet = _snippet(row.fetchone()[0], hit.terms or terms)
+                row = self.index.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
+                text = row.fetchone()  # None if another process has just re-indexed the note
+                hit.snippet = _snippet(text[0], hit.terms or terms) if text else ""
 
 
 def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
@@ -399,19 +405,24 @@ def in_text(expression: str) -> str:
 def searcher_for(home: Home, *, max_age: float = INDEX_CHECK_SECONDS) -> Searcher:
     """A searcher over `home`'s notes, with the embedding model loaded once per process (in
     `home.shared`) and the index re-checked against the files when the last check is older
-    than `max_age` seconds (0: every time). The check stats every note file — about 0.2 s
-    for 10k notes on 2 cores — so a long-running process does it at most that often."""
-    embedder = home.shared.get("embedder")
-    if embedder is None:
-        embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
-    index = Index(home, embedder)
-    checked = home.shared.get("index_checked_at", float("-inf"))
-    if time.monotonic() - checked >= max_age:
-        index.refresh()
-        home.shared["index_checked_at"] = time.monotonic()
+    than `max_age` seconds (0: every time) or Charlie has written a note since it began. The
+    check stats every note file — about 0.2 s for 10k notes on 2 cores — so a long-running
+    process does it at most that often; parallel requests wait for one check, not run one
+    each."""
+    with lock_of(home):
+        embedder = home.shared.get("embedder")
+        if embedder is None:
+            embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
+        index = Index(home, embedder)
+        checked = home.shared.get("index_checked_at", float("-inf"))
+        stale = home.shared.get("index_stale_at", float("-inf"))
+        if time.monotonic() - checked >= max_age or stale >= checked:
+            began = time.monotonic()  # a note written during the check makes it stale again
+            index.refresh()
+            home.shared["index_checked_at"] = began
     return Searcher(home, index)
 
 
 def mark_stale(home: Home) -> None:
     """Make the next `searcher_for` re-check the files (after Charlie itself wrote a note)."""
-    home.shared.pop("index_checked_at", None)
+    home.shared["index_stale_at"] = time.monotonic()

@@ -9,7 +9,7 @@ from charlie import notes, usage
 from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
 from charlie.index import Index
-from charlie.projects import Project, create_project, get_project
+from charlie.projects import Project, create_project
 from charlie.search import QueryError, Searcher
 from charlie.users import User, ensure_user
 
@@ -217,11 +217,14 @@ def test_indexing_never_writes_to_note_files(
 def test_rebuild_recovers_from_a_corrupted_index(
     home: Home, index: Index, alice: User, embedder: LocalEmbedder
 ) -> None:
-    home.db.execute("DROP TABLE chunks_fts")
-    home.db.execute("CREATE TABLE chunks_fts (garbage)")
+    index.db.execute("DROP TABLE chunks_fts")
+    index.db.execute("CREATE TABLE chunks_fts (garbage)")
+    home.close()  # the index file is opened afresh, as by the next request
+    home = Home.open(home.settings)
     fresh = Index(home, embedder)  # notices the damage and starts over
     fresh.refresh()
     assert titles(Searcher(home, fresh), "tiled floor", alice)[0] == "Kitchen plan"
+    home.close()
 
 
 def test_changing_the_model_reembeds(
@@ -245,7 +248,7 @@ def test_long_notes_are_chunked(home: Home, project: Project, index: Index, alic
     filler = " ".join(f"Paragraph {i} talks about ordinary things." for i in range(120))
     notes.create_note(project, "Long note", filler + "\n\nThe secret ingredient is cardamom.")
     index.refresh()
-    chunks = home.db.execute(
+    chunks = index.db.execute(
         "SELECT count(*) FROM chunks JOIN notes ON notes.id = chunks.note_id "
         "WHERE notes.name = 'long-note'"
     ).fetchone()[0]
@@ -254,10 +257,15 @@ def test_long_notes_are_chunked(home: Home, project: Project, index: Index, alic
     assert hit.title == "Long note" and "cardamom" in hit.snippet
 
 
-def test_the_index_lives_in_sqlite_not_beside_the_notes(home: Home, index: Index) -> None:
-    db = sqlite3.connect(home.settings.db_path)
+def test_the_index_lives_in_its_own_sqlite_file_not_beside_the_notes(
+    home: Home, index: Index
+) -> None:
+    assert home.index_path == home.settings.db_path.with_name("index.db")
+    db = sqlite3.connect(home.index_path)
     assert db.execute("SELECT count(*) FROM notes").fetchone()[0] == len(NOTES)
     db.close()
+    tables = {row[0] for row in home.db.execute("SELECT name FROM sqlite_master")}
+    assert not tables & {"notes", "chunks", "chunks_fts", "index_state"}  # not in charlie.db
     assert json.loads(json.dumps(index.stats()))["model"].startswith("all-MiniLM-L6-v2")
 
 
@@ -303,35 +311,3 @@ def test_a_keyword_search_in_a_project_matches_only_there_and_never_the_scope(
     token = f"p{other.id}"  # how the scope is stored: never found as a word of a note
     assert titles(searcher, token, alice, mode="keyword") == []
     assert searcher.idf(token) == 0.0
-
-
-def test_an_index_of_the_previous_version_gains_the_scope_without_embedding_again(
-    home: Home, index: Index, alice: User, embedder: LocalEmbedder
-) -> None:
-    vectors = home.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall()
-    home.db.execute("DROP TABLE chunks_vocab")
-    home.db.execute("DROP TABLE chunks_fts")
-    home.db.execute(  # the version-1 table: no scope column
-        "CREATE VIRTUAL TABLE chunks_fts USING fts5(title, text, project UNINDEXED)"
-    )
-    home.db.execute("UPDATE index_state SET value = '1' WHERE key = 'version'")
-
-    class Counting:
-        name, dim, calls = embedder.name, embedder.dim, 0
-
-        def embed(self, texts: list[str]) -> object:
-            Counting.calls += len(texts)
-            return embedder.embed(texts)
-
-    upgraded = Index(home, Counting())  # type: ignore[arg-type]
-    upgraded.refresh()
-    assert (
-        home.db.execute("SELECT value FROM index_state WHERE key = 'version'").fetchone()[0] == "2"
-    )
-    assert home.db.execute("SELECT id, vector FROM chunks ORDER BY id").fetchall() == vectors
-    searcher = Searcher(home, upgraded)
-    assert Counting.calls == 0  # nothing embedded again (the query below embeds only itself)
-    main = get_project(home, "main")
-    assert titles(searcher, "argon2id", alice, projects=[main], mode="keyword") == [
-        "Password storage"
-    ]

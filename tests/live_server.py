@@ -1,0 +1,53 @@
+"""A real Charlie web server on loopback (uvicorn in a thread), and clients signed in to it:
+for tests where concurrency or what is on disk between two runs matters."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+from web_support import PASSWORD
+
+from charlie.adapters.web.app import create_app
+from charlie.config import load_settings
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def live_server() -> Iterator[str]:
+    """Serve a fresh app for the data home in CHARLIE_HOME; yield its base URL."""
+    config = uvicorn.Config(
+        create_app(load_settings()), host="127.0.0.1", port=_free_port(), log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def signed_in_client(base_url: str, name: str, timeout: float = 120.0) -> httpx.Client:
+    """A client of the live server, signed in as `name` (password PASSWORD), with CSRF."""
+    client = httpx.Client(base_url=base_url, timeout=timeout)
+    response = client.post("/api/login", json={"name": name, "password": PASSWORD})
+    assert response.status_code == 200, response.text
+    client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
+    return client

@@ -1,0 +1,160 @@
+"""Symbolic links are never followed where notes are read: a link could lead to any file
+the server can read. Import skips them, naming each; the index and the note listing report
+them as problems; reading a note refuses them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Cli
+from fastapi.testclient import TestClient
+from web_support import PASSWORD, signed_in
+
+from charlie import notes, projects
+from charlie.config import load_settings
+from charlie.embeddings import LocalEmbedder
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.index import Index
+from charlie.notes import IMPORT_LINK_REASON, LINK_REASON, NoteFormatError
+from charlie.projects import Project
+from charlie.search import Searcher
+from charlie.users import ensure_user, set_password
+
+SECRET = "Zanzibar-7 is the vault combination"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """Files the server can read but that are no one's notes."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.txt").write_text(SECRET)
+    (folder / "secret.md").write_text(f"# Secret\n{SECRET}")
+    return folder
+
+
+@pytest.fixture
+def project(home: Home) -> Project:
+    made = projects.create_project(home, "House")
+    notes.create_note(made, "Kitchen plan", "Oak worktops and a tiled floor.")
+    return made
+
+
+def test_import_skips_links_and_names_each(charlie: Cli, tmp_path: Path, outside: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "real.md").write_text("# Real\nA note of my own.")
+    (vault / "leak.md").symlink_to(outside / "secret.txt")
+    (vault / "linked").symlink_to(outside, target_is_directory=True)
+    result = charlie("notes", "import", str(vault), "-p", "vault")
+    assert result.exit_code == 0
+    assert result.stderr == (
+        f"Skipped {vault / 'leak.md'}: {IMPORT_LINK_REASON}\n"
+        f"Skipped {vault / 'linked'}: {IMPORT_LINK_REASON}\n"
+    )
+    assert result.stdout == "Imported 1 notes, skipped 2.\n"
+    folder = load_settings().projects_dir / "vault" / "notes"
+    assert sorted(p.name for p in folder.rglob("*")) == ["real.md"]
+    assert SECRET not in charlie("search", "vault combination Zanzibar").stdout
+
+
+def test_import_never_writes_through_a_link_in_the_notes_folder(
+    project: Project, tmp_path: Path, outside: Path
+) -> None:
+    (notes.notes_dir(project) / "sub").symlink_to(outside, target_is_directory=True)
+    vault = tmp_path / "vault"
+    (vault / "sub").mkdir(parents=True)
+    (vault / "sub" / "new.md").write_text("would land outside")
+    report = notes.import_folder(project, vault)
+    assert report.imported == []
+    assert [(p.path, p.reason) for p in report.skipped] == [
+        (
+            vault / "sub" / "new.md",
+            f"would be written through {notes.notes_dir(project) / 'sub'}, which {LINK_REASON}",
+        )
+    ]
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.md", "secret.txt"]
+
+
+def test_links_planted_in_the_notes_folder_are_problems_never_indexed(
+    home: Home, project: Project, outside: Path
+) -> None:
+    folder = notes.notes_dir(project)
+    (folder / "leak.md").symlink_to(outside / "secret.txt")
+    (folder / "vault").symlink_to(outside, target_is_directory=True)
+    (folder / "alias.md").symlink_to(folder / "kitchen-plan.md")  # even one that stays inside
+    index = Index(home, LocalEmbedder())
+    report = index.refresh()
+    assert report.added == ["house/kitchen-plan"]
+    expected = sorted(
+        (str(folder / name), LINK_REASON) for name in ("alias.md", "leak.md", "vault")
+    )
+    assert sorted(report.problems) == expected
+    assert index.problems() == expected
+    alice = ensure_user(home.db, "alice")
+    for mode in ("keyword", "vector", "fusion"):
+        hits = Searcher(home, index).search("Zanzibar vault combination", alice, mode=mode).hits
+        assert [h.key for h in hits] in ([], ["house/kitchen-plan"])  # never the secret
+        assert all(SECRET not in h.snippet for h in hits)
+
+    found, problems = notes.list_notes(project)
+    assert [n.name for n in found] == ["kitchen-plan"]
+    assert sorted((str(p.path), p.reason) for p in problems) == expected
+
+    (folder / "leak.md").unlink()  # a problem that is gone is forgotten
+    assert [path for path, _ in index.refresh().problems] == [expected[0][0], expected[2][0]]
+    assert [path for path, _ in index.problems()] == [expected[0][0], expected[2][0]]
+
+
+def test_a_note_that_became_a_link_leaves_the_index(
+    home: Home, project: Project, outside: Path
+) -> None:
+    index = Index(home, LocalEmbedder())
+    index.refresh()
+    path = notes.notes_dir(project) / "kitchen-plan.md"
+    path.unlink()
+    path.symlink_to(outside / "secret.md")
+    report = index.refresh()
+    assert report.removed == ["house/kitchen-plan"]
+    assert report.problems == [(str(path), LINK_REASON)]
+    assert index.stats()["notes"] == 0
+
+
+def test_reading_a_note_refuses_links(project: Project, outside: Path) -> None:
+    folder = notes.notes_dir(project)
+    (folder / "leak.md").symlink_to(outside / "secret.md")
+    (folder / "alias.md").symlink_to(folder / "kitchen-plan.md")
+    (folder / "vault").symlink_to(outside, target_is_directory=True)
+    for name in ("leak", "alias", "vault/secret"):
+        with pytest.raises(CharlieError, match="is a symbolic link"):
+            notes.get_note(project, name)
+    with pytest.raises(NoteFormatError, match="is a symbolic link"):
+        notes.read_note(folder / "leak.md", project.slug, folder)
+    with pytest.raises(CharlieError, match="is a symbolic link"):
+        notes.update_note(project, "alias", body="overwrites the target")
+    assert "Oak worktops" in notes.get_note(project, "kitchen-plan").body
+
+
+@pytest.fixture
+def alice_client(home: Home, project: Project) -> Iterator[TestClient]:
+    ensure_user(home.db, "alice")
+    set_password(home.db, "alice", PASSWORD)
+    with signed_in("alice") as client:
+        yield client
+
+
+def test_the_api_neither_serves_nor_finds_a_planted_link(
+    alice_client: TestClient, project: Project, outside: Path
+) -> None:
+    (notes.notes_dir(project) / "leak.md").symlink_to(outside / "secret.md")
+    answer = alice_client.get("/api/notes/house/leak")
+    assert answer.status_code == 400 and SECRET not in answer.text
+    assert LINK_REASON in answer.json()["error"]
+    found = alice_client.get("/api/search", params={"q": "Zanzibar vault combination"})
+    assert found.status_code == 200 and SECRET not in found.text
+    listed = alice_client.get("/api/notes", params={"project": "house"}).json()
+    assert [n["name"] for n in listed["notes"]] == ["kitchen-plan"]
+    assert SECRET not in str(listed)
