@@ -160,6 +160,8 @@ def context(
         else:
             if message.images:
                 text += f"\n[{len(message.images)} image(s) were attached]"
+            if message.incomplete:
+                text += "\n[this reply was cut off before it finished]"
             messages.append({"role": message.role, "content": text})
     return messages, warning
 
@@ -183,7 +185,10 @@ def turn(
     it goes to the model, never into the stored conversation.
 
     The message is stored first: if the model fails, the `LLMError` propagates and the
-    message is kept for the next turn.
+    message is kept for the next turn. A reply the server cut off mid-stream is stored as
+    far as it came, marked incomplete (never distilled), and the `LLMError` says so.
+    A distillation that cannot be written (a full disk) raises its `DatabaseError` after
+    the reply is stored; one the model fails is a `Notice`.
     """
     if channel.private and (channel.owner is None or channel.owner.id != user.id):
         raise CharlieError("A private channel can only be used by its owner.")
@@ -205,8 +210,17 @@ def turn(
     try:
         yield from loop.run(messages, text)
     except LLMError as exc:
+        kept = ""
+        if loop.reply.strip():  # cut off mid-stream: keep what was shown, marked incomplete
+            conversations.add_message(
+                home, channel, "assistant", loop.reply.strip(), trace=loop.trace, incomplete=True
+            )
+            kept = (
+                "The reply was cut off: the part shown is kept, marked incomplete, and is not "
+                "folded into memory. Send your message again for a whole answer. "
+            )
         raise type(exc)(
-            f"{exc} Your message is saved and will be part of the conversation when you "
+            f"{exc} {kept}Your message is saved and will be part of the conversation when you "
             "send the next one."
         ) from exc
     reply_text = loop.reply.strip()

@@ -47,6 +47,7 @@ class Message:
     user_id: int | None = None
     images: list[str] = field(default_factory=list)
     trace: list[Step] | None = None  # the tool trace of a reply
+    incomplete: bool = False  # a reply the server cut off mid-stream: kept, never distilled
 
 
 def _conversation(home: Home, *, project_id: int | None, owner_id: int | None) -> int:
@@ -82,12 +83,14 @@ def add_message(
     user: User | None = None,
     images: list[str] | None = None,
     trace: list[Step] | None = None,
+    incomplete: bool = False,
 ) -> Message:
     speaker = user.name if (role == "user" and user is not None) else ASSISTANT
     created = now()
     cursor = home.db.execute(
         "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-        "content, images, created_at, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "content, images, created_at, trace, incomplete) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             channel.conversation_id,
             channel.project.id if channel.project else None,
@@ -99,6 +102,7 @@ def add_message(
             json.dumps(images or []),
             created,
             None if trace is None else json.dumps(steps_to_json(trace), ensure_ascii=False),
+            int(incomplete),
         ),
     )
     assert cursor.lastrowid is not None
@@ -111,6 +115,7 @@ def add_message(
         user.id if user else None,
         images or [],
         trace,
+        incomplete,
     )
 
 
@@ -125,6 +130,7 @@ def _message(row: object) -> Message:
         user_id=r["user_id"],
         images=json.loads(r["images"]),
         trace=steps_from_json(json.loads(r["trace"])) if r.get("trace") else None,
+        incomplete=bool(r["incomplete"]),
     )
 
 
@@ -136,9 +142,12 @@ def distilled_upto(home: Home, channel: Channel) -> int:
 
 
 def undistilled(home: Home, channel: Channel, *, limit: int | None = None) -> list[Message]:
-    """Messages not yet folded into memory, oldest first (at most `limit`, the oldest ones)."""
+    """Messages not yet folded into memory, oldest first (at most `limit`, the oldest ones).
+
+    A reply cut off mid-stream is not among them: only whole replies are distilled."""
     rows = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
+        "SELECT * FROM messages WHERE conversation_id = ? AND id > ? AND incomplete = 0 "
+        "ORDER BY id LIMIT ?",
         (channel.conversation_id, distilled_upto(home, channel), -1 if limit is None else limit),
     )
     return [_message(row) for row in rows]

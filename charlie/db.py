@@ -255,6 +255,12 @@ def m006_discord(db: sqlite3.Connection) -> None:
     )
 
 
+def m007_incomplete_replies(db: sqlite3.Connection) -> None:
+    """A reply the model's server cut off mid-stream is kept, marked incomplete, and is never
+    distilled (`chat.turn`)."""
+    run_script(db, "ALTER TABLE messages ADD COLUMN incomplete INTEGER NOT NULL DEFAULT 0;")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -262,6 +268,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m004_sessions,
     m005_distill_claim,
     m006_discord,
+    m007_incomplete_replies,
 ]
 
 

@@ -414,9 +414,12 @@ def distill(
         failed(exc)
         raise
     new_quotes, rejected = verify_quotes(output.quotes, window)
+    revision: memory.Revision | None = None
+    before: str | None = None
     try:
         with _storage(home, channel), memory.writing(home):
             memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
+            before = None if channel.private else memory.read_file_text(channel)
             base = memory.load(home, channel)
             written = memory.last_charlie_revision(home, channel)
             merged = _merge(
@@ -444,14 +447,34 @@ def distill(
         failed(exc)
         raise
     except DatabaseError as exc:
+        _put_back(channel, revision, before, exc)
         try:
             failed(exc)
         except sqlite3.Error as unrecorded:
             exc.add_note(f"The failed run could not be recorded either: {unrecorded}")
         raise
+    except BaseException as exc:
+        _put_back(channel, revision, before, exc)
+        raise
     return DistillResult(
         revision.id, revision.memory, window[0].id, window[-1].id, rejected, structured, attempts
     )
+
+
+def _put_back(
+    channel: Channel, revision: memory.Revision | None, before: str | None, exc: BaseException
+) -> None:
+    """memory.md as it was before a distillation that failed after writing it, so the
+    unrecorded text is never taken for the person's hand edit."""
+    if revision is None:
+        return
+    try:
+        memory.put_back(channel, revision.file_sha256, before)
+    except OSError as unrestored:
+        exc.add_note(
+            f"memory.md could not be put back as it was ({unrestored}); the next distillation "
+            "will take its text for a hand edit."
+        )
 
 
 @contextmanager

@@ -180,6 +180,7 @@ class LLMClient:
         response = self._send("POST", "/chat/completions", json=body, stream=True)
         result = Completion()
         calls: dict[int, dict[str, str]] = {}
+        done = False  # `data: [DONE]` came: with a finish_reason, how a whole stream ends
         try:
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" not in content_type:
@@ -190,6 +191,7 @@ class LLMClient:
                     continue
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    done = True
                     break
                 chunk = _loads(payload, self.base_url)
                 if chunk.get("usage"):
@@ -209,6 +211,11 @@ class LLMClient:
                         slot["args"] += arguments_text(function.get("arguments"))
                     if choice.get("finish_reason"):
                         result.finish_reason = choice["finish_reason"]
+            if not done and result.finish_reason is None:
+                raise LLMUnavailable(
+                    f"The server at {self.base_url} ended the stream before the reply was "
+                    "finished (no finish_reason, no [DONE]): it may have crashed or restarted."
+                )
         except httpx.TransportError as exc:
             raise LLMUnavailable(
                 f"The connection to {self.base_url} broke while the reply was streaming ({exc}). "

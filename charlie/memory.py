@@ -496,6 +496,21 @@ def undo(home: Home, channel: Channel, to: int | None = None) -> Revision:
         return save(home, channel, target.memory, f"undo:{target.id}")
 
 
+def put_back(channel: Channel, written_sha: str | None, before: str | None) -> None:
+    """Undo a write of memory.md whose revision was not recorded (the transaction failed
+    after the file was written): put back `before`, unless the file no longer holds what
+    was written (a hand edit since, which must stay). Raises `OSError` if it cannot."""
+    if channel.project is None or written_sha is None:
+        return
+    now_text = read_file_text(channel)
+    if now_text is None or sha256_text(now_text) != written_sha:
+        return
+    if before is None:
+        channel.project.memory_path.unlink()
+    else:
+        write_atomic(channel.project.memory_path, before)
+
+
 def ensure_file(home: Home, channel: Channel) -> None:
     """Give a shared project an (empty) memory.md to look at and edit."""
     if channel.project is not None and not channel.project.memory_path.exists():

@@ -79,6 +79,11 @@ class TextReply:
     text: str
     chunk_size: int = 4
     chunk_delay: float = 0.0  # seconds to pause between SSE chunks (streaming only)
+    # Streaming only: stop after this many content chunks, with no finish_reason and no
+    # [DONE], as a server that crashed mid-reply; `drop` also leaves the body unterminated
+    # (the connection just closes), else the chunked body ends cleanly.
+    cut_after: int | None = None
+    drop: bool = False
 
 
 @dataclass
@@ -338,9 +343,18 @@ class ScriptedLLMServer:
             self._queue.append(_Queued(response, self._pending_delay))
             self._pending_delay = 0.0
 
-    def reply(self, text: str, *, chunk_size: int = 4, chunk_delay: float = 0.0) -> None:
-        """Queue an assistant text reply (SSE chunks of ~chunk_size chars when streaming)."""
-        self._enqueue(TextReply(text, chunk_size, chunk_delay))
+    def reply(
+        self,
+        text: str,
+        *,
+        chunk_size: int = 4,
+        chunk_delay: float = 0.0,
+        cut_after: int | None = None,
+        drop: bool = False,
+    ) -> None:
+        """Queue an assistant text reply (SSE chunks of ~chunk_size chars when streaming);
+        `cut_after` N chunks, the stream stops unfinished (see `TextReply`)."""
+        self._enqueue(TextReply(text, chunk_size, chunk_delay, cut_after, drop))
 
     def tool_calls(
         self,
@@ -676,10 +690,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Connection", "close")
         self.end_headers()
+        cut = response.cut_after if isinstance(response, TextReply) else None
+        if cut is not None:
+            events = events[: 1 + cut]  # the role chunk, then `cut` content chunks
         for i, event in enumerate(events):
             if i and response.chunk_delay and double._stopping.wait(response.chunk_delay):
                 raise _Stopping  # server shutting down mid-stream: abandon the connection
             self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
+        if cut is not None:
+            if not (isinstance(response, TextReply) and response.drop):
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            return  # no finish_reason, no [DONE]; the connection closes
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")  # end of chunked body
         self.wfile.flush()

@@ -82,7 +82,8 @@ ROWS: dict[str, list[str]] = {
         "INSERT INTO usage_events VALUES (2, 1, 'tag', NULL, 'worktops', 0, '2026-01-04')",
     ],
     "m003_traces_and_suggestions": [
-        "INSERT INTO messages VALUES (3, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Oak.', '[]', "
+        MESSAGE.replace(") VALUES", ", trace) VALUES")
+        + "(3, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Oak.', '[]', "
         """'2026-01-05', '[{"type": "suggested", "categories": []}]')""",
         "INSERT INTO suggestions VALUES (1, 3, 1, 1, 'kitchen/oak', 'Oak', 'same words', "
         "'accepted', '2026-01-05', '2026-01-05')",
@@ -101,6 +102,10 @@ ROWS: dict[str, list[str]] = {
         "INSERT INTO discord_link_codes VALUES ('codehash', 2, '2026-01-09')",
         "INSERT INTO discord_bindings VALUES ('555', '777', 'kitchen', 1, '2026-01-08')",
         "INSERT INTO discord_suggestion_messages VALUES ('999', 1, 'accepted')",
+    ],
+    "m007_incomplete_replies": [
+        MESSAGE + "(4, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Oak is', '[]', '2026-01-10')",
+        "UPDATE messages SET incomplete = 1 WHERE id = 4",
     ],
 }
 
@@ -143,6 +148,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "images",
         "created_at",
         "trace",
+        "incomplete",
     ]
     assert columns(conn, "conversations")[-2:] == ["distill_claim", "distill_claimed_at"]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
