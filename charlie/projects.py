@@ -24,6 +24,7 @@ SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 CONFIG_FILE = "project.toml"
 MEMORY_FILE = "memory.md"
 DEFAULT_PROJECT = "general"
+PRIVATE = "private"  # the name of each person's private channel: never a project's
 
 
 class ProjectConfig(BaseModel):
@@ -63,6 +64,11 @@ def validate_slug(slug: str) -> str:
             f"{slug!r} is not a valid project name: use lower-case letters, digits and '-' "
             "(at most 64), starting and ending with a letter or digit, e.g. 'kitchen-reno'."
         )
+    if slug == PRIVATE:
+        raise InvalidName(
+            f"{PRIVATE!r} is reserved: it names each person's own private channel (`--private` "
+            "on the command line). Choose another name for the project."
+        )
     return slug
 
 
@@ -70,7 +76,7 @@ def slugify(name: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:64].strip("-")
     if not slug:
         raise InvalidName(f"Cannot make a project name from {name!r}: use some letters or digits.")
-    return slug
+    return validate_slug(slug)
 
 
 def project_dir(home: Home, slug: str) -> Path:
@@ -164,11 +170,32 @@ def update_project(home: Home, slug: str, **changes: Any) -> Project:
     return Project(project.id, slug, project.path, config)
 
 
-def list_projects(home: Home) -> list[Project]:
-    """Every project folder with a readable `project.toml`, by slug."""
-    projects = []
+@dataclass(frozen=True)
+class Problem:
+    """A project folder that was skipped, and why (to show the person, who fixes it)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+def scan_projects(home: Home) -> tuple[list[Project], list[Problem]]:
+    """Every project folder with a readable `project.toml`, by slug, and the folders that
+    could not be read (a broken project.toml, a reserved or invalid folder name)."""
+    found, problems = [], []
     for config_path in sorted(home.settings.projects_dir.glob(f"*/{CONFIG_FILE}")):
         slug = config_path.parent.name
-        if SLUG_RE.match(slug):
-            projects.append(get_project(home, slug))
-    return projects
+        if not SLUG_RE.match(slug):
+            continue  # not a project folder name: someone's own folder, left alone
+        try:
+            found.append(get_project(home, slug))
+        except CharlieError as exc:  # InvalidName for a reserved name, or a bad project.toml
+            problems.append(Problem(config_path.parent, str(exc)))
+    return found, problems
+
+
+def list_projects(home: Home) -> list[Project]:
+    """Every project that can be read, by slug (`scan_projects` also says which cannot)."""
+    return scan_projects(home)[0]

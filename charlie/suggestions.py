@@ -4,6 +4,10 @@ A suggestion says why it is offered. Accepting one pins the note into the conver
 context for the next turns and counts as engagement in the usage model; dismissing one
 counts against it. Both are the person's own: nobody can decide another person's
 suggestion.
+
+Pins are bounded: at most `MAX_PINS` per conversation (accepting another says to unpin one
+first), and at most `PINNED_CHARS` characters of them in a prompt (`PIN_CHARS` of each).
+`unpin` takes a note out again.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 from charlie import notes, projects, usage
 from charlie.conversations import Channel
 from charlie.db import now
-from charlie.errors import NotFound
+from charlie.errors import CharlieError, Conflict, NotFound
 from charlie.home import Home
 from charlie.search import Searcher
 from charlie.tools import escape, fence
@@ -22,6 +26,9 @@ from charlie.users import User
 MAX_SUGGESTIONS = 3
 MIN_SCORE = 0.35  # a weaker match is not worth interrupting the person for
 PIN_CHARS = 3000  # of each pinned note, in the context
+PINNED_CHARS = 6000  # of all pinned notes together, in the context
+MAX_PINS = 5  # per conversation
+MAX_ID = 2**63 - 1  # SQLite's largest integer
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,8 @@ def offer(
 
 
 def _own(home: Home, user: User, suggestion_id: int) -> tuple[str, int, bool]:
+    if not 0 < suggestion_id <= MAX_ID:
+        raise NotFound(f"There is no suggestion {suggestion_id} for {user.name}.")
     row = home.db.execute(
         "SELECT s.note, s.conversation_id, c.private FROM suggestions s "
         "JOIN conversations c ON c.id = s.conversation_id WHERE s.id = ? AND s.user_id = ?",
@@ -84,6 +93,17 @@ def _own(home: Home, user: User, suggestion_id: int) -> tuple[str, int, bool]:
 def accept(home: Home, user: User, suggestion_id: int) -> str:
     """Pin the suggested note into its conversation's context; return the note's key."""
     note, conversation_id, private = _own(home, user, suggestion_id)
+    pinned = [
+        str(row[0])
+        for row in home.db.execute(
+            "SELECT note FROM pins WHERE conversation_id = ? ORDER BY pinned_at", (conversation_id,)
+        )
+    ]
+    if note not in pinned and len(pinned) >= MAX_PINS:
+        raise Conflict(
+            f"{MAX_PINS} notes are pinned into this conversation already ({', '.join(pinned)}); "
+            f"unpin one first, then accept {note}."
+        )
     home.db.execute(
         "UPDATE suggestions SET status = 'accepted', decided_at = ? WHERE id = ?",
         (now(), suggestion_id),
@@ -117,23 +137,33 @@ def pins(home: Home, channel: Channel) -> list[tuple[str, str]]:
 
 
 def unpin(home: Home, channel: Channel, note: str) -> None:
-    home.db.execute(
+    """Take `note` out of the conversation's context; `NotFound` if it was not pinned."""
+    cursor = home.db.execute(
         "DELETE FROM pins WHERE conversation_id = ? AND note = ?", (channel.conversation_id, note)
     )
+    if cursor.rowcount == 0:
+        pinned = ", ".join(key for key, _ in pins(home, channel)) or "none"
+        raise NotFound(f"{note} is not pinned into {channel.label} (pinned: {pinned}).")
 
 
 def pinned_text(home: Home, channel: Channel) -> str:
-    """The pinned notes, delimited as data, for the system prompt ("" when none)."""
+    """The pinned notes, delimited as data, for the system prompt ("" when none): each cut
+    to `PIN_CHARS`, all together to `PINNED_CHARS`."""
     parts = []
+    budget = PINNED_CHARS
     for key, _ in pins(home, channel):
         slug, _, name = key.partition("/")
         try:
             note = notes.get_note(projects.get_project(home, slug), name)
-        except (NotFound, notes.NoteFormatError) as exc:
+        except CharlieError as exc:  # gone, unreadable, or its project is
             parts.append(
                 fence("note", escape(f"(cannot be read now: {exc})"), id=key, pinned="yes")
             )
             continue
-        body = note.body[:PIN_CHARS]
+        if budget <= 0:
+            parts.append(fence("note", "(left out: the pinned notes are long)", id=key))
+            continue
+        body = note.body[: min(PIN_CHARS, budget)]
+        budget -= len(body)
         parts.append(fence("note", escape(body), id=key, title=note.title, pinned="yes"))
     return "\n".join(parts)

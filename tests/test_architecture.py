@@ -56,3 +56,19 @@ def test_voice_is_used_only_by_front_ends_and_loads_its_libraries_lazily() -> No
             elif isinstance(node, ast.ImportFrom) and node.module:
                 top_level.add(node.module.split(".")[0])
         assert not top_level & VOICE_LIBRARIES, f"{path} imports {top_level & VOICE_LIBRARIES}"
+
+
+def test_no_web_router_imports_the_app() -> None:
+    """Routers take their dependencies from `web/deps.py`; only the app (and `charlie serve`,
+    which builds it) import `app.py`, so the web adapter has no import cycle."""
+    web = PACKAGE / "adapters" / "web"
+    routers = [p for p in web.glob("*.py") if "APIRouter(" in p.read_text()]
+    assert {p.name for p in routers} >= {"api.py", "voice.py"}
+    for path in web.glob("*.py"):
+        if path.name in {"app.py", "cli.py"}:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "charlie.adapters.web":
+                assert "app" not in {a.name for a in node.names}, f"{path} imports the app"
+        assert "charlie.adapters.web.app" not in imports(path), f"{path} imports the app"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer, TextReply, ToolCallsReply
 
-from charlie import chat, memory, notes, suggestions
+from charlie import chat, memory, notes, suggestions, trace
 from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
 from charlie.llm import LLMClient
@@ -80,7 +80,7 @@ def garden(home: Home) -> Project:
 
 
 def trace_of(events: list[Any]) -> list[dict[str, Any]]:
-    return [e.event for e in events if isinstance(e, chat.TraceEvent)]
+    return [trace.to_json(e.step) for e in events if isinstance(e, chat.TraceEvent)]
 
 
 def calls_named(events: list[Any], name: str) -> list[dict[str, Any]]:

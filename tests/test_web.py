@@ -217,7 +217,7 @@ def test_notes_search_and_usage(alice: TestClient, app_home: Home) -> None:
 
 
 def test_projects_and_settings(alice: TestClient) -> None:
-    assert [p["slug"] for p in alice.get("/api/projects").json()] == ["auth"]
+    assert [p["slug"] for p in alice.get("/api/projects").json()["projects"]] == ["auth"]
     changed = alice.patch(
         "/api/projects/auth",
         json={"style": "Brief.", "distill_every": 3, "write_tools": ["record_decision"]},

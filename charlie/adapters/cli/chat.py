@@ -25,8 +25,8 @@ from charlie.llm import LLMClient
 from charlie.users import User
 
 HELP_TEXT = """Commands: /memory shows the memory, /distill folds the conversation into memory now,
-/accept N and /dismiss N answer a suggested note, /pins lists pinned notes,
-/quit leaves (so does Ctrl-D). Anything else is sent to Charlie."""
+/accept N and /dismiss N answer a suggested note, /pins lists pinned notes, /unpin NOTE
+takes one out, /quit leaves (so does Ctrl-D). Anything else is sent to Charlie."""
 
 
 def trace_line(step: trace.Step) -> str | None:
@@ -177,6 +177,15 @@ def _interactive(
         if command == "/pins":
             for key, when in suggestions.pins(home, channel):
                 click.echo(f"{key}\t(pinned {when[:10]})")
+            continue
+        if command.startswith("/unpin "):
+            key = text.strip().removeprefix("/unpin ").strip()
+            try:
+                suggestions.unpin(home, channel, key)
+            except CharlieError as exc:
+                click.echo(f"Error: {exc}", err=True)
+                continue
+            click.echo(f"Unpinned {key}.")
             continue
         decided = re.fullmatch(r"/(accept|dismiss)\s+(\d+)", command)
         if decided:

@@ -20,12 +20,14 @@ def projects(ctx: click.Context) -> None:
 def list_command() -> None:
     """List every project: slug, cadence and display name."""
     with opened_home() as home:
-        found = core.list_projects(home)
-        if not found:
+        found, problems = core.scan_projects(home)
+        if not found and not problems:
             click.echo("No projects yet. Create one with `charlie projects create NAME`.")
         for project in found:
             config = project.config
             click.echo(f"{project.slug}\tevery {config.distill_every}\t{config.name}")
+        for problem in problems:
+            click.echo(f"Skipped {problem}", err=True)
 
 
 @projects.command("create")

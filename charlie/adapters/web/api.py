@@ -29,16 +29,17 @@ from charlie import (
     trace,
     usage,
 )
-from charlie.adapters.web.app import (
+from charlie.adapters.web.deps import (
     CSRF_COOKIE,
     DEVICE_COOKIE,
     SESSION_COOKIE,
     HomeDep,
     SessionDep,
     sse,
+    stream,
 )
 from charlie.conversations import Channel, private_channel, recent, shared_channel
-from charlie.errors import CharlieError, InvalidName, LLMError, MemoryFormatError
+from charlie.errors import CharlieError, InvalidName, MemoryFormatError
 from charlie.home import Home
 from charlie.index import Index
 from charlie.memory import Memory
@@ -46,7 +47,7 @@ from charlie.search import mark_stale, searcher_for
 from charlie.users import User
 
 router = APIRouter()
-PRIVATE = "private"
+PRIVATE = projects.PRIVATE
 MAX_IMAGES = 4
 
 
@@ -58,6 +59,13 @@ def channel_for(home: Home, name: str, user: User) -> Channel:
     if name == PRIVATE:
         return private_channel(home, user)
     return shared_channel(home, projects.get_project(home, name))
+
+
+def note_name(name: str) -> str:
+    """A note name from a URL: 400 for one no file can have (a NUL or control character)."""
+    if any(ord(c) < 32 for c in name):
+        raise InvalidName(f"{name!r} is not a note name: it holds a control character.")
+    return name
 
 
 def memory_json(layers: Memory) -> dict[str, Any]:
@@ -222,8 +230,12 @@ class ProjectChanges(BaseModel):
 
 
 @router.get("/projects")
-def list_projects(session: SessionDep, home: HomeDep) -> list[dict[str, Any]]:
-    return [project_json(p) for p in projects.list_projects(home)]
+def list_projects(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found, problems = projects.scan_projects(home)
+    return {
+        "projects": [project_json(p) for p in found],
+        "problems": [{"path": str(p.path), "reason": p.reason} for p in problems],
+    }
 
 
 @router.post("/projects", status_code=201)
@@ -231,6 +243,7 @@ def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> dict
     made = projects.create_project(
         home, body.name, style=body.style, distill_every=body.distill_every
     )
+    memory.ensure_file(home, shared_channel(home, made))  # a memory.md to look at and edit
     return project_json(made)
 
 
@@ -298,13 +311,7 @@ def chat_stream(
     channel_for(home, channel, session.user)  # refuse a bad channel before streaming
     if not body.text.strip() and not body.images:
         raise CharlieError("The message is empty: type something to send.")
-    settings, shared, llm = (
-        request.app.state.settings,
-        request.app.state.shared,
-        request.app.state.llm,
-    )
-    user = session.user
-
+    llm, user = request.app.state.llm, session.user
     folder = tempfile.TemporaryDirectory(prefix="charlie-upload-")
     try:
         images = _save_images(body.images, Path(folder.name))  # refuse bad images up front
@@ -312,24 +319,12 @@ def chat_stream(
         folder.cleanup()
         raise
 
-    def events() -> Iterator[str]:
-        own = Home.open(settings, shared=shared)  # the request's home closes before streaming
-        try:
-            target = channel_for(own, channel, user)
-            for event in chat.turn(own, llm, target, user, body.text, images):
-                yield event_sse(event)
-        except (LLMError, CharlieError) as exc:
-            yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
-        finally:
-            own.close()
-            folder.cleanup()
-        yield sse("done", {})
+    def answer(own: Home) -> Iterator[str]:
+        target = channel_for(own, channel, user)
+        for event in chat.turn(own, llm, target, user, body.text, images):
+            yield event_sse(event)
 
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return stream(request, user, answer, cleanup=folder.cleanup)
 
 
 def event_sse(event: chat.Event) -> str:
@@ -365,8 +360,7 @@ class UndoBody(BaseModel):
 
 @router.get("/channels/{channel}/memory")
 def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
-    found = channel_for(home, channel, session.user)
-    memory.ensure_file(home, found)
+    found = channel_for(home, channel, session.user)  # GET: reads, never writes
     markdown = memory.read_file_text(found) if found.project else None
     try:
         layers = memory.load(home, found)
@@ -380,6 +374,7 @@ def put_memory(
     channel: str, body: MemoryBody, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
     found = channel_for(home, channel, session.user)
+    memory.ensure_file(home, found)  # the empty first revision, so this edit can be undone
     current = memory.load(home, found)  # a memory.md that cannot be read is fixed by hand first
     quotes = [(q.get("speaker", ""), q.get("text", "")) for q in body.quotes]
     edited = memory.from_person(body.summary, body.decisions, quotes, current)
@@ -455,7 +450,7 @@ def list_notes(session: SessionDep, home: HomeDep, project: str) -> dict[str, An
 
 @router.get("/notes/{project}/{name:path}")
 def get_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
-    note = notes.get_note(projects.get_project(home, project), name)
+    note = notes.get_note(projects.get_project(home, project), note_name(name))
     usage.record(home.db, session.user.id, "view", note=note.key)
     return note_json(note, full=True)
 
@@ -474,7 +469,7 @@ def update_note(
     project: str, name: str, body: NoteChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
     changed = notes.update_note(
-        projects.get_project(home, project), name, body=body.body, title=body.title
+        projects.get_project(home, project), note_name(name), body=body.body, title=body.title
     )
     mark_stale(home)
     return note_json(changed, full=True)
@@ -484,7 +479,9 @@ def update_note(
 def tag_note(
     project: str, name: str, body: TagChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
-    changed = notes.tag_note(projects.get_project(home, project), name, body.add, body.remove)
+    changed = notes.tag_note(
+        projects.get_project(home, project), note_name(name), body.add, body.remove
+    )
     mark_stale(home)
     for tag in body.add:
         usage.record(home.db, session.user.id, "tag", tag=tag, note=changed.key)
@@ -542,6 +539,19 @@ def accept(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, 
 @router.post("/suggestions/{suggestion_id}/dismiss")
 def dismiss(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
     return {"note": suggestions.dismiss(home, session.user, suggestion_id)}
+
+
+@router.get("/channels/{channel}/pins")
+def list_pins(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str, str]]:
+    found = channel_for(home, channel, session.user)
+    return [{"note": key, "pinned_at": when} for key, when in suggestions.pins(home, found)]
+
+
+@router.delete("/channels/{channel}/pins/{note:path}")
+def unpin(channel: str, note: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found = channel_for(home, channel, session.user)
+    suggestions.unpin(home, found, note)
+    return {"ok": True, "pins": [key for key, _ in suggestions.pins(home, found)]}
 
 
 class UsageEvent(BaseModel):

@@ -7,70 +7,40 @@ live in one cache shared by all requests.
 
 from __future__ import annotations
 
-import json
 import mimetypes
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from charlie import __version__, sessions
+from charlie import __version__
+from charlie.adapters.web import api, voice
+from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
-from charlie.errors import (
-    CharlieError,
-    Conflict,
-    InvalidName,
-    LLMError,
-    LLMUnavailable,
-    NotFound,
-    PrivacyError,
-    SettingsError,
-    VoiceUnavailable,
-)
-from charlie.home import Home
+from charlie.errors import CharlieError
 from charlie.llm import LLMClient
 from charlie.voice.turn import Voice
 
 STATIC = Path(__file__).parent / "static"
 mimetypes.add_type("text/javascript", ".js")  # some systems map .js to text/plain
 mimetypes.add_type("application/manifest+json", ".webmanifest")
-SESSION_COOKIE = "charlie_session"
-CSRF_COOKIE = "charlie_csrf"
-DEVICE_COOKIE = "charlie_device"  # a browser that signed in before (see charlie.sessions)
-CSRF_HEADER = "x-csrf-token"
 MAX_BODY = 16 * 1024 * 1024  # images travel as data URLs
-UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
-
-STATUS: list[tuple[type[Exception], int]] = [
-    (NotFound, 404),
-    (Conflict, 409),
-    (InvalidName, 400),
-    (PrivacyError, 403),
-    (sessions.TooManyAttempts, 429),
-    (LLMUnavailable, 503),
-    (VoiceUnavailable, 503),
-    (LLMError, 502),
-    (SettingsError, 500),
-    (CharlieError, 400),
-]
-
-
-def status_of(exc: Exception) -> int:
-    return next(code for kind, code in STATUS if isinstance(exc, kind))
-
-
-def problem(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": message, "kind": kind}, status_code=status)
 
 
 class BodyLimit:
-    """Refuses request bodies over `limit` bytes with 413, declared or streamed."""
+    """Refuses request bodies over `limit` bytes with 413, declared or streamed.
+
+    A body declared too large is refused before the app runs. A streamed (chunked) one is
+    counted as it arrives: past the limit, 413 is sent at once and the app is told the client
+    went away, so whatever it does next (a 400 for an unreadable body) never reaches the wire.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -84,54 +54,35 @@ class BodyLimit:
             await self._refuse(scope, receive, send)
             return
         seen = 0
+        refused = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge
+                refused = True
+                await self._refuse(scope, receive, send)
+                return {"type": "http.disconnect"}
             return message
 
+        async def unless_refused(message: Message) -> None:
+            if not refused:
+                await send(message)
+
         try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await self._refuse(scope, receive, send)
+            await self.app(scope, counted, unless_refused)
+        except ClientDisconnect:
+            if not refused:
+                raise  # a real disconnect is the server's to log
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = problem(
             413, f"The request is larger than {self.limit // (1024 * 1024)} MB.", "TooLarge"
         )
         await response(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def open_home(request: Request) -> Iterator[Home]:
-    home = Home.open(request.app.state.settings, shared=request.app.state.shared)
-    try:
-        yield home
-    finally:
-        home.close()
-
-
-HomeDep = Annotated[Home, Depends(open_home)]
-
-
-def current_session(request: Request, home: HomeDep) -> sessions.Session:
-    """The signed-in session; 401 without one, 403 for a state change without CSRF proof."""
-    token = request.cookies.get(SESSION_COOKIE)
-    session = sessions.lookup(home.db, token) if token else None
-    if session is None:
-        raise HTTPException(401, "Sign in first.")
-    if request.method in UNSAFE and request.headers.get(CSRF_HEADER) != session.csrf:
-        raise HTTPException(403, "Missing or wrong X-CSRF-Token header; reload the page.")
-    return session
-
-
-SessionDep = Annotated[sessions.Session, Depends(current_session)]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -154,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.shared = {}
     app.state.llm = LLMClient.from_settings(settings)
     app.state.voice = Voice(settings)  # loads its models on first use
+    app.state.streams = StreamSlots()  # answers streaming now, per person
 
     @app.exception_handler(CharlieError)
     async def charlie_error(request: Request, exc: CharlieError) -> JSONResponse:
@@ -176,8 +128,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             message = f"Bad request: {where or 'body'}: {first.get('msg', 'invalid')}."
         return problem(400, message, "BadRequest")
 
-    from charlie.adapters.web import api, voice
-
     app.include_router(api.router, prefix="/api")
     app.include_router(voice.router, prefix="/api")
 
@@ -194,7 +144,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.mount("/", StaticFiles(directory=STATIC, html=True), name="pwa")
     app.add_middleware(BodyLimit, limit=MAX_BODY)
     return app
-
-
-def sse(event: str, data: Any) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"

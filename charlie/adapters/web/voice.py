@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 
 from charlie import chat, sessions
 from charlie.adapters.web.api import channel_for, event_sse
-from charlie.adapters.web.app import SESSION_COOKIE, HomeDep, SessionDep, sse
-from charlie.errors import CharlieError, LLMError
+from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, sse, stream
+from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.voice import audio as audio_io
 from charlie.voice import turn as voice_turn
@@ -107,34 +107,17 @@ async def voice_chat(
     `Content-Type: audio/L16`). Answers a stream of events like the text chat, plus `heard`,
     `spoken` and `audio` (one per sentence, base64 WAV)."""
     channel_for(home, channel, session.user)  # refuse a bad channel before any work
-    voice, settings, shared, llm = (
-        _voice(request),
-        request.app.state.settings,
-        request.app.state.shared,
-        request.app.state.llm,
-    )
+    voice, llm = _voice(request), request.app.state.llm
     recording = await _recording(request)
     heard = await run_in_threadpool(voice.hear, recording)  # no speech → 400 before streaming
     user = session.user
 
-    def events() -> Iterator[str]:
-        yield sse("heard", heard_json(heard))
-        own = Home.open(settings, shared=shared)
-        try:
-            target = channel_for(own, channel, user)
-            for event in voice_turn.answer(own, llm, target, user, heard, voice):
-                yield _voice_event(event)
-        except (LLMError, CharlieError) as exc:
-            yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
-        finally:
-            own.close()
-        yield sse("done", {})
+    def answer(own: Home) -> Iterator[str]:
+        target = channel_for(own, channel, user)
+        for event in voice_turn.answer(own, llm, target, user, heard, voice):
+            yield _voice_event(event)
 
-    return StreamingResponse(
-        events(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return stream(request, user, answer, first=[sse("heard", heard_json(heard))])
 
 
 def _voice_event(event: chat.Event | voice_turn.VoiceEvent) -> str:

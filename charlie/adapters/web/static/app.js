@@ -165,7 +165,11 @@ function fillChannels() {
 }
 
 async function loadProjects() {
-  app.projects = await get('/api/projects');
+  const listed = await get('/api/projects');
+  app.projects = listed.projects;
+  for (const problem of listed.problems) {
+    toast(`A project was skipped: ${problem.path}: ${problem.reason}`, 'error');
+  }
   app.projects.sort((a, b) => a.name.localeCompare(b.name));
   fillChannels();
 }

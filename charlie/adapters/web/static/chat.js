@@ -2,7 +2,7 @@
 // tool trace, notices, errors and suggested notes. Typed and spoken turns (voice.js) share
 // the same reply rendering.
 
-import { ApiError, chatStream, enc, get, post, voiceStream } from './api.js';
+import { ApiError, api, chatStream, enc, get, post, voiceStream } from './api.js';
 import { $, clear, h, toast, when } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { traceBlock } from './trace.js';
@@ -258,19 +258,46 @@ export function createChat(app) {
     const listEl = h('ul', { class: 'suggestion-list' });
     for (const suggestion of items) {
       const row = h('li', { class: 'suggestion', dataset: { id: suggestion.id } });
+      const pinnedIn = channel;
+      const unpin = async (button) => {
+        button.disabled = true;
+        try {
+          await api('DELETE', `/api/channels/${enc(pinnedIn)}/pins/${suggestion.note}`);
+          row.replaceChildren(
+            h('p', { class: 'decided decided-dismiss' }, `Unpinned “${suggestion.title}”.`),
+          );
+        } catch (error) {
+          button.disabled = false;
+          app.reportError(error, 'That note could not be unpinned');
+        }
+      };
       const decide = async (action) => {
         for (const button of row.querySelectorAll('button')) button.disabled = true;
         try {
           await post(`/api/suggestions/${enc(suggestion.id)}/${action}`);
-          row.replaceChildren(
-            h(
-              'p',
-              { class: `decided decided-${action}` },
-              action === 'accept'
-                ? `Pinned “${suggestion.title}”: Charlie will keep it in mind for the next answers.`
-                : `Dismissed “${suggestion.title}”.`,
-            ),
-          );
+          if (action === 'accept') {
+            const unpinButton = h(
+              'button',
+              {
+                type: 'button',
+                class: 'button-small button-quiet',
+                onclick: () => unpin(unpinButton),
+              },
+              'Unpin',
+            );
+            row.replaceChildren(
+              h(
+                'p',
+                { class: 'decided decided-accept' },
+                `Pinned “${suggestion.title}”: Charlie will keep it in mind for the next answers. `,
+                unpinButton,
+              ),
+            );
+          } else {
+            row.replaceChildren(
+              h('p', { class: 'decided decided-dismiss' }, `Dismissed “${suggestion.title}”.`),
+            );
+          }
         } catch (error) {
           for (const button of row.querySelectorAll('button')) button.disabled = false;
           app.reportError(error, 'That suggestion could not be saved');

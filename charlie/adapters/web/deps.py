@@ -1,0 +1,188 @@
+"""What the web routers depend on: the data home and the session per request, the error →
+status mapping, and the one way a route streams server-sent events.
+
+Routers (`api.py`, `voice.py`) import this module, never `app.py`; `app.py` imports the
+routers. So the web adapter has no import cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from charlie import sessions
+from charlie.errors import (
+    CharlieError,
+    Conflict,
+    InvalidName,
+    LLMError,
+    LLMUnavailable,
+    NotFound,
+    PrivacyError,
+    SettingsError,
+    VoiceUnavailable,
+)
+from charlie.home import Home
+from charlie.users import User
+
+SESSION_COOKIE = "charlie_session"
+CSRF_COOKIE = "charlie_csrf"
+DEVICE_COOKIE = "charlie_device"  # a browser that signed in before (see charlie.sessions)
+CSRF_HEADER = "x-csrf-token"
+UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+STREAMS_PER_PERSON = 3  # chat and voice answers streaming at once, per person
+
+
+class TooManyStreams(CharlieError):
+    """A person already has as many answers streaming as one person may."""
+
+
+STATUS: list[tuple[type[Exception], int]] = [
+    (NotFound, 404),
+    (Conflict, 409),
+    (InvalidName, 400),
+    (PrivacyError, 403),
+    (sessions.TooManyAttempts, 429),
+    (TooManyStreams, 429),
+    (LLMUnavailable, 503),
+    (VoiceUnavailable, 503),
+    (LLMError, 502),
+    (SettingsError, 500),
+    (CharlieError, 400),
+]
+
+
+def status_of(exc: Exception) -> int:
+    return next(code for kind, code in STATUS if isinstance(exc, kind))
+
+
+def problem(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": message, "kind": kind}, status_code=status)
+
+
+def sse(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
+
+
+# ---------------------------------------------------------------- per request
+
+
+def open_home(request: Request) -> Iterator[Home]:
+    home = Home.open(request.app.state.settings, shared=request.app.state.shared)
+    try:
+        yield home
+    finally:
+        home.close()
+
+
+HomeDep = Annotated[Home, Depends(open_home)]
+
+
+def current_session(request: Request, home: HomeDep) -> sessions.Session:
+    """The signed-in session; 401 without one, 403 for a state change without CSRF proof."""
+    token = request.cookies.get(SESSION_COOKIE)
+    session = sessions.lookup(home.db, token) if token else None
+    if session is None:
+        raise HTTPException(401, "Sign in first.")
+    if request.method in UNSAFE and request.headers.get(CSRF_HEADER) != session.csrf:
+        raise HTTPException(403, "Missing or wrong X-CSRF-Token header; reload the page.")
+    return session
+
+
+SessionDep = Annotated[sessions.Session, Depends(current_session)]
+
+
+# ---------------------------------------------------------------- streaming
+
+
+class StreamSlots:
+    """How many answers each person has streaming; at most `limit` each, so one person's
+    slow answers cannot take every worker thread from everyone else."""
+
+    def __init__(self, limit: int = STREAMS_PER_PERSON) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open: dict[int, int] = {}
+
+    def take(self, user: User) -> Callable[[], None]:
+        """A slot for `user`, or `TooManyStreams`; returns the (idempotent) release."""
+        with self._lock:
+            if self._open.get(user.id, 0) >= self.limit:
+                raise TooManyStreams(
+                    f"{user.name} already has {self.limit} answers on their way; wait for one "
+                    "to finish (or stop it), then send again."
+                )
+            self._open[user.id] = self._open.get(user.id, 0) + 1
+        released = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if released.is_set():
+                    return
+                released.set()
+                self._open[user.id] -= 1
+                if not self._open[user.id]:
+                    del self._open[user.id]
+
+        return release
+
+    def open_for(self, user: User) -> int:
+        with self._lock:
+            return self._open.get(user.id, 0)
+
+
+def stream(
+    request: Request,
+    user: User,
+    produce: Callable[[Home], Iterable[str]],
+    *,
+    first: Iterable[str] = (),
+    cleanup: Callable[[], None] | None = None,
+) -> StreamingResponse:
+    """Server-sent events: `first`, then whatever `produce` yields on a data home of its own
+    (the request's closes before the stream starts), then `done`. A `CharlieError` becomes an
+    `error` event. Each person may have `STREAMS_PER_PERSON` streams at once (429 beyond)."""
+    slots: StreamSlots = request.app.state.streams
+    try:
+        release = slots.take(user)
+    except TooManyStreams:
+        if cleanup is not None:
+            cleanup()
+        raise
+    settings, shared = request.app.state.settings, request.app.state.shared
+    finished = threading.Event()
+
+    def finish() -> None:
+        if not finished.is_set():
+            finished.set()
+            release()
+            if cleanup is not None:
+                cleanup()
+
+    def events() -> Iterator[str]:
+        try:
+            yield from first
+            own = Home.open(settings, shared=shared)
+            try:
+                yield from produce(own)
+            except CharlieError as exc:  # LLMError included
+                yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
+            finally:
+                own.close()
+            yield sse("done", {})
+        finally:
+            finish()
+
+    body = events()
+    weakref.finalize(body, finish)  # a stream that never started still gives its slot back
+    return StreamingResponse(
+        body,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
