@@ -141,6 +141,19 @@ def _code(exc: sqlite3.Error) -> int | None:
     return None if code is None else code & 0xFF
 
 
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction: committed when the block ends, rolled back if it raises."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.in_transaction:  # SQLite may have rolled back already (a damaged page)
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 def _is_damage(exc: sqlite3.Error) -> bool:
     """Whether `exc` says the file is damaged; SQLITE_ERROR ("no such table", "vtable
     constructor failed") only counts when the probes fail too (see `_problem`)."""
@@ -187,17 +200,12 @@ def _connect(path: Path) -> _Connection:
 
 def _create(db: sqlite3.Connection) -> None:
     """Create the tables of a new (or emptied) index file."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with _transaction(db):
         run_script(db, SCHEMA)
         db.execute(
             "INSERT INTO index_state VALUES ('version', ?) ON CONFLICT(key) DO NOTHING",
             (INDEX_VERSION,),
         )
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def open_index_file(path: Path, *, locked: bool = False) -> _Connection:
@@ -296,8 +304,7 @@ def _carry_over(db: sqlite3.Connection, legacy: Path) -> str | None:
         return None  # another process has already built or carried over the index
     db.execute("ATTACH DATABASE ? AS legacy", (str(legacy),))
     try:
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(db):
             version = db.execute(
                 "SELECT value FROM legacy.index_state WHERE key = 'version'"
             ).fetchone()
@@ -315,17 +322,8 @@ def _carry_over(db: sqlite3.Connection, legacy: Path) -> str | None:
                 "INSERT OR REPLACE INTO main.index_state SELECT key, value FROM "
                 "legacy.index_state WHERE key = 'embedder'"
             )
-        except (sqlite3.DatabaseError, _Skipped) as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            return (
-                f"the index an older Charlie left in charlie.db could not be carried over ({exc})"
-            )
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    except (sqlite3.DatabaseError, _Skipped) as exc:
+        return f"the index an older Charlie left in charlie.db could not be carried over ({exc})"
     finally:
         db.execute("DETACH DATABASE legacy")
     return None
@@ -365,19 +363,6 @@ def drop_legacy(db: sqlite3.Connection) -> str | None:
         "were removed from charlie.db, their space left unused until `sqlite3 charlie.db "
         "VACUUM`"
     )
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A write transaction: committed when the block ends, rolled back if it raises."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        if db.in_transaction:  # SQLite may have rolled back already (a damaged page)
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def status(home: Home) -> dict[str, Any]:
