@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, assert_never
 
+from charlie.llm import preview
 from charlie.trace import Called, Loaded, Preloaded, Step, Stopped
 
 LIMIT = 2000  # characters in one Discord message
@@ -178,10 +179,8 @@ _VERBS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def _quoted(value: Any, size: int = 60) -> str:
-    text = " ".join(str(value).split())
-    text = text if len(text) <= size else text[: size - 1] + "…"
-    return f"'{text}'"
+def _quoted(value: Any) -> str:
+    return f"'{preview(str(value), 60)}'"
 
 
 def trace_line(step: Step) -> str | None:
@@ -209,8 +208,7 @@ def _call_line(step: Called) -> str:
         action = verb.format("").strip()
     else:
         action = verb
-    summary = step.summary.strip()
-    summary = summary if len(summary) <= 80 else summary[:79] + "…"
+    summary = preview(step.summary, 80)
     mark = "" if step.ok else "✗ "
     return f"{mark}{action} → {summary}" if summary else f"{mark}{action}"
 
