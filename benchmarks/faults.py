@@ -513,7 +513,7 @@ def index_zeroed(tmp: Path, model: Model, rounds: int) -> Outcome:
             app.start()
             alice = app.client("alice")
             search = alice.get("/api/search", params={"q": "plumber"})
-            hits = search.json().get("hits", []) if search.status_code == 200 else []
+            hits = search.json().get("results", []) if search.status_code == 200 else []
             health = alice.get("/api/health")
             model.script.append(ToolCallsReply([("search_notes", {"query": "plumber Tuesday"})]))
             model.script.append(TextReply("The plumber comes on Tuesday."))
@@ -534,7 +534,7 @@ def index_zeroed(tmp: Path, model: Model, rounds: int) -> Outcome:
                 and reply_kept
                 and reindex.returncode == 0
                 and after.status_code == 200
-                and bool(after.json().get("hits"))
+                and bool(after.json().get("results"))
             )
             out.errors += sum(
                 r != 200 for r in (search.status_code, health.status_code, after.status_code)

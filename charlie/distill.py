@@ -494,6 +494,7 @@ def _storage(home: Home, channel: Channel) -> Iterator[None]:
 
 def _not_distilled(exc: DatabaseError, channel: Channel) -> DatabaseError:
     return type(exc)(
-        f"The memory of {channel.label} was not updated: {exc} Your messages are kept; "
-        "once that is fixed, send /distill (or run `charlie distill`) to fold them in."
+        f"The memory of {channel.label} was not updated: {exc} Your messages are kept: once "
+        "that is fixed they are folded in after your next message, or at once with /distill "
+        "(`charlie distill`)."
     )

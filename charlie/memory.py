@@ -417,17 +417,24 @@ def sync_hand_edits(home: Home, channel: Channel) -> Revision | None:
     Raises `MemoryFormatError` when the edited file cannot be read as memory: the file is
     left exactly as the person wrote it.
     """
-    if channel.private:
+    if channel.private or not _edited(home, channel):
         return None
-    with writing(home):
-        text = read_file_text(channel)
-        last = last_revision(home, channel)
-        if text is None or (last is not None and last.file_sha256 == sha256_text(text)):
+    with writing(home):  # check again under the lock: another process may have recorded it
+        if not _edited(home, channel):
             return None
+        text = read_file_text(channel)
+        assert text is not None
         memory = parse(text)
-        if last is None and memory.is_empty():
+        if last_revision(home, channel) is None and memory.is_empty():
             return None
         return _add_revision(home, channel, memory, "hand_edit", sha256_text(text))
+
+
+def _edited(home: Home, channel: Channel) -> bool:
+    """Whether memory.md differs from what its last revision recorded."""
+    text = read_file_text(channel)
+    last = last_revision(home, channel)
+    return text is not None and (last is None or last.file_sha256 != sha256_text(text))
 
 
 def load(home: Home, channel: Channel) -> Memory:

@@ -198,7 +198,7 @@ def test_a_full_disk_mid_distillation_ends_the_stream_with_an_error_and_loses_no
     assert error["kind"] == "DiskFull"
     assert error["error"].startswith("The memory of project kitchen was not updated: The disk")
     assert "is full" in error["error"] and "free some space" in error["error"]
-    assert "send /distill" in error["error"]
+    assert "folded in after your next message, or at once with /distill" in error["error"]
 
     assert distill.claim(home, channel) is not None, "the claim was released"
     home.db.execute("UPDATE conversations SET distill_claim = NULL")
