@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -269,3 +271,29 @@ def test_damage_found_in_the_middle_of_a_search_is_rebuilt_and_answered(
     assert index.stats()["notes"] == len(HOUSE_NOTES) + 12
     rebuilt = index.db.execute("SELECT value FROM index_state WHERE key = 'rebuilt'").fetchone()
     assert "the index was damaged" in rebuilt[0]
+
+
+def test_processes_healing_one_damaged_index_at_once_all_answer(
+    house: Home, embedder: LocalEmbedder
+) -> None:
+    """Real processes (as the web server, the Discord bot and the CLI would be), started
+    together on a damaged index: each answers, and one sound index is left."""
+    Index(house, embedder).refresh()
+    house.close()
+    damage(house.index_path, "zeroed pages")
+    command = [sys.executable, "-m", "charlie", "search", "--json", "oak floor"]
+    children = [
+        subprocess.Popen(command, env=dict(os.environ), stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    answers = [child.communicate(timeout=120)[0] for child in children]
+    assert [child.returncode for child in children] == [0] * 4
+    for answer in answers:
+        titles = {hit["title"] for hit in json.loads(answer)["results"]}
+        assert {"Kitchen plan", "Hall"} <= titles
+    with Home.open(load_settings()) as home:
+        index = Index(home, embedder)
+        assert index.stats()["notes"] == len(HOUSE_NOTES)
+        assert not index.refresh().changed
+        rows = index.db.execute("SELECT name FROM notes ORDER BY name").fetchall()
+        assert [row[0] for row in rows] == ["garden", "hall", "kitchen-plan"]
