@@ -41,7 +41,7 @@ from charlie.adapters.web.deps import (
 from charlie.conversations import Channel, private_channel, recent, shared_channel
 from charlie.errors import CharlieError, InvalidName, MemoryFormatError
 from charlie.home import Home
-from charlie.index import Index
+from charlie.index import status as index_status
 from charlie.memory import Memory
 from charlie.search import mark_stale, searcher_for
 from charlie.users import User
@@ -204,11 +204,7 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
             llm["error"] = f"The server has no model {settings.llm_model!r}."
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         llm |= {"reachable": False, "error": f"Cannot reach {settings.llm_base_url} ({exc})."}
-    stats: dict[str, Any] = {"notes": 0, "chunks": 0, "problems": 0, "model": None}
-    built = home.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'index_state'").fetchone()
-    if built is not None:
-        stats = Index.stats_of(home.db)
-    return {"version": __version__, "llm": llm, "index": stats}
+    return {"version": __version__, "llm": llm, "index": index_status(home)}
 
 
 # ---------------------------------------------------------------- projects
