@@ -2,13 +2,16 @@
 usage for what has mattered before — and an explanation for every result.
 
 Modes (all selectable; `DEFAULT_MODE` was chosen by measurement, see docs/retrieval.md):
-- `vector`: cosine similarity of the query to each note's best chunk;
-- `keyword`: SQLite FTS5 BM25 over the query's few most meaningful terms (OR semantics);
+- `vector`: cosine similarity of the query to each note's best chunk (clipped at 0);
+- `keyword`: SQLite FTS5 BM25 over the query's few most meaningful terms (OR semantics),
+  divided by the query's best BM25;
 - `fallback`: vector first; keyword search joins when the best cosine is under
-  `threshold` or the query carries a literal (a quoted phrase, `JWT`, `refresh_token`…);
-- `fusion`: both signals always, mixed as `alpha × cosine + (1 − alpha) × BM25 / best BM25`:
-  the cosine stays absolute (clipped at 0, so a weak match stays weak) and BM25, which has
-  no upper bound, is divided by the query's best BM25 score (no minimum is subtracted).
+  `threshold` or the query carries a literal (a quoted phrase, `JWT`, `refresh_token`…),
+  and then the two are mixed as in `fusion`;
+- `fusion`: both signals always, mixed as `alpha × cosine + (1 − alpha) × BM25 / best BM25`.
+  Not min-max normalised: the cosine stays absolute (clipped at 0, so a weak match stays
+  weak) and BM25, which has no upper bound, is only divided by the query's best BM25 (no
+  minimum is subtracted); a note found by one signal scores 0 on the other.
 
 Whatever the mode, the final score is `similarity × (1 + boost × weight)` with the person's
 usage boost in [0, 1] (`charlie.usage`).
