@@ -44,7 +44,16 @@ from charlie.embeddings import Embedder
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.keywords import FTS5_TOKENIZE
-from charlie.notes import LINK_REASON, Note, NoteFormatError, find, notes_dir, read_note
+from charlie.notes import (
+    LINK_REASON,
+    MAX_NOTE_BYTES,
+    Note,
+    NoteFormatError,
+    find,
+    notes_dir,
+    read_bytes,
+    read_note,
+)
 from charlie.projects import Project, list_projects
 
 INDEX_VERSION = "2"  # 2: chunks_fts gained `scope`, the project as one indexed token
@@ -393,6 +402,16 @@ def status(home: Home) -> dict[str, Any]:
     return out
 
 
+def _sha256_of(path: Path) -> str:
+    """The sha256 of a note file's bytes, never read through a link: "" when it has gone,
+    grown too big or become a link since it was read (it is then read again next time)."""
+    try:
+        data = read_bytes(path, MAX_NOTE_BYTES)
+    except OSError:
+        return ""
+    return "" if data is None else hashlib.sha256(data).hexdigest()
+
+
 def lock_of(home: Home) -> threading.RLock:
     """The lock the threads of one process take to refresh the index or replace its file:
     one per process, kept in `home.shared` (which the web app shares across requests)."""
@@ -583,7 +602,7 @@ class Index:
                 problems[str(path)] = str(exc).removeprefix(f"{path}: ")
                 continue
             seen.add(name)
-            sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
+            sha = _sha256_of(path)
             if row is not None and row["sha256"] == sha:
                 db.execute(
                     "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
