@@ -14,7 +14,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from charlie import files
 from charlie.errors import (
+    CharlieError,
     DatabaseBusy,
     DatabaseDamaged,
     DatabaseError,
@@ -404,3 +406,14 @@ def storage_errors(path: Path) -> Iterator[None]:
         if explained is None:
             raise
         raise explained from exc
+
+
+def explain_storage(exc: BaseException, path: Path) -> CharlieError | None:
+    """`explain` for any storage failure that reaches an adapter's edge: a SQLite error of the
+    database at `path`, or a file Charlie could not write (a full disk, a read-only folder).
+    None for anything else, which is a bug and must surface as one."""
+    if isinstance(exc, sqlite3.Error):
+        return explain(exc, path)
+    if isinstance(exc, OSError) and exc.errno in files.DISK_ERRNOS:
+        return files.not_written(exc, Path(exc.filename) if exc.filename else path.parent)
+    return None

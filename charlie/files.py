@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+from charlie.errors import CharlieError, DiskError, DiskFull
+
+# A file write that failed because of the disk, not because of Charlie: told to the person.
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
 
 
 def sha256_text(text: str) -> str:
@@ -34,3 +40,16 @@ def write_atomic(path: Path, text: str) -> str:
     finally:
         os.close(dir_fd)
     return sha256_text(text)
+
+
+def not_written(exc: OSError, path: Path) -> CharlieError:
+    """What to tell the person when `path` could not be written."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(
+            f"The disk holding {path} is full, so it was not saved: free some space and try "
+            "again. Nothing already saved was lost."
+        )
+    return DiskError(
+        f"{path} could not be written ({exc.strerror or exc}). Check that its folder is "
+        "writable and the disk healthy, then try again. Nothing already saved was lost."
+    )

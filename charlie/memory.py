@@ -32,19 +32,17 @@ still Charlie's (`last_charlie_revision`).
 
 from __future__ import annotations
 
-import errno
 import json
 import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from charlie.conversations import Channel
 from charlie.db import now
-from charlie.errors import CharlieError, DiskError, DiskFull, MemoryFormatError, NotFound
-from charlie.files import sha256_text, write_atomic
+from charlie.errors import MemoryFormatError, NotFound
+from charlie.files import not_written, sha256_text, write_atomic
 from charlie.home import Home
 
 SECTION_NAMES = {"summary": "summary", "decisions": "decisions", "recent quotes": "quotes"}
@@ -467,19 +465,6 @@ def save(home: Home, channel: Channel, memory: Memory, source: str) -> Revision:
         except OSError as exc:
             raise not_written(exc, channel.project.memory_path) from exc
         return revision
-
-
-def not_written(exc: OSError, path: Path) -> CharlieError:
-    """What to tell the person when `path` could not be written."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(
-            f"The disk holding {path} is full, so it was not saved: free some space and try "
-            "again. Nothing already saved was lost."
-        )
-    return DiskError(
-        f"{path} could not be written ({exc.strerror or exc}). Check that its folder is "
-        "writable and the disk healthy, then try again. Nothing already saved was lost."
-    )
 
 
 def undo(home: Home, channel: Channel, to: int | None = None) -> Revision:

@@ -29,7 +29,11 @@ from charlie.users import User, authenticate, password_hash
 
 SESSION_DAYS = 30
 DEVICE_DAYS = 365
-MAX_FAILURES = 5  # per key (name, address or known device), within the window
+MAX_FAILURES = 5  # per name or known device, within the window
+# per address: higher, so a household signing in at once from one address (a NAT, a proxy
+# not listed in CHARLIE_TRUSTED_PROXIES) is not refused, while one address spraying many
+# names still is
+MAX_ADDRESS_FAILURES = 20
 FAILURE_WINDOW = timedelta(minutes=10)
 
 
@@ -99,7 +103,7 @@ def reserve_attempt(db: sqlite3.Connection, keys: list[str]) -> list[int]:
             (count,) = db.execute(
                 "SELECT count(*) FROM login_failures WHERE key = ? AND at > ?", (key, since)
             ).fetchone()
-            if count >= MAX_FAILURES:
+            if count >= (MAX_ADDRESS_FAILURES if key.startswith("addr:") else MAX_FAILURES):
                 raise TooManyAttempts(
                     "Too many failed sign-ins; wait ten minutes and try again "
                     "(a browser you signed in with before can keep trying)."

@@ -10,9 +10,10 @@ import pytest
 from serve_support import served
 from web_support import PASSWORD
 
+from charlie import sessions
 from charlie.config import load_settings
 from charlie.home import Home
-from charlie.sessions import MAX_FAILURES
+from charlie.sessions import MAX_ADDRESS_FAILURES, MAX_FAILURES
 from charlie.users import ensure_user, set_password
 
 
@@ -22,6 +23,12 @@ def accounts() -> None:
         for name in ("alice", "bob"):
             ensure_user(home.db, name)
             set_password(home.db, name, PASSWORD)
+
+
+@pytest.fixture
+def strict_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The address limit as low as the name limit, so a handful of guesses reach it."""
+    monkeypatch.setattr(sessions, "MAX_ADDRESS_FAILURES", MAX_FAILURES)
 
 
 def guess(url: str, name: str, password: str = "wrong password", **headers: str) -> int:
@@ -50,7 +57,7 @@ def test_sixty_concurrent_guesses_get_at_most_the_limit_checked() -> None:
     assert counted[429] == 60 - MAX_FAILURES  # refused before any password check
 
 
-def test_rotating_x_forwarded_for_does_not_reset_the_address_limit() -> None:
+def test_rotating_x_forwarded_for_does_not_reset_the_address_limit(strict_address: None) -> None:
     with served() as url:
         names = [f"nobody{n}" for n in range(MAX_FAILURES + 3)]  # a new name every time
         statuses = [
@@ -59,7 +66,7 @@ def test_rotating_x_forwarded_for_does_not_reset_the_address_limit() -> None:
     assert statuses == [401] * MAX_FAILURES + [429] * 3
 
 
-def test_a_trusted_proxy_is_believed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trusted_proxy_is_believed(monkeypatch: pytest.MonkeyPatch, strict_address: None) -> None:
     monkeypatch.setenv("CHARLIE_TRUSTED_PROXIES", "127.0.0.1")
     with served() as url:
         first = [guess(url, f"a{n}", **{"X-Forwarded-For": "10.0.0.1"}) for n in range(6)]
@@ -68,7 +75,7 @@ def test_a_trusted_proxy_is_believed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert other == 401  # another client behind the proxy is not locked out
 
 
-def test_a_stranger_cannot_lock_the_owner_out_of_a_known_device() -> None:
+def test_a_stranger_cannot_lock_the_owner_out_of_a_known_device(strict_address: None) -> None:
     with served() as url, httpx.Client(base_url=url, timeout=60) as owner:
         assert owner.post("/api/login", json={"name": "alice", "password": PASSWORD}).is_success
         assert owner.cookies.get("charlie_device")
@@ -101,3 +108,26 @@ def test_a_device_token_dies_with_a_password_change() -> None:
             assert guess(url, "alice") == 401
         answer = owner.post("/api/login", json={"name": "alice", "password": "a new password"})
         assert answer.status_code == 429  # the old device token is no longer known
+
+
+def test_a_household_signing_in_at_once_from_one_address_is_let_in() -> None:
+    names = [f"member{n}" for n in range(12)]
+    with Home.open(load_settings()) as home:
+        for name in names:
+            ensure_user(home.db, name)
+            set_password(home.db, name, PASSWORD)
+    assert len(names) < MAX_ADDRESS_FAILURES
+    with served() as url:
+        start = threading.Barrier(len(names))
+        statuses: list[int] = []
+
+        def one(name: str) -> None:
+            start.wait()
+            statuses.append(guess(url, name, PASSWORD))
+
+        threads = [threading.Thread(target=one, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert statuses == [200] * len(names)

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import sqlite3
 from importlib.metadata import entry_points
 from typing import Any
 
 import click
 
 from charlie import __version__
+from charlie.config import load_settings
+from charlie.db import explain_storage
 from charlie.errors import CharlieError
 
 
 class CharlieGroup(click.Group):
-    """Prints a `CharlieError` as `Error: …` and exits 1, instead of a traceback."""
+    """Prints a `CharlieError` (or a storage failure: a full disk…) as `Error: …` and exits
+    1, instead of a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CharlieError as exc:
             click.echo(f"Error: {exc}", err=True)
+            ctx.exit(1)
+        except (sqlite3.Error, OSError) as exc:
+            explained = explain_storage(exc, load_settings().db_path)
+            if explained is None:
+                raise
+            click.echo(f"Error: {explained}", err=True)
             ctx.exit(1)
 
 

@@ -9,6 +9,7 @@ the privacy rules and the answers are tested with plain data and the real core.
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import dataclass, field
 
 from charlie import chat, links, projects
@@ -16,6 +17,7 @@ from charlie.adapters.discord import store
 from charlie.adapters.discord.store import Place
 from charlie.adapters.discord.text import split, trace_block
 from charlie.conversations import Channel, private_channel, shared_channel
+from charlie.db import explain_storage
 from charlie.errors import AudioError, CharlieError, LLMError, VoiceUnavailable
 from charlie.home import Home
 from charlie.llm import LLMClient
@@ -252,6 +254,11 @@ def _turn(
         return Answer(split(_joined(heard, LLM_DOWN.format(error=exc))), user=user)
     except CharlieError as exc:
         return Answer(split(_joined(heard, f"⚠️ {exc}")), user=user)
+    except (sqlite3.Error, OSError) as exc:
+        explained = explain_storage(exc, home.settings.db_path)
+        if explained is None:
+            raise
+        return Answer(split(_joined(heard, f"⚠️ {explained}")), user=user)
     blocks = [heard, trace_block(trace), reply.strip(), "\n".join(notes)]
     return Answer(split(_joined(*blocks)), offered, user)
 

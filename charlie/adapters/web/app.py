@@ -8,6 +8,7 @@ live in one cache shared by all requests.
 from __future__ import annotations
 
 import mimetypes
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from charlie import __version__
 from charlie.adapters.web import api, voice
 from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
+from charlie.db import explain_storage
 from charlie.errors import CharlieError
 from charlie.llm import LLMClient
 from charlie.voice.turn import Voice
@@ -110,6 +112,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(CharlieError)
     async def charlie_error(request: Request, exc: CharlieError) -> JSONResponse:
         return problem(status_of(exc), str(exc), type(exc).__name__)
+
+    async def storage_error(request: Request, exc: Exception) -> JSONResponse:
+        explained = explain_storage(exc, settings.db_path)
+        if explained is None:
+            raise exc  # a bug: the server's 500, with its traceback in the log
+        return problem(status_of(explained), str(explained), type(explained).__name__)
+
+    app.add_exception_handler(sqlite3.Error, storage_error)
+    app.add_exception_handler(OSError, storage_error)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

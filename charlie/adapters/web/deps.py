@@ -8,6 +8,7 @@ routers. So the web adapter has no import cycle.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -17,9 +18,12 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from charlie import sessions
+from charlie.db import explain_storage
 from charlie.errors import (
     CharlieError,
     Conflict,
+    DatabaseDamaged,
+    DatabaseError,
     InvalidName,
     LLMError,
     LLMUnavailable,
@@ -50,6 +54,8 @@ STATUS: list[tuple[type[Exception], int]] = [
     (PrivacyError, 403),
     (sessions.TooManyAttempts, 429),
     (TooManyStreams, 429),
+    (DatabaseDamaged, 500),
+    (DatabaseError, 503),  # a full disk, a disk error, a read-only or busy database
     (LLMUnavailable, 503),
     (VoiceUnavailable, 503),
     (LLMError, 502),
@@ -173,6 +179,11 @@ def stream(
                 yield from produce(own)
             except CharlieError as exc:  # LLMError included
                 yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
+            except (sqlite3.Error, OSError) as exc:
+                explained = explain_storage(exc, settings.db_path)
+                if explained is None:
+                    raise
+                yield sse("error", {"error": str(explained), "kind": type(explained).__name__})
             finally:
                 own.close()
             yield sse("done", {})
