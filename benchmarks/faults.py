@@ -13,6 +13,8 @@ by another. Scenarios:
   distillation runs at once (no claim left blocking it) and the messages are all there.
 * `hand-edit-during-distillation` — the person saves memory.md (by hand on disk, and through
   the API) while a distillation waits on the model; the person's edit must survive.
+* `hand-edit-racing-distillation` — the same, saved by hand at a random moment of a turn
+  that distills, the model not held back.
 * `index-zeroed` — the search index's pages overwritten with zeros while the server is down;
   search, health, a chat that searches and `charlie reindex` must all work afterwards.
 * `disk-full` — the data home on a small tmpfs filled up: chats and a distillation must end
@@ -37,6 +39,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import sqlite3
@@ -386,7 +389,7 @@ def kill_mid_stream(tmp: Path, model: Model, rounds: int) -> Outcome:
 
 def kill_mid_distillation(tmp: Path, model: Model, rounds: int) -> Outcome:
     out = Outcome("kill-mid-distillation")
-    with world(tmp, model, "kill-distill", every=2) as app:
+    with world(tmp, model, "kill-distill", every=4) as app:
         alice = app.client("alice")
         for n in range(rounds):
             model.hold_distillation = True
@@ -433,7 +436,7 @@ MEMORY_BY_HAND = """# Memory
 
 def hand_edit_during_distillation(tmp: Path, model: Model, rounds: int) -> Outcome:
     out = Outcome("hand-edit-during-distillation")
-    with world(tmp, model, "hand-edit", every=2) as app:
+    with world(tmp, model, "hand-edit", every=4) as app:
         alice = app.client("alice")
         memory_path = app.home / "projects" / "kitchen" / "memory.md"
         for n in range(rounds):
@@ -467,6 +470,29 @@ def hand_edit_during_distillation(tmp: Path, model: Model, rounds: int) -> Outco
             done = box.get("chat")
             how = "file" if by_file else "API"
             out.attempt(kept, f"round {n} ({how}): hand edit lost; stream {done and done.kinds}")
+    return out
+
+
+def hand_edit_racing_distillation(tmp: Path, model: Model, rounds: int) -> Outcome:
+    """The person saves memory.md at a random moment of a turn that distills (no model held
+    back): before Charlie reads it, while it merges, as it writes."""
+    out = Outcome("hand-edit-racing-distillation")
+    rng = random.Random(7)
+    with world(tmp, model, "hand-race", every=4) as app:
+        alice = app.client("alice")
+        memory_path = app.home / "projects" / "kitchen" / "memory.md"
+        for n in range(rounds * 3):
+            chat(alice, "kitchen", f"Race round {n}: first message.")
+            thread, box = chat_in_thread(alice, "kitchen", f"Race round {n}: second message.")
+            time.sleep(rng.uniform(0.0, 0.3))
+            summary = f"Raced summary {n}."
+            memory_path.write_text(MEMORY_BY_HAND.format(summary=summary, decision=f"Raced {n}."))
+            thread.join(WAIT)
+            kept = summary in memory_path.read_text()
+            out.lost += not kept
+            done = box.get("chat")
+            out.errors += done is None or not done.complete
+            out.attempt(kept, f"round {n}: hand edit lost; stream {done and done.kinds[-3:]}")
     return out
 
 
@@ -786,6 +812,7 @@ SCENARIOS: dict[str, Callable[[Path, Model, int], Outcome]] = {
     "kill-mid-stream": kill_mid_stream,
     "kill-mid-distillation": kill_mid_distillation,
     "hand-edit-during-distillation": hand_edit_during_distillation,
+    "hand-edit-racing-distillation": hand_edit_racing_distillation,
     "index-zeroed": index_zeroed,
     "disk-full": disk_full,
     "injection": injection,

@@ -383,6 +383,9 @@ def quotes_window(home: Home, channel: Channel) -> int:
     return configured or home.settings.quotes_window
 
 
+MERGE_TRIES = 3  # merges redone when the person saves memory.md at the very moment of writing
+
+
 def distill(
     home: Home, channel: Channel, llm: LLMClient, window: list[Message] | None = None
 ) -> DistillResult:
@@ -417,32 +420,38 @@ def distill(
     revision: memory.Revision | None = None
     before: str | None = None
     try:
-        with _storage(home, channel), memory.writing(home):
-            memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
-            before = None if channel.private else memory.read_file_text(channel)
-            base = memory.load(home, channel)
-            written = memory.last_charlie_revision(home, channel)
-            merged = _merge(
-                base,
-                seen,
-                written.memory if written else Memory(),
-                output,
-                new_quotes,
-                quotes_window(home, channel),
-            )
-            revision = memory.save(home, channel, merged, "distill")
-            conversations.mark_distilled(home, channel, window[-1].id)
-            _record(
-                home,
-                channel,
-                window,
-                status="ok",
-                attempts=attempts,
-                structured=structured,
-                started=started,
-                rejected=rejected,
-                revision_id=revision.id,
-            )
+        for tries_left in reversed(range(MERGE_TRIES)):
+            try:
+                with _storage(home, channel), memory.writing(home):
+                    memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
+                    before = None if channel.private else memory.read_file_text(channel)
+                    base = memory.load(home, channel)
+                    written = memory.last_charlie_revision(home, channel)
+                    merged = _merge(
+                        base,
+                        seen,
+                        written.memory if written else Memory(),
+                        output,
+                        new_quotes,
+                        quotes_window(home, channel),
+                    )
+                    revision = memory.save(home, channel, merged, "distill")
+                    conversations.mark_distilled(home, channel, window[-1].id)
+                    _record(
+                        home,
+                        channel,
+                        window,
+                        status="ok",
+                        attempts=attempts,
+                        structured=structured,
+                        started=started,
+                        rejected=rejected,
+                        revision_id=revision.id,
+                    )
+                break
+            except memory.MemoryChanged:  # saved by hand just now: merge with that instead
+                if not tries_left:
+                    raise
     except MemoryFormatError as exc:
         failed(exc)
         raise

@@ -18,9 +18,29 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write_atomic(path: Path, text: str) -> str:
+class FileChanged(Exception):
+    """The file changed (a person saved it) while Charlie was about to replace it."""
+
+
+ANY = "*"  # `write_atomic(replaces=ANY)`: replace whatever the file holds
+
+
+def text_sha(path: Path) -> str | None:
+    """The sha256 of the file's text as Charlie reads it, or None when it does not exist."""
+    try:
+        return sha256_text(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        return "(not UTF-8)"
+
+
+def write_atomic(path: Path, text: str, *, replaces: str | None = ANY) -> str:
     """Write `text` to `path` via a temp file in the same folder, fsync, rename.
 
+    With `replaces` (the sha256 of the text Charlie read, or None for no file), the rename
+    happens only if the file still holds that text, checked after the slow fsync and right
+    before the rename: a person's save in the meantime raises `FileChanged` and is kept.
     Returns the sha256 of what was written, so callers can later tell a hand edit apart.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -30,6 +50,8 @@ def write_atomic(path: Path, text: str) -> str:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        if replaces != ANY and text_sha(path) != replaces:
+            raise FileChanged(path)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass, field
 
 from charlie.conversations import Channel
 from charlie.db import now
-from charlie.errors import MemoryFormatError, NotFound
-from charlie.files import not_written, sha256_text, write_atomic
+from charlie.errors import Conflict, MemoryFormatError, NotFound
+from charlie.files import FileChanged, not_written, sha256_text, text_sha, write_atomic
 from charlie.home import Home
 
 SECTION_NAMES = {"summary": "summary", "decisions": "decisions", "recent quotes": "quotes"}
@@ -55,6 +55,11 @@ PLACEHOLDERS = {"_Nothing yet._", "_None yet._"}
 # Who wrote a revision, by its source; `undo:N` is written by whoever wrote revision N.
 PERSON_SOURCES = ("hand_edit", "edit")
 CHARLIE_SOURCES = ("distill", "initial")  # Charlie's own text (a tool's write is neither)
+
+
+class MemoryChanged(Conflict):
+    """memory.md was saved by hand while Charlie was replacing it: the person's file stays,
+    and Charlie's change was not made (a distillation merges again; a save is refused)."""
 
 
 @dataclass(frozen=True)
@@ -458,12 +463,20 @@ def save(home: Home, channel: Channel, memory: Memory, source: str) -> Revision:
             return _add_revision(home, channel, memory, source, None)
         assert channel.project is not None
         sync_hand_edits(home, channel)
+        path = channel.project.memory_path
+        last = last_revision(home, channel)  # the file as last recorded, hand edits synced
+        seen = last.file_sha256 if last is not None and last.file_sha256 else text_sha(path)
         text = render(memory, channel.project.config.name)
         revision = _add_revision(home, channel, memory, source, sha256_text(text))
         try:
-            write_atomic(channel.project.memory_path, text)
+            write_atomic(path, text, replaces=seen)
+        except FileChanged as exc:
+            raise MemoryChanged(
+                f"{path} was saved by hand while Charlie was writing it; your edit is kept "
+                "as it is. Reload the memory and make the change again."
+            ) from exc
         except OSError as exc:
-            raise not_written(exc, channel.project.memory_path) from exc
+            raise not_written(exc, path) from exc
         return revision
 
 

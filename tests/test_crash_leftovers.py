@@ -163,7 +163,7 @@ def test_a_stream_without_its_end_is_an_error_of_the_client(llm: ScriptedLLMServ
 # ---------------------------------------------------------------- a full disk mid-distillation
 
 
-def full_disk(path: Path, text: str) -> str:
+def full_disk(path: Path, text: str, **options: object) -> str:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
 

@@ -9,13 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Cli
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from test_distill import distill_answer, is_distillation
 from web_support import PASSWORD, events, signed_in
 
-from charlie import conversations, distill, memory
+from charlie import conversations, distill, files, memory
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.home import Home
@@ -226,3 +227,54 @@ def test_an_api_edit_during_the_chat_streams_distillation_wins(
         after = editing.get("/api/channels/kitchen/memory").json()
     assert after["summary"] == "Mine."
     assert after["decisions"] == ["Oak worktops", "Budget 12k"]
+
+
+def test_a_hand_edit_saved_at_the_moment_charlie_writes_wins(
+    home: Home, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The person's save lands after the distiller read memory.md and before its rename
+    (its temp file written and synced): the rename is not made, the merge runs again."""
+    path = kitchen_with_memory(home, llm)
+    real_write = files.write_atomic
+    saves = []
+
+    def person_saves_first(target: Path, text: str, **kwargs: Any) -> str:
+        if target == path and not saves:
+            saves.append(target)
+            path.write_text(path.read_text().replace("Charlie's summary.", "Saved that moment."))
+        return real_write(target, text, **kwargs)
+
+    monkeypatch.setattr(memory, "write_atomic", person_saves_first)
+    llm.reply(distill_answer(summary="The model's summary.", decisions=("Oak worktops",)))
+    client = LLMClient(llm.base_url, "test-model")
+    try:
+        distill.distill(home, shared_channel(home, get_project(home, "kitchen")), client)
+    finally:
+        client.close()
+    assert saves == [path]
+    after = memory.parse(path.read_text())
+    assert after.summary == "Saved that moment."
+    sources = [
+        r.source for r in memory.revisions(home, shared_channel(home, get_project(home, "kitchen")))
+    ]
+    assert sources[:2] == ["distill", "hand_edit"]
+
+
+def test_an_api_save_refused_when_memory_md_changed_at_that_moment(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    assert channel.project is not None
+    path = channel.project.memory_path
+    memory.save(home, channel, memory.Memory(summary="First."), "edit")
+    real_write = files.write_atomic
+
+    def person_saves_first(target: Path, text: str, **kwargs: Any) -> str:
+        path.write_text(path.read_text().replace("First.", "By hand."))
+        return real_write(target, text, **kwargs)
+
+    monkeypatch.setattr(memory, "write_atomic", person_saves_first)
+    with pytest.raises(memory.MemoryChanged, match="saved by hand while Charlie was writing"):
+        memory.save(home, channel, memory.Memory(summary="From the app."), "edit")
+    assert memory.parse(path.read_text()).summary == "By hand."
+    assert [r.source for r in memory.revisions(home, channel)] == ["edit"]
