@@ -465,6 +465,7 @@ def distill(
     except BaseException as exc:
         _put_back(channel, revision, before, exc)
         raise
+    assert revision is not None  # the loop wrote it, or raised
     return DistillResult(
         revision.id, revision.memory, window[0].id, window[-1].id, rejected, structured, attempts
     )
