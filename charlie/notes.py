@@ -27,7 +27,7 @@ import yaml
 from charlie.errors import CharlieError, NotFound
 from charlie.files import write_atomic
 from charlie.home import Home
-from charlie.projects import Project
+from charlie.projects import Problem, Project
 
 NOTES_DIR = "notes"
 TRASH_DIR = "trash"
@@ -64,17 +64,6 @@ class Note:
     @property
     def tags(self) -> list[str]:
         return normalise_tags(self.meta.get("tags"))
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A file that was skipped, and why."""
-
-    path: Path
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
 
 
 def normalise_tags(raw: object) -> list[str]:

@@ -172,7 +172,8 @@ def update_project(home: Home, slug: str, **changes: Any) -> Project:
 
 @dataclass(frozen=True)
 class Problem:
-    """A project folder that was skipped, and why (to show the person, who fixes it)."""
+    """A project folder or a note file that was skipped, and why (to show the person, who
+    fixes it)."""
 
     path: Path
     reason: str

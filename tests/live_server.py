@@ -1,5 +1,6 @@
-"""A real Charlie web server on loopback (uvicorn in a thread), and clients signed in to it:
-for tests where concurrency or what is on disk between two runs matters."""
+"""A real Charlie web server on loopback — `charlie serve`'s own uvicorn configuration, run in
+a thread — and clients signed in to it: for tests where concurrency, what is on disk between
+two runs, or how the server is configured (proxy headers, timeouts) matters."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import httpx
 import uvicorn
 from web_support import PASSWORD
 
-from charlie.adapters.web.app import create_app
+from charlie.adapters.web.cli import server_config
 from charlie.config import load_settings
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -25,10 +26,8 @@ def _free_port() -> int:
 
 @contextmanager
 def live_server() -> Iterator[str]:
-    """Serve a fresh app for the data home in CHARLIE_HOME; yield its base URL."""
-    config = uvicorn.Config(
-        create_app(load_settings()), host="127.0.0.1", port=_free_port(), log_level="warning"
-    )
+    """Serve the data home in CHARLIE_HOME exactly as `charlie serve` would; yield its URL."""
+    config = server_config(load_settings(), "127.0.0.1", free_port())
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

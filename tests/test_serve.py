@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -14,12 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from live_server import free_port
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl program")
@@ -34,7 +28,7 @@ def test_serve_over_https_with_a_certificate(tmp_path: Path, charlie_home: Path)
         check=True,
         capture_output=True,
     )
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "charlie", "serve", "--port", str(port)]
     command += ["--certfile", str(cert), "--keyfile", str(key)]
     trusted = ssl.create_default_context(cafile=str(cert))

@@ -7,7 +7,7 @@ from collections import Counter
 
 import httpx
 import pytest
-from serve_support import served
+from live_server import live_server
 from web_support import PASSWORD
 
 from charlie import sessions
@@ -39,7 +39,7 @@ def guess(url: str, name: str, password: str = "wrong password", **headers: str)
 
 
 def test_sixty_concurrent_guesses_get_at_most_the_limit_checked() -> None:
-    with served() as url:
+    with live_server() as url:
         start = threading.Barrier(60)
         statuses: list[int] = []
 
@@ -58,7 +58,7 @@ def test_sixty_concurrent_guesses_get_at_most_the_limit_checked() -> None:
 
 
 def test_rotating_x_forwarded_for_does_not_reset_the_address_limit(strict_address: None) -> None:
-    with served() as url:
+    with live_server() as url:
         names = [f"nobody{n}" for n in range(MAX_FAILURES + 3)]  # a new name every time
         statuses = [
             guess(url, name, **{"X-Forwarded-For": f"10.0.0.{n}"}) for n, name in enumerate(names)
@@ -68,7 +68,7 @@ def test_rotating_x_forwarded_for_does_not_reset_the_address_limit(strict_addres
 
 def test_a_trusted_proxy_is_believed(monkeypatch: pytest.MonkeyPatch, strict_address: None) -> None:
     monkeypatch.setenv("CHARLIE_TRUSTED_PROXIES", "127.0.0.1")
-    with served() as url:
+    with live_server() as url:
         first = [guess(url, f"a{n}", **{"X-Forwarded-For": "10.0.0.1"}) for n in range(6)]
         other = guess(url, "b0", **{"X-Forwarded-For": "10.0.0.2"})
     assert first == [401] * MAX_FAILURES + [429]
@@ -76,7 +76,7 @@ def test_a_trusted_proxy_is_believed(monkeypatch: pytest.MonkeyPatch, strict_add
 
 
 def test_a_stranger_cannot_lock_the_owner_out_of_a_known_device(strict_address: None) -> None:
-    with served() as url, httpx.Client(base_url=url, timeout=60) as owner:
+    with live_server() as url, httpx.Client(base_url=url, timeout=60) as owner:
         assert owner.post("/api/login", json={"name": "alice", "password": PASSWORD}).is_success
         assert owner.cookies.get("charlie_device")
 
@@ -100,7 +100,7 @@ def test_a_stranger_cannot_lock_the_owner_out_of_a_known_device(strict_address: 
 
 
 def test_a_device_token_dies_with_a_password_change() -> None:
-    with served() as url, httpx.Client(base_url=url, timeout=60) as owner:
+    with live_server() as url, httpx.Client(base_url=url, timeout=60) as owner:
         assert owner.post("/api/login", json={"name": "alice", "password": PASSWORD}).is_success
         with Home.open(load_settings()) as home:
             set_password(home.db, "alice", "a new password")
@@ -117,7 +117,7 @@ def test_a_household_signing_in_at_once_from_one_address_is_let_in() -> None:
             ensure_user(home.db, name)
             set_password(home.db, name, PASSWORD)
     assert len(names) < MAX_ADDRESS_FAILURES
-    with served() as url:
+    with live_server() as url:
         start = threading.Barrier(len(names))
         statuses: list[int] = []
 

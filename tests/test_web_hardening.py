@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from live_server import live_server
 from llm_double import ScriptedLLMServer, TextReply
-from serve_support import served
 from web_support import PASSWORD, signed_in
 
 from charlie import memory, projects
@@ -171,7 +171,7 @@ def test_one_persons_slow_streams_do_not_starve_others(
     accounts: Home, llm: ScriptedLLMServer
 ) -> None:
     llm.default = lambda request: TextReply("A slow answer, word by word.", 3, 0.2)
-    with served() as url:
+    with live_server() as url:
         alice = httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=60))
         bob = httpx.Client(base_url=url, timeout=60)
         for client, name in ((alice, "alice"), (bob, "bob")):
@@ -213,7 +213,7 @@ def test_serve_closes_a_connection_whose_headers_never_finish(
     accounts: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(web_cli, "HEADER_SECONDS", 1)
-    with served() as url:
+    with live_server() as url:
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
             slow.sendall(b"GET /api/me HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and no more
