@@ -22,14 +22,12 @@ Several threads and processes (the web server, the Discord bot, the CLI) share o
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -38,12 +36,12 @@ import numpy as np
 import numpy.typing as npt
 
 from charlie import db as database
+from charlie import index_file
 from charlie.chunking import chunk_text
-from charlie.db import now, run_script
+from charlie.db import now
 from charlie.embeddings import Embedder
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.keywords import FTS5_TOKENIZE
 from charlie.notes import (
     LINK_REASON,
     MAX_NOTE_BYTES,
@@ -56,211 +54,10 @@ from charlie.notes import (
 )
 from charlie.projects import Project, list_projects
 
-INDEX_VERSION = "2"  # 2: chunks_fts gained `scope`, the project as one indexed token
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
 EMBED_BATCH = 256
-SQLITE_ERROR = 1  # the primary code of "no such table", "vtable constructor failed"…
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS index_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS notes (
-    id INTEGER PRIMARY KEY,
-    project_id INTEGER NOT NULL,
-    project TEXT NOT NULL,
-    name TEXT NOT NULL,
-    title TEXT NOT NULL,
-    tags TEXT NOT NULL,
-    path TEXT NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    sha256 TEXT NOT NULL,
-    indexed_at TEXT NOT NULL,
-    UNIQUE (project_id, name)
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY,
-    note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
-    ord INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    vector BLOB
-);
-CREATE INDEX IF NOT EXISTS chunks_note ON chunks(note_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    title, text, project UNINDEXED, scope, tokenize = '{FTS5_TOKENIZE}'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
-CREATE TABLE IF NOT EXISTS note_problems (
-    path TEXT PRIMARY KEY,
-    project TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    seen_at TEXT NOT NULL
-);
-"""
-# Reads that touch the root page of every table, so a damaged file is found on open.
-PROBES = [
-    "SELECT value FROM index_state WHERE key = 'version'",
-    "SELECT id, project_id, name, mtime_ns, size, sha256 FROM notes LIMIT 1",
-    "SELECT id, note_id, ord, text, vector FROM chunks LIMIT 1",
-    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'",
-    "SELECT path FROM note_problems LIMIT 1",
-]
-# The tables an older Charlie kept in charlie.db (FTS5's own shadow tables included).
-LEGACY_TABLES = ["chunks_vocab", "chunks_fts", "chunks", "notes", "note_problems", "index_state"]
-LEGACY_SHADOWS = [f"chunks_fts_{part}" for part in ("data", "idx", "content", "docsize", "config")]
-
 Matrix = npt.NDArray[np.float32]
-
-
-class _Connection(sqlite3.Connection):
-    """A connection to the index file that remembers which file it opened (its inode), so
-    a process can tell the file it found damaged from a new one another process made."""
-
-    inode: int | None = None
-
-
-def _inode(path: Path) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Hold the advisory lock that opening and replacing the index file take, across the
-    processes of a data home."""
-    with open(f"{path}.lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _delete_files(path: Path) -> None:
-    """Remove the index file and its write-ahead log. A process that still has the old file
-    open keeps reading it, and SQLite never checkpoints into a file that has moved."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-def _code(exc: sqlite3.Error) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return None if code is None else code & 0xFF
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A write transaction: committed when the block ends, rolled back if it raises."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        if db.in_transaction:  # SQLite may have rolled back already (a damaged page)
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def _is_damage(exc: sqlite3.Error) -> bool:
-    """Whether `exc` says the file is damaged; SQLITE_ERROR ("no such table", "vtable
-    constructor failed") only counts when the probes fail too (see `_problem`)."""
-    return _code(exc) in database.DAMAGED
-
-
-def _problem(db: sqlite3.Connection) -> str | None:
-    """What is wrong with the index in `db` (a table that cannot be read, another index
-    version), or None when it is sound."""
-    try:
-        version = db.execute(PROBES[0]).fetchone()
-        for probe in PROBES[1:]:
-            db.execute(probe).fetchall()
-    except sqlite3.DatabaseError as exc:
-        if _is_damage(exc) or _code(exc) == SQLITE_ERROR:
-            return str(exc)
-        raise  # busy, full, I/O: the file may be fine
-    if version is None:
-        return "it has no version"
-    if version[0] != INDEX_VERSION:
-        return f"it is index version {version[0]}, not {INDEX_VERSION}"
-    return None
-
-
-def _connect(path: Path) -> _Connection:
-    db = sqlite3.connect(
-        path,
-        timeout=database.BUSY_TIMEOUT,
-        isolation_level=None,
-        check_same_thread=False,
-        factory=_Connection,
-    )
-    try:
-        db.row_factory = sqlite3.Row
-        db.execute("PRAGMA journal_mode = WAL")  # reads the header: a non-database fails here
-        db.execute("PRAGMA synchronous = NORMAL")
-        db.execute("PRAGMA foreign_keys = ON")
-    except BaseException:
-        db.close()
-        raise
-    db.inode = _inode(path)
-    return db
-
-
-def _create(db: sqlite3.Connection) -> None:
-    """Create the tables of a new (or emptied) index file."""
-    with _transaction(db):
-        run_script(db, SCHEMA)
-        db.execute(
-            "INSERT INTO index_state VALUES ('version', ?) ON CONFLICT(key) DO NOTHING",
-            (INDEX_VERSION,),
-        )
-
-
-def open_index_file(path: Path, *, locked: bool = False) -> _Connection:
-    """A connection to a sound index file at `path`: created when missing, and replaced
-    by a new, empty one when it is damaged or from another index version (saying so in
-    its `rebuilt` state). `locked`: the caller holds the file lock already."""
-    replaced: str | None = None
-    with nullcontext() if locked else _file_lock(path):  # nobody replaces it meanwhile
-        for attempt in (1, 2):
-            try:
-                db = _connect(path)
-            except sqlite3.DatabaseError as exc:
-                if attempt == 2 or not _is_damage(exc):
-                    raise
-                replaced = str(exc)
-                _delete_files(path)
-                continue
-            try:
-                if _problem(db) is not None:
-                    _create(db)  # a new file; or a damaged one, which stays damaged
-                problem = _problem(db)
-            except sqlite3.DatabaseError as exc:
-                if attempt == 2 or not (_is_damage(exc) or _code(exc) == SQLITE_ERROR):
-                    db.close()
-                    raise
-                problem = str(exc)
-            if problem is None:
-                if replaced is not None:
-                    _mark_rebuilt(db, f"the index file was damaged or out of date ({replaced})")
-                return db
-            db.close()
-            replaced = problem
-            _delete_files(path)
-    raise CharlieError(
-        f"The search index {path} could not be created: stop Charlie, delete it, and start "
-        "again; it is rebuilt from your note files."
-    )
-
-
-def _mark_rebuilt(db: sqlite3.Connection, why: str) -> None:
-    """Record when and why the index was last started afresh (the health check shows it)."""
-    value = f"{now()}: {why}; it is built again from the note files"
-    db.execute(
-        "INSERT INTO index_state VALUES ('rebuilt', ?) ON CONFLICT(key) DO UPDATE SET value = ?",
-        (value, value),
-    )
 
 
 @dataclass
@@ -298,82 +95,6 @@ def scope_token(project_id: int) -> str:
     return f"p{project_id}"
 
 
-FTS_FROM_CHUNKS = (
-    "INSERT INTO chunks_fts (rowid, title, text, project, scope) "
-    "SELECT chunks.id, CASE WHEN chunks.ord = 0 THEN notes.title ELSE '' END, chunks.text, "
-    "notes.project, 'p' || notes.project_id FROM chunks JOIN notes ON notes.id = chunks.note_id"
-)
-
-
-def _carry_over(db: sqlite3.Connection, legacy: Path) -> str | None:
-    """Copy the index an older Charlie kept in `legacy` (charlie.db) into this new, empty
-    index file, vectors included, so nothing is embedded again. Returns why it could not
-    be, for the person (the index is then built from the files)."""
-    if db.execute("SELECT 1 FROM notes LIMIT 1").fetchone() is not None:
-        return None  # another process has already built or carried over the index
-    db.execute("ATTACH DATABASE ? AS legacy", (str(legacy),))
-    try:
-        with _transaction(db):
-            version = db.execute(
-                "SELECT value FROM legacy.index_state WHERE key = 'version'"
-            ).fetchone()
-            if version is None or version[0] not in ("1", "2"):
-                raise _Skipped(f"it has an unknown version {version and version[0]!r}")
-            db.execute(
-                "INSERT INTO main.notes SELECT id, project_id, project, name, title, tags, path,"
-                " mtime_ns, size, sha256, indexed_at FROM legacy.notes"
-            )
-            db.execute(
-                "INSERT INTO main.chunks SELECT id, note_id, ord, text, vector FROM legacy.chunks"
-            )
-            db.execute(FTS_FROM_CHUNKS)
-            db.execute(
-                "INSERT OR REPLACE INTO main.index_state SELECT key, value FROM "
-                "legacy.index_state WHERE key = 'embedder'"
-            )
-    except (sqlite3.DatabaseError, _Skipped) as exc:
-        return f"the index an older Charlie left in charlie.db could not be carried over ({exc})"
-    finally:
-        db.execute("DETACH DATABASE legacy")
-    return None
-
-
-class _Skipped(Exception):
-    """The old index is not one this version can carry over."""
-
-
-def drop_legacy(db: sqlite3.Connection) -> str | None:
-    """Drop the index tables an older Charlie kept in charlie.db (`db`). Tables too damaged
-    to drop lose their schema entries instead, their pages left unused (a `VACUUM` of
-    charlie.db reclaims them); returns a line saying so, or None."""
-    try:
-        with _transaction(db):
-            for table in LEGACY_TABLES:
-                db.execute(f"DROP TABLE IF EXISTS {table}")
-        return None
-    except sqlite3.DatabaseError as exc:
-        if not (_is_damage(exc) or _code(exc) == SQLITE_ERROR):
-            raise
-        damage = exc
-    names = [*LEGACY_TABLES, *LEGACY_SHADOWS]
-    with _transaction(db):
-        version = db.execute("PRAGMA schema_version").fetchone()[0]
-        db.execute("PRAGMA writable_schema = ON")
-        try:
-            db.execute(
-                f"DELETE FROM sqlite_master WHERE tbl_name IN ({', '.join('?' for _ in names)})",
-                names,
-            )
-            db.execute(f"PRAGMA schema_version = {int(version) + 1}")
-        finally:
-            db.execute("PRAGMA writable_schema = OFF")
-    return (
-        f"the index an older Charlie left in charlie.db was damaged ({damage}); its tables "
-        "were removed from charlie.db, their space left unused until `sqlite3 charlie.db "
-        "VACUUM`"
-    )
-
-
 def status(home: Home) -> dict[str, Any]:
     """The index as the health check reports it, read without building or repairing it:
     its counts, its `state` ("ready", "not built", "damaged" or "unavailable", with an
@@ -390,7 +111,7 @@ def status(home: Home) -> dict[str, Any]:
             rebuilt = db.execute("SELECT value FROM index_state WHERE key = 'rebuilt'")
             out["rebuilt"] = next((str(row[0]) for row in rebuilt), None)
     except sqlite3.DatabaseError as exc:
-        damaged = _is_damage(exc) or _code(exc) == SQLITE_ERROR
+        damaged = index_file.is_damage(exc) or index_file.error_code(exc) == index_file.SQLITE_ERROR
         out["state"] = "damaged" if damaged else "unavailable"
         out["error"] = f"The search index cannot be read ({exc}). " + (
             "The next search builds it again from the note files, or run `charlie reindex`."
@@ -441,8 +162,8 @@ class Index:
         """The home's connection to the index file: kept while the file at the path is the
         one it opened, else (re)opened — and an index left in charlie.db carried over."""
         path = self.home.index_path
-        db = cast(_Connection | None, self.home.index_db)
-        if db is not None and db.inode == _inode(path):
+        db = cast(index_file.Connection | None, self.home.index_db)
+        if db is not None and db.inode == index_file.inode_of(path):
             return db
         if db is not None:
             db.close()
@@ -451,33 +172,33 @@ class Index:
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'index_state'"
         ).fetchone()
         try:
-            with _file_lock(path):
-                db = open_index_file(path, locked=True)
-                carried = _carry_over(db, self.home.settings.db_path) if legacy else None
+            with index_file.file_lock(path):
+                db = index_file.open_index_file(path, locked=True)
+                carried = index_file.carry_over(db, self.home.settings.db_path) if legacy else None
             self.home.index_db = db
             if carried is not None:
-                _mark_rebuilt(db, carried)
+                index_file.mark_rebuilt(db, carried)
         except sqlite3.DatabaseError as exc:
             raise self.unusable(exc) from exc
         if legacy:
             with database.storage_errors(self.home.settings.db_path):
-                dropped = drop_legacy(self.home.db)
+                dropped = index_file.drop_legacy(self.home.db)
             if dropped is not None:
-                _mark_rebuilt(db, dropped)
+                index_file.mark_rebuilt(db, dropped)
         return db
 
     def _replace(self, reason: str) -> None:
         """Start a new, empty index file in place of the one this process has open —
         unless another process has replaced it already, then just open theirs."""
         path = self.home.index_path
-        db = cast(_Connection | None, self.home.index_db)
+        db = cast(index_file.Connection | None, self.home.index_db)
         if db is not None:
             db.close()
             self.home.index_db = None
-            with _file_lock(path):
-                if db.inode == _inode(path):
-                    _delete_files(path)
-        _mark_rebuilt(self._open(), reason)
+            with index_file.file_lock(path):
+                if db.inode == index_file.inode_of(path):
+                    index_file.delete_files(path)
+        index_file.mark_rebuilt(self._open(), reason)
         self._bump()
 
     def recover(self, exc: sqlite3.DatabaseError) -> None:
@@ -491,11 +212,16 @@ class Index:
     def _recover_file(self, exc: sqlite3.DatabaseError) -> bool:
         """Reopen or replace the index file after `exc`; whether it was replaced."""
         db = self.home.index_db
-        if db is None or cast(_Connection, db).inode != _inode(self.home.index_path):
+        if db is None or cast(index_file.Connection, db).inode != index_file.inode_of(
+            self.home.index_path
+        ):
             self._open()  # another process has replaced it: theirs is new
             return False
         try:
-            damaged = _is_damage(exc) or (_code(exc) == SQLITE_ERROR and _problem(db) is not None)
+            damaged = index_file.is_damage(exc) or (
+                index_file.error_code(exc) == index_file.SQLITE_ERROR
+                and index_file.what_is_wrong(db) is not None
+            )
         except sqlite3.DatabaseError as again:
             raise self.unusable(again) from exc
         if not damaged:
@@ -506,7 +232,7 @@ class Index:
     def unusable(self, exc: sqlite3.Error) -> CharlieError:
         """The error to show when the index file cannot be used, even after a rebuild."""
         path = self.home.index_path
-        if _is_damage(exc):
+        if index_file.is_damage(exc):
             return CharlieError(
                 f"The search index {path} is damaged and could not be rebuilt ({exc}). Stop "
                 "Charlie, delete that file and start Charlie again: it is built again from "
@@ -613,7 +339,7 @@ class Index:
         self._store(project, changed, report)
         gone = [name for name in indexed if name not in seen]
         if gone:
-            with _transaction(db):
+            with index_file.transaction(db):
                 for name in gone:
                     if self._delete_named(project.id, name):
                         report.removed.append(f"{project.slug}/{name}")
@@ -633,7 +359,7 @@ class Index:
         }
         if before == problems:
             return
-        with _transaction(db):
+        with index_file.transaction(db):
             for path in before.keys() - problems.keys():
                 db.execute("DELETE FROM note_problems WHERE path = ?", (path,))
             for path, reason in problems.items():
@@ -660,7 +386,7 @@ class Index:
                 f"{note.title}\n{chunk}" for note, chunks in pieces for chunk in chunks or [""]
             ]
             vectors = self.embedder.embed(texts)
-            with _transaction(db):
+            with index_file.transaction(db):
                 row = 0
                 for (note, sha, mtime, size), (_, chunks) in zip(batch, pieces, strict=True):
                     existed = self._delete_named(project.id, note.name)
@@ -720,7 +446,7 @@ class Index:
         db.execute("DELETE FROM notes WHERE id = ?", (note_id,))
 
     def _remove_project(self, slug: str, project_id: int, report: RefreshReport) -> None:
-        with _transaction(self.db) as db:
+        with index_file.transaction(self.db) as db:
             rows = db.execute(
                 "SELECT id, name FROM notes WHERE project = ? AND project_id = ?",
                 (slug, project_id),
@@ -738,7 +464,7 @@ class Index:
         for start in range(0, len(rows), EMBED_BATCH):
             batch = rows[start : start + EMBED_BATCH]
             vectors = self.embedder.embed([f"{r['title']}\n{r['text']}" for r in batch])
-            with _transaction(self.db) as db:
+            with index_file.transaction(self.db) as db:
                 db.executemany(
                     "UPDATE chunks SET vector = ? WHERE id = ?",
                     [

@@ -23,7 +23,8 @@ from charlie.config import load_settings
 from charlie.db import run_script
 from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
-from charlie.index import FTS_FROM_CHUNKS, LEGACY_SHADOWS, LEGACY_TABLES, SCHEMA, Index
+from charlie.index import Index
+from charlie.index_file import FTS_FROM_CHUNKS, LEGACY_SHADOWS, LEGACY_TABLES, SCHEMA
 from charlie.search import Searcher
 from charlie.users import ensure_user, set_password
 
