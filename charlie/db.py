@@ -7,6 +7,7 @@ never edit one that has shipped.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,7 @@ IO = {10}  # SQLITE_IOERR
 NOT_WRITABLE = {3, 8, 14}  # SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN
 BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 DAMAGED = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+NEARLY_FULL_BYTES = 1 << 20  # an I/O error with less room than this is a full disk
 
 
 def now() -> str:
@@ -362,6 +364,8 @@ def explain(exc: sqlite3.Error, path: Path) -> DatabaseError | None:
     `raise db.explain(exc, path) or exc`, or the `storage_errors(path)` block below.
     """
     code = _code(exc)
+    if code in IO and _disk_nearly_full(path):
+        code = next(iter(FULL))  # the write SQLite could not make (its -shm, say) found no room
     if code in FULL:
         return DiskFull(
             f"The disk holding {path} is full: free some space and try again. "
@@ -394,6 +398,15 @@ def explain(exc: sqlite3.Error, path: Path) -> DatabaseError | None:
             "often save what the copy holds."
         )
     return None
+
+
+def _disk_nearly_full(path: Path) -> bool:
+    """Whether the disk holding `path` has (almost) no room left: SQLite reports a full disk
+    as an I/O error when it fails to grow its shared-memory file."""
+    try:
+        return shutil.disk_usage(path.parent).free < NEARLY_FULL_BYTES
+    except OSError:
+        return False
 
 
 @contextmanager

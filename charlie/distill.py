@@ -278,6 +278,7 @@ def _record(
 
 
 CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
+UNRELEASED = "distill_claims_unreleased"  # home.shared: claims a failed write kept
 
 
 def _boot_id() -> str:
@@ -344,6 +345,7 @@ def claim(home: Home, channel: Channel) -> str | None:
     messages in, and the later save would overwrite the earlier one. The claim names its
     holder, so one left by a process that was killed is taken over at once.
     """
+    _release_left(home)
     token = f"{uuid.uuid4().hex} {json.dumps(_holder(), sort_keys=True)}"
     stale = (datetime.now(UTC) - timedelta(seconds=CLAIM_SECONDS)).isoformat()
     row = home.db.execute(
@@ -362,20 +364,40 @@ def claim(home: Home, channel: Channel) -> str | None:
 
 
 def release(home: Home, channel: Channel, token: str) -> None:
+    """Give the claim back. When that write fails (a full disk), the claim is remembered and
+    given back by this process's next `claim`, so distillation resumes once it can write."""
     try:
-        home.db.execute(
-            "UPDATE conversations SET distill_claim = NULL, distill_claimed_at = NULL "
-            "WHERE id = ? AND distill_claim = ?",
-            (channel.conversation_id, token),
-        )
+        _unclaim(home, channel.conversation_id, token)
     except sqlite3.Error as exc:
         explained = database.explain(exc, home.settings.db_path)
         if explained is None:
             raise
+        home.shared.setdefault(UNRELEASED, set()).add((channel.conversation_id, token))
         raise type(explained)(
-            f"{explained} Distillation of {channel.label} resumes when Charlie restarts, or "
-            f"in {CLAIM_SECONDS // 60} minutes."
+            f"{explained} Distillation of {channel.label} resumes with your next message once "
+            "there is room."
         ) from exc
+
+
+def _unclaim(home: Home, conversation_id: int, token: str) -> None:
+    home.db.execute(
+        "UPDATE conversations SET distill_claim = NULL, distill_claimed_at = NULL "
+        "WHERE id = ? AND distill_claim = ?",
+        (conversation_id, token),
+    )
+
+
+def _release_left(home: Home) -> None:
+    """Give back the claims this process could not release before (see `release`)."""
+    left: set[tuple[int, str]] = home.shared.get(UNRELEASED, set())
+    for conversation_id, token in list(left):
+        try:
+            _unclaim(home, conversation_id, token)
+        except sqlite3.Error as exc:
+            if database.explain(exc, home.settings.db_path) is None:
+                raise
+            return  # still no room: the claim waits for the next turn
+        left.discard((conversation_id, token))
 
 
 def quotes_window(home: Home, channel: Channel) -> int:

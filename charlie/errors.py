@@ -84,6 +84,10 @@ class DistillationError(CharlieError):
     """The model's distillation could not be turned into valid memory."""
 
 
+class Forbidden(CharlieError):
+    """Something only a household administrator may do."""
+
+
 class PrivacyError(CharlieError):
     """An operation would expose one person's private channel to another."""
 

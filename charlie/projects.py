@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import tomllib
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,16 @@ def create_project(
     *,
     slug: str | None = None,
     style: str = "",
+def validate_name(name: str) -> str:
+    """A project's display name; never one that reads as the private channel's."""
+    if unicodedata.normalize("NFKC", name).strip().casefold() == PRIVATE:
+        raise InvalidName(
+            f"{name!r} would look like each person's own private channel: choose another "
+            "name for a shared project."
+        )
+    return name
+
+
     persona: str = "",
     distill_every: int = 5,
 ) -> Project:
@@ -143,6 +154,7 @@ def create_project(
         raise Conflict(f"A project {slug!r} already exists at {path}.")
     try:
         config = ProjectConfig(name=name, style=style, persona=persona, distill_every=distill_every)
+    validate_name(name)
     except ValidationError as exc:
         raise CharlieError(f"Cannot create project {slug!r}: {exc.errors()[0]['msg']}.") from exc
     path.mkdir(parents=True, exist_ok=True)
@@ -166,6 +178,8 @@ def update_project(home: Home, slug: str, **changes: Any) -> Project:
     except ValidationError as exc:
         err = exc.errors()[0]
         raise CharlieError(f"Cannot set {err['loc'][0]} of {slug!r}: {err['msg']}.") from exc
+    if changes.get("name") is not None:
+        validate_name(changes["name"])
     write_config(project.config_path, config)
     return Project(project.id, slug, project.path, config)
 

@@ -24,7 +24,7 @@ from web_support import PASSWORD, events, signed_in
 
 from charlie import conversations, distill, memory
 from charlie.conversations import Channel, shared_channel
-from charlie.errors import LLMUnavailable
+from charlie.errors import DiskFull, LLMUnavailable
 from charlie.home import Home
 from charlie.llm import LLMClient
 from charlie.projects import create_project
@@ -214,3 +214,39 @@ def test_a_full_disk_mid_distillation_ends_the_stream_with_an_error_and_loses_no
     result = charlie("distill", "-p", "kitchen")
     assert result.exit_code == 0, result.output
     assert memory.load(home, channel).summary == "Folded in after the disk was freed."
+
+
+def test_a_claim_that_could_not_be_given_back_is_given_back_by_the_next_turn(
+    home: Home, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk can fail the release itself (a write): the claim stays set, and this
+    process gives it back at its next claim, so distillation resumes without a restart."""
+    from test_storage_errors import sqlite_full
+
+    from charlie import chat
+
+    project = create_project(home, "Kitchen", distill_every=2)
+    channel = shared_channel(home, project)
+    alice = ensure_user(home.db, "alice")
+    client = LLMClient(llm.base_url, "test-model")
+    llm.default = lambda request: (
+        distill_answer(summary="Oak.") if is_distillation(request) else "Noted."
+    )
+    error = sqlite_full()
+
+    def full(*args: Any) -> None:
+        raise error
+
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(distill, "_unclaim", full)
+            with pytest.raises(DiskFull, match="resumes with your next message"):
+                list(chat.turn(home, client, channel, alice, "Oak worktops."))
+        claimed = "SELECT distill_claim FROM conversations WHERE id = ?"
+        assert home.db.execute(claimed, (channel.conversation_id,)).fetchone()[0] is not None
+
+        events_ = list(chat.turn(home, client, channel, alice, "Brass handles."))
+    finally:
+        client.close()
+    assert any(isinstance(event, chat.Distilled) for event in events_)
+    assert home.db.execute(claimed, (channel.conversation_id,)).fetchone()[0] is None

@@ -4,6 +4,7 @@ then the person is told to keep it, because private channels live only there."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -143,3 +144,16 @@ def test_other_sqlite_errors_pass_unchanged(tmp_path: Path) -> None:
     conn.execute("INSERT INTO projects (slug, created_at) VALUES ('kitchen', 'now')")
     with pytest.raises(sqlite3.IntegrityError), db.storage_errors(path):
         conn.execute("INSERT INTO projects (slug, created_at) VALUES ('kitchen', 'now')")
+
+
+@pytest.mark.parametrize(("free", "told"), [(0, DiskFull), (10 << 30, DiskError)])
+def test_an_io_error_on_a_full_disk_is_a_full_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free: int, told: type[Exception]
+) -> None:
+    """SQLite reports a full disk as SQLITE_IOERR_SHMSIZE when it cannot grow its -shm file
+    (a new connection on a full disk): with no room left, that is a full disk."""
+    exc = sqlite3.OperationalError("disk I/O error")
+    exc.sqlite_errorcode = 4874  # type: ignore[attr-defined]  # SQLITE_IOERR_SHMSIZE
+    usage = shutil.disk_usage(tmp_path)._replace(free=free)
+    monkeypatch.setattr(db.shutil, "disk_usage", lambda path: usage)
+    assert type(db.explain(exc, tmp_path / "charlie.db")) is told

@@ -149,3 +149,20 @@ def test_discord_says_the_disk_is_full(
             client.close()
     text = "\n".join(answer.parts)
     assert "⚠️ The disk holding" in text and "is full" in text
+
+
+def test_a_bug_mid_stream_ends_it_with_an_error_and_logs_it(
+    household: Home, llm: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = signed_in("alice")
+
+    def broken(*args: Any, **kwargs: Any) -> Iterator[chat.Event]:
+        yield chat.Token("Half an ans")
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(chat, "turn", broken)
+    response = client.post("/api/channels/kitchen/chat", json={"text": "Green tiles?"})
+    found = events(response)
+    assert [kind for kind, _ in found] == ["token", "error", "done"]
+    assert "server's log" in found[1][1]["error"]
+    assert "RuntimeError: a bug" in caplog.text

@@ -19,7 +19,7 @@ from charlie.users import ensure_user, set_password
 @pytest.fixture
 def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
     for name in ("alice", "bob"):
-        ensure_user(home.db, name)
+        ensure_user(home.db, name, is_admin=name == "alice")
         set_password(home.db, name, PASSWORD)
     auth = projects.create_project(home, "Auth")
     notes.create_note(
@@ -48,7 +48,7 @@ def test_login_sets_safe_cookies(app_home: Home) -> None:
     assert "HttpOnly" in session and "SameSite=lax" in session and "Secure" not in session
     csrf = next(c for c in cookies if c.startswith("charlie_csrf="))
     assert "HttpOnly" not in csrf
-    assert response.json() == {"user": {"name": "alice", "is_admin": False}}
+    assert response.json() == {"user": {"name": "alice", "is_admin": True}}
 
 
 def test_wrong_password_then_rate_limit(app_home: Home) -> None:
@@ -229,6 +229,22 @@ def test_projects_and_settings(alice: TestClient) -> None:
     assert alice.post("/api/projects", json={"name": "Auth"}).status_code == 409
 
 
+def test_only_an_administrator_changes_the_write_tools(alice: TestClient, bob: TestClient) -> None:
+    refused = bob.patch("/api/projects/auth", json={"write_tools": ["record_decision"]})
+    assert refused.status_code == 403
+    assert "Only an administrator" in refused.json()["error"]
+    assert bob.patch("/api/projects/auth", json={"style": "Terse."}).status_code == 200
+    assert alice.get("/api/projects/auth").json()["write_tools"] is None  # unchanged: all
+
+
+@pytest.mark.parametrize("name", ["Private", " PRIVATE ", "Ｐｒｉｖａｔｅ"])
+def test_no_shared_project_looks_like_the_private_channel(alice: TestClient, name: str) -> None:
+    created = alice.post("/api/projects", json={"name": name})
+    assert created.status_code == 400 and "private channel" in created.json()["error"]
+    renamed = alice.patch("/api/projects/auth", json={"name": name})
+    assert renamed.status_code == 400
+
+
 def test_health_reports_the_llm(alice: TestClient, llm: ScriptedLLMServer) -> None:
     health = alice.get("/api/health").json()
     assert health["llm"]["reachable"] and health["llm"]["models"] == ["test-model"]
@@ -245,3 +261,14 @@ def test_suggestion_accept_belongs_to_its_owner(
     assert bob.post(f"/api/suggestions/{suggestion['id']}/accept").status_code == 404
     accepted = alice.post(f"/api/suggestions/{suggestion['id']}/accept")
     assert accepted.json() == {"note": "auth/jwt-refresh-tokens"}
+
+
+def test_a_memory_file_that_is_not_utf8_is_shown_with_its_error(
+    alice: TestClient, app_home: Home
+) -> None:
+    path = projects.get_project(app_home, "auth").memory_path
+    path.write_bytes(b"# Memory\n\n## Summary\n\n\xff\xfe broken\n")
+    answer = alice.get("/api/channels/auth/memory")
+    assert answer.status_code == 200, answer.text
+    assert "UTF-8" in answer.json()["error"]
+    assert answer.json()["summary"] == ""

@@ -50,13 +50,13 @@ def test_private_is_not_a_project_name(alice: TestClient, accounts: Home, charli
     for name in ("Private", "private", "  PRIVATE!  "):
         refused = alice.post("/api/projects", json={"name": name})
         assert refused.status_code == 400, name
-        assert "'private' is reserved" in refused.json()["error"]
+        assert "private channel" in refused.json()["error"]
     with pytest.raises(InvalidName):
         projects.create_project(accounts, "Mine", slug="private")
 
     result = charlie("projects", "create", "Private")  # type: ignore[operator]
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: 'private' is reserved: it names each person's own")
+    assert result.stderr.startswith("Error: 'Private' would look like each person's own")
 
 
 def test_a_private_folder_made_by_hand_does_not_hijack_the_private_channel(

@@ -39,7 +39,7 @@ from charlie.adapters.web.deps import (
     stream,
 )
 from charlie.conversations import Channel, private_channel, recent, shared_channel
-from charlie.errors import CharlieError, InvalidName, MemoryFormatError
+from charlie.errors import CharlieError, Forbidden, InvalidName, MemoryFormatError
 from charlie.home import Home
 from charlie.index import status as index_status
 from charlie.memory import Memory
@@ -254,6 +254,10 @@ def change_project(
 ) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
     if "write_tools" in changes and changes["write_tools"] is not None:
+    if "write_tools" in changes and not session.user.is_admin:
+        raise Forbidden(
+            "Only an administrator can change which write tools the model may use in a project."
+        )
         unknown = set(changes["write_tools"]) - set(toolkit.write_tools())
         if unknown:
             raise InvalidName(f"Unknown write tools: {', '.join(sorted(unknown))}.")
@@ -357,9 +361,10 @@ class UndoBody(BaseModel):
 @router.get("/channels/{channel}/memory")
 def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found = channel_for(home, channel, session.user)  # GET: reads, never writes
-    markdown = memory.read_file_text(found) if found.project else None
+    markdown: str | None = None
     try:
         layers = memory.load(home, found)
+        markdown = memory.read_file_text(found) if found.project else None
     except MemoryFormatError as exc:
         return memory_json(Memory()) | {"markdown": markdown, "error": str(exc)}
     return memory_json(layers) | {"markdown": markdown, "error": None}

@@ -27,6 +27,7 @@ from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
+from charlie.home import Home
 from charlie.llm import LLMClient
 from charlie.voice.turn import Voice
 
@@ -92,8 +93,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        app.state.llm.close()
+        # One connection open while the server runs keeps the database's -wal and -shm
+        # files in place between requests (each request opens its own): no churn, and on a
+        # full disk reads still work instead of failing to recreate them.
+        keeper = Home.open(settings, shared=app.state.shared)
+        try:
+            yield
+        finally:
+            keeper.close()
+            app.state.llm.close()
 
     app = FastAPI(
         title="Charlie",

@@ -8,7 +8,7 @@ routers. So the web adapter has no import cycle.
 from __future__ import annotations
 
 import json
-import sqlite3
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +24,7 @@ from charlie.errors import (
     Conflict,
     DatabaseDamaged,
     DatabaseError,
+    Forbidden,
     InvalidName,
     LLMError,
     LLMUnavailable,
@@ -40,6 +41,7 @@ CSRF_COOKIE = "charlie_csrf"
 DEVICE_COOKIE = "charlie_device"  # a browser that signed in before (see charlie.sessions)
 CSRF_HEADER = "x-csrf-token"
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
+log = logging.getLogger("charlie.web")
 STREAMS_PER_PERSON = 3  # chat and voice answers streaming at once, per person
 
 
@@ -52,6 +54,7 @@ STATUS: list[tuple[type[Exception], int]] = [
     (Conflict, 409),
     (InvalidName, 400),
     (PrivacyError, 403),
+    (Forbidden, 403),
     (sessions.TooManyAttempts, 429),
     (TooManyStreams, 429),
     (DatabaseDamaged, 500),
@@ -179,10 +182,14 @@ def stream(
                 yield from produce(own)
             except CharlieError as exc:  # LLMError included
                 yield sse("error", {"error": str(exc), "kind": type(exc).__name__})
-            except (sqlite3.Error, OSError) as exc:
+            except Exception as exc:  # a storage failure told as such; a bug logged and told
                 explained = explain_storage(exc, settings.db_path)
                 if explained is None:
-                    raise
+                    log.exception("an answer failed")
+                    explained = CharlieError(
+                        "Charlie failed while answering (the details are in the server's log). "
+                        "What was already saved is kept; try again."
+                    )
                 yield sse("error", {"error": str(explained), "kind": type(explained).__name__})
             finally:
                 own.close()

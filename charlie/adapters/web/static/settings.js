@@ -72,6 +72,7 @@ export function createSettings(app) {
           name: 'write_tools',
           value: tool.name,
           checked: allowed.has(tool.name),
+          disabled: !app.user.is_admin,
         }),
         ` ${tool.label} `,
         h('code', { class: 'small' }, tool.name),
@@ -104,7 +105,9 @@ export function createSettings(app) {
         h(
           'p',
           { class: 'hint' },
-          'Reading tools (search, read notes and memory) are always allowed.',
+          app.user.is_admin
+            ? 'Reading tools (search, read notes and memory) are always allowed.'
+            : 'Reading tools are always allowed. Only an administrator can change these.',
         ),
       ),
       errorLine,
@@ -130,10 +133,12 @@ export function createSettings(app) {
         persona: persona.value.trim(),
         distill_every: cadence,
         quotes_window: quotes.value === '' ? null : Number(quotes.value),
-        write_tools: [...form.querySelectorAll('input[name=write_tools]:checked')].map(
-          (i) => i.value,
-        ),
       };
+      if (app.user.is_admin) {
+        changes.write_tools = [...form.querySelectorAll('input[name=write_tools]:checked')].map(
+          (i) => i.value,
+        );
+      }
       try {
         const saved = await patch(`/api/projects/${enc(project.slug)}`, changes);
         app.projectChanged(saved);
