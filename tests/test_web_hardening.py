@@ -221,3 +221,21 @@ def test_serve_closes_a_connection_whose_headers_never_finish(
             assert slow.recv(1024) == b""  # closed by the server
             assert time.monotonic() - began < 5
         assert httpx.get(f"{url}/api/me").status_code == 401  # others are served as usual
+
+
+def test_serve_closes_a_connection_whose_body_never_finishes(
+    accounts: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(web_cli, "HEADER_SECONDS", 1)
+    monkeypatch.setattr(web_cli, "BODY_SECONDS", 1)
+    with live_server() as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            slow.sendall(
+                b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                b'\r\nContent-Length: 100\r\n\r\n{"name": '  # and the rest never comes
+            )
+            began = time.monotonic()
+            assert slow.recv(1024) == b""  # closed by the server
+            assert time.monotonic() - began < 6
+        assert httpx.get(f"{url}/api/me").status_code == 401  # others are served as usual

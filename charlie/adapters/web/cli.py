@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 KEEP_ALIVE_SECONDS = 5  # an idle connection is closed after this long
 HEADER_SECONDS = 10  # a request's headers must have arrived this long after it began
+BODY_SECONDS = 120  # and its body (16 MB at most) this long after that
+CONNECTIONS = 256  # at once; more are answered 503 (each holds a file descriptor)
 MAX_HEADER_BYTES = 64 * 1024  # the request line and headers together, at most
 
 
@@ -83,7 +85,8 @@ def server_config(
 ) -> uvicorn.Config:
     """How `charlie serve` runs uvicorn: X-Forwarded-For believed only from the proxies in
     CHARLIE_TRUSTED_PROXIES (none by default), idle connections closed after 5 s, request
-    headers limited in size and in time (`HEADER_SECONDS`)."""
+    headers limited in size and in time (`HEADER_SECONDS`), bodies in time (`BODY_SECONDS`),
+    at most `CONNECTIONS` at once."""
     import uvicorn
 
     from charlie.adapters.web.app import create_app
@@ -100,6 +103,7 @@ def server_config(
         proxy_headers=bool(trusted),
         forwarded_allow_ips=trusted or None,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
-        http=header_timeout_protocol(HEADER_SECONDS),
+        http=header_timeout_protocol(HEADER_SECONDS, BODY_SECONDS),
+        limit_concurrency=CONNECTIONS,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
