@@ -18,7 +18,8 @@ by another. Scenarios:
 * `index-zeroed` — the search index's pages overwritten with zeros while the server is down;
   search, health, a chat that searches and `charlie reindex` must all work afterwards.
 * `disk-full` — the data home on a small tmpfs filled up: chats and a distillation must end
-  with a clear error (no silent cut), nothing accepted lost, and all works once space is back
+  with a clear error (no silent cut), reading goes on, nothing accepted is lost, and all works
+  once space is back
   (needs root to mount a tmpfs; reported as skipped otherwise).
 * `injection` — a note that closes its fence and tells the model to write into a project
   whose `write_tools = []`, and bob's note telling the model, in alice's private channel, to
@@ -635,6 +636,7 @@ def disk_full(tmp: Path, model: Model, rounds: int) -> Outcome:
                             f"{result.status} {result.kinds[-3:]} {result.error[:200]}"
                         )
                 search = alice.get("/api/search", params={"q": "plumber"})
+                reads = alice.get("/api/channels/kitchen/messages").status_code
                 filler.unlink()
                 back = chat(alice, "kitchen", f"Disk round {n}: space is back.")
                 distill = app.cli("distill", "-p", "kitchen", "--user", "alice")
@@ -647,13 +649,14 @@ def disk_full(tmp: Path, model: Model, rounds: int) -> Outcome:
                     and distilled
                     and lost == 0
                     and search.status_code in (200, 503)
+                    and reads == 200
                 )
                 out.errors += (not back.complete) + (not distilled)
                 out.attempt(
                     ok,
                     f"round {n}: told clearly {told}, back {back.kinds[-2:]} {back.error}, "
                     f"distill rc={distill.returncode} {distill.stderr.strip()[-200:]}, "
-                    f"search {search.status_code}, lost {lost}",
+                    f"search {search.status_code}, messages read while full {reads}, lost {lost}",
                 )
     return out
 
