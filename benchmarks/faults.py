@@ -658,7 +658,45 @@ def disk_full(tmp: Path, model: Model, rounds: int) -> Outcome:
                     f"distill rc={distill.returncode} {distill.stderr.strip()[-200:]}, "
                     f"search {search.status_code}, messages read while full {reads}, lost {lost}",
                 )
+                full_mid_distillation(app, alice, model, n, out)
     return out
+
+
+def full_mid_distillation(
+    app: App, alice: httpx.Client, model: Model, n: int, out: Outcome
+) -> None:
+    """The disk fills while a distillation waits on the model: its write fails, the stream
+    says so after the reply, and with space back the next turn folds the messages in."""
+    model.hold_distillation = True
+    text = f"Disk round {n}: the model is thinking."
+    thread, box = chat_in_thread(alice, "kitchen", text)
+    if not model.distilling.wait(WAIT):
+        out.attempt(False, f"round {n} mid-distillation: no distillation was asked for")
+        model.reset()
+        return
+    filler = fill(app.home.parent)
+    model.release.set()
+    thread.join(WAIT)
+    model.reset()
+    during: Chat = box.get("chat") or Chat(0, [], "no answer")
+    filler.unlink()
+    after = chat(alice, "kitchen", f"Disk round {n}: and now?")
+    kept = stored(app.home, text)
+    out.lost += kept == 0
+    ok = (
+        "reply" in during.kinds
+        and during.kinds[-2:] == ["error", "done"]
+        and clear_about_space(during.error)
+        and "distilled" in after.kinds
+        and after.complete
+        and kept == 1
+    )
+    out.errors += not after.complete
+    out.attempt(
+        ok,
+        f"round {n} mid-distillation: during {during.kinds[-3:]} {during.error[:160]}, after "
+        f"{after.kinds[-3:]} {after.error}, stored {kept}",
+    )
 
 
 INJECTION = (
