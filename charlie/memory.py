@@ -32,7 +32,9 @@ still Charlie's (`last_charlie_revision`).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -401,13 +403,26 @@ def writing(home: Home) -> Iterator[None]:
 
 
 def read_file_text(channel: Channel) -> str | None:
-    """The raw memory.md of a shared channel, or None when it does not exist yet."""
+    """The raw memory.md of a shared channel, or None when it does not exist yet.
+
+    A memory.md that is a symbolic link is never read (it could lead to any file the server
+    can read), and so never written either: every write reads the file first."""
     assert channel.project is not None
     path = channel.project.memory_path
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise MemoryFormatError(
+                f"{path} is a symbolic link; Charlie does not follow links (one could lead "
+                "anywhere on this computer): put the file itself there instead."
+            ) from exc
+        raise
+    try:
+        with open(fd, encoding="utf-8") as handle:  # universal newlines, as files.text_sha
+            return handle.read()
     except UnicodeDecodeError as exc:
         raise MemoryFormatError(
             f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8."

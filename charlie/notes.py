@@ -6,17 +6,30 @@ own, all preserved) followed by a markdown body. Files written by hand or by ano
 that does not parse is reported with its path and reason, never rewritten.
 
 Charlie writes a note only when asked to (create, update, tag); reading and indexing never
-touch the files. Symbolic links inside a notes folder are never followed (a link could lead
-anywhere the server can read): they are reported as problems, and import skips them.
+touch the files. Symbolic links are never followed (a link could lead anywhere the server
+can read): a notes folder that is a link, or a link inside one, is reported as a problem,
+never read, indexed or written through, and import skips links.
+
+Writes never lose a note or an edit. A new note is linked into place under a name no other
+file has (`os.link` fails rather than replace one), so two notes created at once with one
+title become `title` and `title-2`. A change to a note (update, append, tag) reads the file,
+changes it and writes it back while holding the project's note lock (`writing`), shared by
+every thread and process of the data home, and the write is made only if the file still
+holds what was read: a person's save in an editor in between is kept and the change is made
+again on top of it.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,8 +37,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from charlie.errors import CharlieError, NotFound
-from charlie.files import write_atomic
+from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
+from charlie.files import FileChanged, sha256_text, write_atomic
 from charlie.home import Home
 from charlie.projects import Problem, Project
 
@@ -33,7 +46,15 @@ NOTES_DIR = "notes"
 TRASH_DIR = "trash"
 MAX_NOTE_BYTES = 5 * 1024 * 1024
 TAG_RE = re.compile(r"^[\w/-]{1,64}$")
-LINK_REASON = "is a symbolic link; Charlie does not follow links out of the notes folder"
+LINK_REASON = (
+    "is a symbolic link; Charlie does not follow links (one could lead anywhere on this "
+    "computer): put the file or folder itself there instead"
+)
+MAX_PART_BYTES = 200  # each part of a note name, in UTF-8: the file name and its temp fit in 255
+MAX_NAME_CHARS = 1000
+LOCK_WAIT = 10.0  # seconds a change waits for another change of the project's notes
+NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
+CHANGE_TRIES = 3  # reads, changes and writes of one note while a person keeps saving it
 
 
 class NoteFormatError(CharlieError):
@@ -47,6 +68,7 @@ class Note:
     path: Path
     meta: dict[str, Any] = field(default_factory=dict)
     body: str = ""
+    sha256: str = ""  # of the file's text as read (`files.text_sha`): the version changed
 
     @property
     def key(self) -> str:
@@ -135,7 +157,8 @@ def read_note(path: Path, project: str, root: Path) -> Note:
     link (the file, or a folder between `root` and it) is refused, never followed."""
     link = link_inside(root, path)
     if link is not None:
-        raise NoteFormatError(f"{path}: {LINK_REASON} ({link.name}).")
+        where = "" if link == path else f"passes through {link}, which "
+        raise NoteFormatError(f"{path}: {where}{LINK_REASON}.")
     try:
         data = read_bytes(path, MAX_NOTE_BYTES)
         if data is None:
@@ -153,7 +176,13 @@ def read_note(path: Path, project: str, root: Path) -> Note:
         raise NoteFormatError(f"{path}: cannot be read ({exc.strerror}).") from exc
     meta, body = parse(text, path)
     name = path.relative_to(root).with_suffix("").as_posix()
-    return Note(project, name, path, meta, body)
+    return Note(project, name, path, meta, body, version_of(text))
+
+
+def version_of(text: str) -> str:
+    """The sha256 that `files.text_sha` gives the file holding `text`: it reads with universal
+    newlines, so a note saved with Windows line ends is compared as Charlie read it."""
+    return sha256_text(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def read_bytes(path: Path, limit: int) -> bytes | None:
@@ -217,6 +246,9 @@ def find(project: Project) -> Found:
     """
     found: list[NoteFile] = []
     links: list[Path] = []
+    folder_link = _folder_link(project)
+    if folder_link is not None:
+        return Found([], [folder_link])
     pending = [(str(notes_dir(project)), "")]
     while pending:
         folder, prefix = pending.pop()
@@ -261,11 +293,49 @@ def list_notes(project: Project) -> tuple[list[Note], list[Problem]]:
     return notes, problems
 
 
-def note_path(project: Project, name: str) -> Path:
-    """Where note `name` lives, refusing names that would leave the notes folder or pass
-    through a symbolic link in it."""
+def _folder_link(project: Project) -> Path | None:
+    """The notes folder, when it is a symbolic link (never followed). A project folder that
+    is a link is no project at all (`projects.project_dir`)."""
     folder = notes_dir(project)
+    return folder if folder.is_symlink() else None
+
+
+def _refuse_folder_link(project: Project) -> None:
+    folder_link = _folder_link(project)
+    if folder_link is not None:
+        raise CharlieError(
+            f"The notes of project {project.slug} are in {folder_link}, which {LINK_REASON}."
+        )
+
+
+def validate_name(name: str) -> str:
+    """`name` (a path inside the notes folder, '.md' optional) if a file can have it; else
+    `InvalidName`, saying what is allowed."""
+    shown = name if len(name) <= 60 else f"{name[:60]}…"
+    if any(ord(c) < 32 for c in name):
+        raise InvalidName(f"{shown!r} is not a note name: it holds a control character.")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidName(f"{shown!r} is not a note name: it is not valid text.") from None
     clean = name.removesuffix(".md")
+    if len(clean) > MAX_NAME_CHARS or any(
+        len(part.encode("utf-8")) > MAX_PART_BYTES for part in clean.split("/")
+    ):
+        raise InvalidName(
+            f"{shown!r} is not a note name: it is too long. Each part of a note name (between "
+            f"'/') may be at most {MAX_PART_BYTES} bytes ({MAX_PART_BYTES} letters a-z, fewer "
+            f"in other scripts), and the whole name at most {MAX_NAME_CHARS} characters."
+        )
+    return clean
+
+
+def note_path(project: Project, name: str) -> Path:
+    """Where note `name` lives, refusing names no file can have, names that would leave the
+    notes folder, and any path through a symbolic link (the notes folder itself included)."""
+    folder = notes_dir(project)
+    clean = validate_name(name)
+    _refuse_folder_link(project)
     written = Path(os.path.normpath(folder / f"{clean}.md"))
     if clean and written.is_relative_to(folder) and link_inside(folder, written) is not None:
         raise CharlieError(f"Note {name!r} of project {project.slug} {LINK_REASON}.")
@@ -289,18 +359,99 @@ def _now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
-def _free_name(project: Project, title: str) -> str:
-    base = re.sub(r"[^\w-]+", "-", title.lower(), flags=re.UNICODE).strip("-_")[:80] or "note"
-    name, number = base, 2
-    while note_path(project, name).exists():
-        name, number = f"{base}-{number}", number + 1
-    return name
+# ---------------------------------------------------------------- writing without losing
+
+
+def _lock_path(project: Project) -> Path:
+    """The project's note lock: in the data home's `locks/` folder (projects live in
+    `<data home>/projects/<slug>`), never among the files a person sees."""
+    return project.path.parent.parent / "locks" / "notes" / f"{project.slug}.lock"
+
+
+@contextmanager
+def writing(project: Project) -> Iterator[None]:
+    """Hold the lock on changes to the project's notes, across the threads and processes of
+    the data home (web, Discord, CLI); waits at most `LOCK_WAIT` seconds for it."""
+    path = _lock_path(project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:  # one open file each: flock then excludes threads too
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Conflict(
+                        f"Another change to the notes of project {project.slug} has taken "
+                        f"over {LOCK_WAIT:g} s; nothing was changed. Try again in a moment."
+                    ) from None
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_new(path: Path, text: str) -> bool:
+    """Write `text` as the new file `path` — to a temp file, fsync, then a hard link to
+    `path` — or return False, writing nothing, when a file or link of that name exists: an
+    existing note is never replaced, even one that appeared a moment ago."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in NO_HARD_LINKS:
+                raise
+            return _create_exclusive(path, text)
+    finally:
+        os.unlink(tmp)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return True
+
+
+def _create_exclusive(path: Path, text: str) -> bool:
+    """`_write_new` on a file system without hard links (FAT, some network shares): the file
+    is created only if no file of that name exists, then written — never replacing one, but
+    a crash in between can leave it short."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return True
+
+
+def _name_base(title: str) -> str:
+    """The file name a title suggests: lower-case words joined by '-', short enough for any
+    file system once a '-NNN' is added."""
+    base = re.sub(r"[^\w-]+", "-", title.lower(), flags=re.UNICODE).strip("-_")[:80]
+    while len(base.encode("utf-8")) > MAX_PART_BYTES - 20:
+        base = base[:-1]
+    return base.strip("-_") or "note"
 
 
 def create_note(project: Project, title: str, body: str = "", tags: Sequence[str] = ()) -> Note:
+    """Write a new note named after its title; when that name is taken (even by a note
+    created at the same moment), the first free one of `title-2`, `title-3`…"""
     if not title.strip():
         raise CharlieError("A note needs a title.")
-    name = _free_name(project, title)
     stamp = _now()
     meta: dict[str, Any] = {
         "title": title.strip(),
@@ -308,49 +459,103 @@ def create_note(project: Project, title: str, body: str = "", tags: Sequence[str
         "created": stamp,
         "updated": stamp,
     }
-    path = note_path(project, name)
     text = render(meta, body)
-    write_atomic(path, text)
-    return Note(project.slug, name, path, meta, parse(text, path)[1])
+    base = _name_base(title)
+    name, number = base, 2
+    while True:
+        path = note_path(project, name)
+        if not (path.exists() or path.is_symlink()) and _write_new(path, text):
+            return Note(project.slug, name, path, meta, parse(text, path)[1], version_of(text))
+        name, number = f"{base}-{number}", number + 1
 
 
-def _rewrite(note: Note, meta: dict[str, Any], body: str) -> Note:
-    meta["updated"] = _now()
-    text = render(meta, body)
-    write_atomic(note.path, text)
-    return Note(note.project, note.name, note.path, meta, parse(text, note.path)[1])
+def change_note(
+    project: Project, name: str, change: Callable[[Note], tuple[dict[str, Any], str]]
+) -> Note:
+    """Read note `name`, apply `change` (the note as read → its new front matter and body)
+    and write the result, holding the project's note lock; if the file was saved by hand
+    between the read and the write, the person's save is kept and `change` is applied again
+    to it (up to `CHANGE_TRIES` reads). `change` may raise to write nothing."""
+    with writing(project):
+        for _ in range(CHANGE_TRIES):
+            note = get_note(project, name)
+            meta, body = change(note)
+            meta["updated"] = _now()
+            text = render(meta, body)
+            try:
+                write_atomic(note.path, text, replaces=note.sha256)
+            except FileChanged:
+                continue
+            body = parse(text, note.path)[1]
+            return Note(note.project, note.name, note.path, meta, body, version_of(text))
+    raise Conflict(
+        f"Note {name!r} of project {project.slug} kept changing on disk while Charlie was "
+        "changing it; the file is left as it was last saved. Try again."
+    )
 
 
 def update_note(
-    project: Project, name: str, *, body: str | None = None, title: str | None = None
+    project: Project,
+    name: str,
+    *,
+    body: str | None = None,
+    title: str | None = None,
+    base_sha256: str | None = None,
 ) -> Note:
-    """Change a note's body and/or title; every other front-matter key is kept."""
-    note = get_note(project, name)
-    meta = dict(note.meta)
-    if title is not None:
-        if not title.strip():
-            raise CharlieError("A note's title cannot be empty.")
-        meta["title"] = title.strip()
-    return _rewrite(note, meta, note.body if body is None else body)
+    """Change a note's body and/or title; every other front-matter key is kept.
+
+    With `base_sha256` (the `sha256` of the note as the person's editor loaded it), nothing
+    is written if the file changed since — `Conflict`, so an edit nobody saw is never
+    overwritten."""
+    if title is not None and not title.strip():
+        raise CharlieError("A note's title cannot be empty.")
+
+    def change(note: Note) -> tuple[dict[str, Any], str]:
+        if base_sha256 is not None and note.sha256 != base_sha256:
+            raise Conflict(
+                f"Note {note.key} was changed (by hand, by Charlie or by someone else) since "
+                "you opened it, so your text was not saved. Copy your text, reload the note "
+                "to see the change, then make yours again."
+            )
+        meta = dict(note.meta)
+        if title is not None:
+            meta["title"] = title.strip()
+        return meta, note.body if body is None else body
+
+    return change_note(project, name, change)
+
+
+def append_to_note(project: Project, name: str, text: str) -> Note:
+    """Add `text` as a new paragraph at the end of the note's body."""
+
+    def change(note: Note) -> tuple[dict[str, Any], str]:
+        return dict(note.meta), f"{note.body.rstrip()}\n\n{text.strip()}\n"
+
+    return change_note(project, name, change)
 
 
 def tag_note(
     project: Project, name: str, add: Sequence[str] = (), remove: Sequence[str] = ()
 ) -> Note:
-    note = get_note(project, name)
     removing = {validate_tag(t) for t in remove}
-    tags = [t for t in note.tags if t not in removing]
-    tags += [t for t in (validate_tag(t) for t in add) if t not in tags]
-    return _rewrite(note, dict(note.meta) | {"tags": tags}, note.body)
+    adding = [validate_tag(t) for t in add]
+
+    def change(note: Note) -> tuple[dict[str, Any], str]:
+        tags = [t for t in note.tags if t not in removing]
+        tags += [t for t in adding if t not in tags]
+        return dict(note.meta) | {"tags": tags}, note.body
+
+    return change_note(project, name, change)
 
 
 def delete_note(home: Home, project: Project, name: str) -> Path:
     """Move the note to the data home's trash (never destroyed); return where it went."""
-    note = get_note(project, name)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    target = home.settings.home / TRASH_DIR / project.slug / f"{note.name}.{stamp}.md"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(note.path, target)
+    with writing(project):
+        note = get_note(project, name)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        target = home.settings.home / TRASH_DIR / project.slug / f"{note.name}.{stamp}.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(note.path, target)
     return target
 
 
@@ -374,6 +579,7 @@ def import_folder(project: Project, folder: Path) -> ImportReport:
     """
     if not folder.is_dir():
         raise NotFound(f"{folder} is not a folder.")
+    _refuse_folder_link(project)
     report = ImportReport()
     root = notes_dir(project)
     for source, is_link in _markdown_under(folder):
@@ -398,18 +604,16 @@ def import_folder(project: Project, folder: Path) -> ImportReport:
             report.skipped.append(Problem(source, f"{reason}"))
             continue
         relative = source.relative_to(folder)
-        target = root / relative
-        number = 2
-        while target.exists() or target.is_symlink():
-            target = root / relative.with_name(f"{relative.stem}-{number}.md")
-            number += 1
-        link = link_inside(root, target)
+        link = link_inside(root, (root / relative).parent)
         if link is not None:
             report.skipped.append(
                 Problem(source, f"would be written through {link}, which {LINK_REASON}")
             )
             continue
-        write_atomic(target, text)
+        target, number = root / relative, 2
+        while target.exists() or target.is_symlink() or not _write_new(target, text):
+            target = root / relative.with_name(f"{relative.stem}-{number}.md")
+            number += 1
         report.imported.append(read_note(target, project.slug, root))
     return report
 

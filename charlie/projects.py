@@ -81,9 +81,15 @@ def slugify(name: str) -> str:
 
 
 def project_dir(home: Home, slug: str) -> Path:
-    """The folder of project `slug`, refusing any slug that could leave the data home."""
+    """The folder of project `slug`, refusing any slug that could leave the data home, and
+    a folder that is a symbolic link (never followed: it could lead anywhere)."""
     validate_slug(slug)
     root = home.settings.projects_dir.resolve()
+    if (root / slug).is_symlink():
+        raise InvalidName(
+            f"{root / slug} is a symbolic link; Charlie does not follow links (one could lead "
+            "anywhere on this computer): put the project's folder itself there instead."
+        )
     path = (root / slug).resolve()
     if path.parent != root:
         raise InvalidName(f"{slug!r} would place a project outside {root}.")
@@ -129,12 +135,6 @@ def get_project(home: Home, slug: str) -> Project:
     return Project(_project_id(home.db, slug), slug, path, read_config(config_path))
 
 
-def create_project(
-    home: Home,
-    name: str,
-    *,
-    slug: str | None = None,
-    style: str = "",
 def validate_name(name: str) -> str:
     """A project's display name; never one that reads as the private channel's."""
     if unicodedata.normalize("NFKC", name).strip().casefold() == PRIVATE:
@@ -145,16 +145,22 @@ def validate_name(name: str) -> str:
     return name
 
 
+def create_project(
+    home: Home,
+    name: str,
+    *,
+    slug: str | None = None,
+    style: str = "",
     persona: str = "",
     distill_every: int = 5,
 ) -> Project:
+    validate_name(name)
     slug = validate_slug(slug) if slug is not None else slugify(name)
     path = project_dir(home, slug)
     if (path / CONFIG_FILE).exists():
         raise Conflict(f"A project {slug!r} already exists at {path}.")
     try:
         config = ProjectConfig(name=name, style=style, persona=persona, distill_every=distill_every)
-    validate_name(name)
     except ValidationError as exc:
         raise CharlieError(f"Cannot create project {slug!r}: {exc.errors()[0]['msg']}.") from exc
     path.mkdir(parents=True, exist_ok=True)
@@ -172,14 +178,14 @@ def ensure_project(home: Home, slug: str) -> Project:
 
 def update_project(home: Home, slug: str, **changes: Any) -> Project:
     project = get_project(home, slug)
+    if changes.get("name") is not None:
+        validate_name(changes["name"])
     data = project.config.model_dump() | {k: v for k, v in changes.items() if v is not None}
     try:
         config = ProjectConfig.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise CharlieError(f"Cannot set {err['loc'][0]} of {slug!r}: {err['msg']}.") from exc
-    if changes.get("name") is not None:
-        validate_name(changes["name"])
     write_config(project.config_path, config)
     return Project(project.id, slug, project.path, config)
 

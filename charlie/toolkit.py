@@ -205,7 +205,7 @@ def append_to_note(context: ToolContext, note: str, text: str) -> tuple[str, str
         text: The text to add.
     """
     project, found = _own_note(context, note)
-    notes.update_note(project, found.name, body=f"{found.body.rstrip()}\n\n{text.strip()}\n")
+    notes.append_to_note(project, found.name, text)
     _wrote(context)
     return f"Appended to {found.key}.", f"appended to {found.key}"
 

@@ -386,7 +386,8 @@ class Outcome:
 def run_tool(
     tool: Tool, context: ToolContext, arguments: dict[str, Any], timeout: float | None = None
 ) -> Outcome:
-    """Run `tool` with a time limit; any failure becomes an error outcome, never a crash.
+    """Run `tool` with a time limit; a failure becomes an error outcome, never a crash: a
+    `CharlieError` (told to the model as it is) or an `OSError` (a file it could not use).
 
     A tool that overruns is abandoned (its thread cannot be killed and finishes on its own);
     the model is told, and the answer goes on. A write tool runs only if the context's write
@@ -414,6 +415,11 @@ def run_tool(
         return _refused(str(exc), started)
     except CharlieError as exc:
         return Outcome(f"Error: {exc}", f"error: {exc}", True, time.perf_counter() - started)
+    except OSError as exc:  # a file the tool could not use: the answer goes on without it
+        problem = f"{tool.name} could not use a file ({exc.strerror or exc})"
+        return Outcome(
+            f"Error: {problem}.", f"error: {problem}", True, time.perf_counter() - started
+        )
     finally:
         pool.shutdown(wait=False)
     if not isinstance(value, Result):

@@ -12,10 +12,11 @@ from conftest import Cli
 from fastapi.testclient import TestClient
 from web_support import PASSWORD, signed_in
 
-from charlie import notes, projects
+from charlie import memory, notes, projects
 from charlie.config import load_settings
+from charlie.conversations import shared_channel
 from charlie.embeddings import LocalEmbedder
-from charlie.errors import CharlieError
+from charlie.errors import CharlieError, MemoryFormatError
 from charlie.home import Home
 from charlie.index import Index
 from charlie.notes import IMPORT_LINK_REASON, LINK_REASON, NoteFormatError
@@ -158,3 +159,116 @@ def test_the_api_neither_serves_nor_finds_a_planted_link(
     listed = alice_client.get("/api/notes", params={"project": "house"}).json()
     assert [n["name"] for n in listed["notes"]] == ["kitchen-plan"]
     assert SECRET not in str(listed)
+
+
+# ---------------------------------------------------------------- links at the project level
+
+
+def test_a_notes_folder_that_is_a_link_is_never_read_indexed_or_written(
+    home: Home, outside: Path
+) -> None:
+    garden = projects.create_project(home, "Garden")
+    folder = notes.notes_dir(garden)
+    folder.symlink_to(outside, target_is_directory=True)
+    assert notes.list_notes(garden) == ([], [projects.Problem(folder, LINK_REASON)])
+    for attempt in (
+        lambda: notes.get_note(garden, "secret"),
+        lambda: notes.create_note(garden, "Through", "written through the link"),
+        lambda: notes.update_note(garden, "secret", body="overwritten"),
+        lambda: notes.append_to_note(garden, "secret", "appended"),
+        lambda: notes.tag_note(garden, "secret", add=["x"]),
+        lambda: notes.import_folder(garden, outside),
+    ):
+        with pytest.raises(CharlieError, match=f"are in {folder}, which is a symbolic link"):
+            attempt()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.md", "secret.txt"]
+    assert (outside / "secret.md").read_text() == f"# Secret\n{SECRET}"
+
+    index = Index(home, LocalEmbedder())
+    report = index.refresh()
+    assert report.added == [] and report.problems == [(str(folder), LINK_REASON)]
+    alice = ensure_user(home.db, "alice")
+    for mode in ("keyword", "vector", "fusion"):
+        hits = Searcher(home, index).search("Zanzibar vault combination", alice, mode=mode).hits
+        assert hits == []
+
+
+def test_a_notes_folder_that_became_a_link_leaves_the_index(
+    home: Home, project: Project, outside: Path
+) -> None:
+    index = Index(home, LocalEmbedder())
+    assert index.refresh().added == ["house/kitchen-plan"]
+    folder = notes.notes_dir(project)
+    folder.rename(folder.with_name("notes-moved"))
+    folder.symlink_to(outside, target_is_directory=True)
+    report = index.refresh()
+    assert report.removed == ["house/kitchen-plan"] and report.added == []
+    assert index.stats()["notes"] == 0
+
+
+def test_the_api_neither_lists_serves_nor_writes_through_a_linked_notes_folder(
+    alice_client: TestClient, home: Home, outside: Path
+) -> None:
+    garden = projects.create_project(home, "Garden")
+    notes.notes_dir(garden).symlink_to(outside, target_is_directory=True)
+    listed = alice_client.get("/api/notes", params={"project": "garden"}).json()
+    assert listed["notes"] == []
+    assert listed["problems"] == [{"path": str(notes.notes_dir(garden)), "reason": LINK_REASON}]
+    read = alice_client.get("/api/notes/garden/secret")
+    assert read.status_code == 400 and SECRET not in read.text
+    made = alice_client.post(
+        "/api/notes", json={"project": "garden", "title": "Through", "body": "x"}
+    )
+    assert made.status_code == 400 and "is a symbolic link" in made.json()["error"]
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.md", "secret.txt"]
+    found = alice_client.get("/api/search", params={"q": "Zanzibar vault combination"})
+    assert found.status_code == 200 and SECRET not in found.text
+
+
+def test_a_project_folder_that_is_a_link_is_a_problem_never_a_project(
+    home: Home, project: Project, outside: Path
+) -> None:
+    (outside / "project.toml").write_text('name = "Outside"\n')
+    root = home.settings.projects_dir.resolve()
+    (root / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (root / "alias").symlink_to(project.path, target_is_directory=True)  # even one inside
+    found, problems = projects.scan_projects(home)
+    assert [p.slug for p in found] == ["house"]
+    assert sorted((p.path.name, p.reason) for p in problems) == [
+        (
+            name,
+            f"{root / name} is a symbolic link; Charlie does not follow links (one could lead "
+            "anywhere on this computer): put the project's folder itself there instead.",
+        )
+        for name in ("alias", "elsewhere")
+    ]
+    for slug in ("elsewhere", "alias"):
+        with pytest.raises(CharlieError, match="is a symbolic link"):
+            projects.get_project(home, slug)
+        with pytest.raises(CharlieError, match="is a symbolic link"):
+            projects.create_project(home, "Linked", slug=slug)
+
+
+def test_a_memory_file_that_is_a_link_is_neither_read_nor_written_through(
+    home: Home, project: Project, outside: Path, alice_client: TestClient
+) -> None:
+    target = outside / "secret.txt"
+    project.memory_path.symlink_to(target)
+    channel = shared_channel(home, project)
+    with pytest.raises(MemoryFormatError, match=r"memory\.md is a symbolic link"):
+        memory.read_file_text(channel)
+    with pytest.raises(MemoryFormatError, match="is a symbolic link"):
+        memory.load(home, channel)
+    with pytest.raises(MemoryFormatError, match="is a symbolic link"):
+        memory.save(home, channel, memory.Memory(summary="Written by Charlie."), "edit")
+    assert project.memory_path.is_symlink() and target.read_text() == SECRET  # link kept
+
+    shown = alice_client.get("/api/channels/house/memory")
+    assert shown.status_code == 200 and SECRET not in shown.text
+    assert "is a symbolic link" in shown.json()["error"]
+    saved = alice_client.put(
+        "/api/channels/house/memory",
+        json={"summary": "Through the link", "decisions": [], "quotes": []},
+    )
+    assert saved.status_code == 400 and "is a symbolic link" in saved.json()["error"]
+    assert project.memory_path.is_symlink() and target.read_text() == SECRET

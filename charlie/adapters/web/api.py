@@ -111,6 +111,7 @@ def note_json(note: notes.Note, *, full: bool = False) -> dict[str, Any]:
     }
     if full:
         data["body"] = note.body
+        data["sha256"] = note.sha256  # the version: send it back as a PUT's base_sha256
         data["meta"] = {
             k: str(v) if not isinstance(v, list | int | float | bool) else v
             for k, v in note.meta.items()
@@ -253,11 +254,11 @@ def change_project(
     slug: str, body: ProjectChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
-    if "write_tools" in changes and changes["write_tools"] is not None:
     if "write_tools" in changes and not session.user.is_admin:
         raise Forbidden(
             "Only an administrator can change which write tools the model may use in a project."
         )
+    if "write_tools" in changes and changes["write_tools"] is not None:
         unknown = set(changes["write_tools"]) - set(toolkit.write_tools())
         if unknown:
             raise InvalidName(f"Unknown write tools: {', '.join(sorted(unknown))}.")
@@ -363,8 +364,8 @@ def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, An
     found = channel_for(home, channel, session.user)  # GET: reads, never writes
     markdown: str | None = None
     try:
-        layers = memory.load(home, found)
         markdown = memory.read_file_text(found) if found.project else None
+        layers = memory.load(home, found)
     except MemoryFormatError as exc:
         return memory_json(Memory()) | {"markdown": markdown, "error": str(exc)}
     return memory_json(layers) | {"markdown": markdown, "error": None}
@@ -433,6 +434,7 @@ class NewNote(BaseModel):
 class NoteChanges(BaseModel):
     title: str | None = Field(None, max_length=300)
     body: str | None = Field(None, max_length=1_000_000)
+    base_sha256: str | None = Field(None, max_length=64)  # 409 if the note changed since
 
 
 class TagChanges(BaseModel):
@@ -470,7 +472,11 @@ def update_note(
     project: str, name: str, body: NoteChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
     changed = notes.update_note(
-        projects.get_project(home, project), note_name(name), body=body.body, title=body.title
+        projects.get_project(home, project),
+        note_name(name),
+        body=body.body,
+        title=body.title,
+        base_sha256=body.base_sha256,
     )
     mark_stale(home)
     return note_json(changed, full=True)

@@ -440,6 +440,7 @@ export function createNotes(app) {
         const saved = await put(`/api/notes/${enc(project)}/${notePath(name)}`, {
           title: title.value.trim(),
           body: body.value,
+          base_sha256: note.sha256, // 409 if the file changed since it was loaded
         });
         toast('Note saved.');
         if (saved && saved.id && saved.id !== note.id) app.navigate('notes', channel, saved.id);
