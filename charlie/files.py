@@ -38,9 +38,12 @@ def text_sha(path: Path) -> str | None:
 def write_atomic(path: Path, text: str, *, replaces: str | None = ANY) -> str:
     """Write `text` to `path` via a temp file in the same folder, fsync, rename.
 
-    With `replaces` (the sha256 of the text Charlie read, or None for no file), the rename
-    happens only if the file still holds that text, checked after the slow fsync and right
-    before the rename: a person's save in the meantime raises `FileChanged` and is kept.
+    With `replaces` (the sha256 of the text Charlie read), the rename happens only if the
+    file still holds that text, checked after the slow fsync and right before the rename: a
+    person's save in the meantime raises `FileChanged` and is kept. With `replaces=None` the
+    file must not exist: the temp file is linked into place (`os.link` never replaces a
+    file), so a file of that name made meanwhile, by a person or another write, raises
+    `FileChanged` and is kept.
     Returns the sha256 of what was written, so callers can later tell a hand edit apart.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,18 +53,47 @@ def write_atomic(path: Path, text: str, *, replaces: str | None = ANY) -> str:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if replaces != ANY and text_sha(path) != replaces:
-            raise FileChanged(path)
-        os.replace(tmp, path)
-    except BaseException:
+        if replaces is None:
+            _link_new(Path(tmp), path, text)
+        else:
+            if replaces != ANY and text_sha(path) != replaces:
+                raise FileChanged(path)
+            os.replace(tmp, path)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
     return sha256_text(text)
+
+
+# `os.link` failing for want of hard links on the file system (FAT, some network shares)
+NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
+
+
+def _link_new(tmp: Path, path: Path, text: str) -> None:
+    """Give the written temp file its name `path`, raising `FileChanged` if that name is
+    taken. Without hard links, the file is created only if absent, then written: never
+    replacing one, but a crash in between can leave it short."""
+    try:
+        os.link(tmp, path, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise FileChanged(path) from None
+    except OSError as exc:
+        if exc.errno not in NO_HARD_LINKS:
+            raise
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        raise FileChanged(path) from None
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def not_written(exc: OSError, path: Path) -> CharlieError:

@@ -26,7 +26,6 @@ import fcntl
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -53,7 +52,6 @@ LINK_REASON = (
 MAX_PART_BYTES = 200  # each part of a note name, in UTF-8: the file name and its temp fit in 255
 MAX_NAME_CHARS = 1000
 LOCK_WAIT = 10.0  # seconds a change waits for another change of the project's notes
-NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 CHANGE_TRIES = 3  # reads, changes and writes of one note while a person keeps saving it
 
 
@@ -393,51 +391,6 @@ def writing(project: Project) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _write_new(path: Path, text: str) -> bool:
-    """Write `text` as the new file `path` — to a temp file, fsync, then a hard link to
-    `path` — or return False, writing nothing, when a file or link of that name exists: an
-    existing note is never replaced, even one that appeared a moment ago."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(tmp, path, follow_symlinks=False)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            if exc.errno not in NO_HARD_LINKS:
-                raise
-            return _create_exclusive(path, text)
-    finally:
-        os.unlink(tmp)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return True
-
-
-def _create_exclusive(path: Path, text: str) -> bool:
-    """`_write_new` on a file system without hard links (FAT, some network shares): the file
-    is created only if no file of that name exists, then written — never replacing one, but
-    a crash in between can leave it short."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return True
-
-
 def _name_base(title: str) -> str:
     """The file name a title suggests: lower-case words joined by '-', short enough for any
     file system once a '-NNN' is added."""
@@ -467,6 +420,16 @@ def create_note(project: Project, title: str, body: str = "", tags: Sequence[str
         if not (path.exists() or path.is_symlink()) and _write_new(path, text):
             return Note(project.slug, name, path, meta, parse(text, path)[1], version_of(text))
         name, number = f"{base}-{number}", number + 1
+
+
+def _write_new(path: Path, text: str) -> bool:
+    """Write the new file `path`, or return False, writing nothing, when a file of that name
+    exists, even one made a moment ago: an existing note is never replaced."""
+    try:
+        write_atomic(path, text, replaces=None)
+    except FileChanged:
+        return False
+    return True
 
 
 def change_note(

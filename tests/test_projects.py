@@ -35,7 +35,7 @@ def test_symlinked_project_folder_cannot_point_outside(home: Home, tmp_path: Pat
     outside = tmp_path / "outside"
     outside.mkdir()
     (home.settings.projects_dir / "sneaky").symlink_to(outside)
-    with pytest.raises(InvalidName, match="outside"):
+    with pytest.raises(InvalidName, match="is a symbolic link"):
         projects.project_dir(home, "sneaky")
 
 
