@@ -11,12 +11,12 @@ can read): a notes folder that is a link, or a link inside one, is reported as a
 never read, indexed or written through, and import skips links.
 
 Writes never lose a note or an edit. A new note is linked into place under a name no other
-file has (`os.link` fails rather than replace one), so two notes created at once with one
-title become `title` and `title-2`. A change to a note (update, append, tag) reads the file,
-changes it and writes it back while holding the project's note lock (`writing`), shared by
-every thread and process of the data home, and the write is made only if the file still
-holds what was read: a person's save in an editor in between is kept and the change is made
-again on top of it.
+file has (`write_atomic(replaces=None)` never replaces a file), so two notes created at once
+with one title become `title` and `title-2`. A change to a note (update, append, tag) reads
+the file, changes it and writes it back while holding the project's note lock (`writing`),
+shared by every thread and process of the data home, and the write is made only if the file
+still holds what was read: a person's save in an editor in between is kept and the change
+is made again on top of it.
 """
 
 from __future__ import annotations
