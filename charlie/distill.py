@@ -3,8 +3,10 @@
 The model sees the current memory (hand edits included) and the new messages, and answers
 with JSON: a summary, the decisions, and quotes lifted verbatim from the new messages.
 The answer is checked before anything is written: quotes that are not verbatim are
-rejected, malformed output gets one repair attempt, and if that fails the old memory
-stays exactly as it was and the failure is recorded.
+rejected, malformed or degenerate output (see `check_quality`: empty, a placeholder, a copy
+of the instructions, a memory shrunk or emptied without being asked) gets one repair
+attempt with the reason, and if that fails the old memory stays exactly as it was and the
+failure is recorded.
 
 Hand edits win: whatever differs from the text Charlie last wrote itself (a distillation,
 or a restore of one: `memory.last_charlie_revision`) is the person's, so their summary is
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import sys
@@ -146,16 +149,107 @@ def _prompt(current: Memory, messages: list[Message]) -> list[dict[str, Any]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def _validate(raw: str) -> _Output:
+def _validate(raw: str, current: Memory, messages: list[Message]) -> _Output:
     try:
-        return _Output.model_validate(extract_json(raw))
+        output = _Output.model_validate(extract_json(raw))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise DistillationError(f"field '{where}': {err['msg']}") from exc
+    check_quality(output, current, messages)
+    return output
 
 
-def _ask(llm: LLMClient, prompt: list[dict[str, Any]]) -> tuple[_Output, bool, int]:
+# The quality gate: a model (a small one, or one forced into JSON by a schema) can answer
+# with valid JSON that says nothing; such an answer must never replace a memory.
+PLACEHOLDERS = {
+    "",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "tbd",
+    "todo",
+    "summary",
+    "summary here",
+    "your summary",
+    "decision",
+    "decision here",
+    "quote",
+    "text",
+    "placeholder",
+}
+SHRINK_FROM = 200  # a summary longer than this (characters) …
+SHRINK_TO = 0.3  # … may not fall below this share of its length unless asked to forget
+MANY_DECISIONS = 3  # a memory with this many decisions may not lose them all unless asked
+COPY_SHARE = 0.5  # this share of an answer's word triples found in the instructions: a copy
+FORGET = re.compile(
+    r"\b(forget|drop|remove|delete|clear|reset|erase|wipe|scrap|discard|start (over|again|"
+    r"fresh)|from scratch|never mind)\b",
+    re.IGNORECASE,
+)
+_FRAMING = (
+    "Current memory: New messages, each as [speaker] text: Return the updated memory as JSON."
+)
+
+
+def _placeholder(text: str) -> bool:
+    """Text that holds nothing: dots, dashes, "N/A", "summary here", "<summary>", lorem ipsum."""
+    bare = re.sub(r"^[\s\-*•\d.)]*(?=\w)", "", text.strip())  # a list marker: "- ", "1. "
+    bare = bare.strip().strip("\"'`“”‘’[](){}<>").strip().rstrip(".…:;!").strip().lower()
+    if not re.search(r"\w", bare):
+        return True  # "...", "…", "- ...", "—"
+    return bare in PLACEHOLDERS or bare.startswith("lorem ipsum")
+
+
+def _triples(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def asked_to_forget(messages: list[Message]) -> bool:
+    """Whether the new messages ask to forget, drop or start over (a memory may then shrink)."""
+    return any(FORGET.search(m.content) for m in messages)
+
+
+def check_quality(output: _Output, current: Memory, messages: list[Message]) -> None:
+    """Raise `DistillationError` saying why, when the answer must not replace `current`.
+
+    Refused: an empty or placeholder summary, decision or quote; an answer that mostly
+    copies the instructions; a summary of more than `SHRINK_FROM` characters cut below
+    `SHRINK_TO` of its length, or `MANY_DECISIONS` or more decisions all dropped, while the
+    new messages did not ask to forget (`asked_to_forget`).
+    """
+    if _placeholder(output.summary):
+        raise DistillationError(f"the summary {output.summary.strip()!r} is empty or a placeholder")
+    for decision in output.decisions:
+        if _placeholder(decision):
+            raise DistillationError(f"the decision {decision!r} is empty or a placeholder")
+    for quote in output.quotes:
+        if _placeholder(quote.text):
+            raise DistillationError(f"the quote {quote.text!r} is empty or a placeholder")
+    answer = _triples(" ".join([output.summary, *output.decisions]))
+    instructions = _triples(f"{SYSTEM_PROMPT} {_FRAMING}")
+    if len(answer) >= 4 and len(answer & instructions) >= COPY_SHARE * len(answer):
+        raise DistillationError("it repeats the instructions instead of the conversation")
+    if asked_to_forget(messages):
+        return
+    old, new = len(current.summary.strip()), len(output.summary.strip())
+    if old > SHRINK_FROM and new < SHRINK_TO * old:
+        raise DistillationError(
+            f"the summary shrank from {old} to {new} characters although nothing asked to "
+            "forget; keep what still holds and add what is new"
+        )
+    if len(current.decisions) >= MANY_DECISIONS and not output.decisions:
+        raise DistillationError(
+            f"all {len(current.decisions)} decisions were dropped although nothing asked to "
+            "forget; keep every decision that still holds"
+        )
+
+
+def _ask(
+    llm: LLMClient, prompt: list[dict[str, Any]], current: Memory, messages: list[Message]
+) -> tuple[_Output, bool, int]:
     """The model's validated answer, whether `response_format` was used, and attempts made."""
     structured = True
     try:
@@ -164,7 +258,7 @@ def _ask(llm: LLMClient, prompt: list[dict[str, Any]]) -> tuple[_Output, bool, i
         structured = False  # the server does not take response_format: plain prompting
         answer = llm.chat(prompt, temperature=0.2)
     try:
-        return _validate(answer.content), structured, 1
+        return _validate(answer.content, current, messages), structured, 1
     except DistillationError as first:
         repair = [
             *prompt,
@@ -178,7 +272,7 @@ def _ask(llm: LLMClient, prompt: list[dict[str, Any]]) -> tuple[_Output, bool, i
         kwargs: dict[str, Any] = {"response_format": RESPONSE_FORMAT} if structured else {}
         again = llm.chat(repair, temperature=0.2, **kwargs)
         try:
-            return _validate(again.content), structured, 2
+            return _validate(again.content, current, messages), structured, 2
         except DistillationError as second:
             raise DistillationError(
                 f"The model's distillation was not valid twice ({first}; then {second}). "
@@ -434,7 +528,7 @@ def distill(
         with _storage(home, channel):
             memory.sync_hand_edits(home, channel)
         seen = memory.load(home, channel)
-        output, structured, attempts = _ask(llm, _prompt(seen, window))
+        output, structured, attempts = _ask(llm, _prompt(seen, window), seen, window)
     except (DistillationError, LLMError, MemoryFormatError) as exc:
         failed(exc)
         raise
