@@ -1,0 +1,1 @@
+"""Contract tests against a real llama.cpp server (./scripts/real-llm)."""
