@@ -13,12 +13,15 @@ test:
         llm.garbage(b"<html>oops</html>")                  # raw, non-JSON body
         llm.respond(lambda req: "echo " + req["messages"][-1]["content"])
         llm.delay(2.0)                                     # next response waits 2 s
+        llm.reply("", reasoning="Let me think…", finish_reason="length")  # thinking only
+        llm.tool_calls([...], index_style="same", arguments_as_object=True)  # as Ollama
         ...  # point the code under test at llm.base_url ("http://127.0.0.1:PORT/v1")
         assert llm.requests[0]["messages"][-1]["role"] == "user"
 
 Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (JSON or SSE when
 ``"stream": true``), ``POST /v1/embeddings`` (deterministic fake vectors, see
-:func:`fake_embedding`). Anything else is a JSON 404. Every response is sent with
+:func:`fake_embedding`), ``GET /props`` once ``n_ctx`` is set (llama.cpp's window). Anything
+else is a JSON 404. Every response is sent with
 ``Connection: close`` so that ``stop()`` never waits on an idle keep-alive connection.
 
 Pytest fixtures live in conftest.py (owned elsewhere); a fixture is simply::
@@ -79,11 +82,17 @@ class TextReply:
     text: str
     chunk_size: int = 4
     chunk_delay: float = 0.0  # seconds to pause between SSE chunks (streaming only)
-    # Streaming only: stop after this many content chunks, with no finish_reason and no
-    # [DONE], as a server that crashed mid-reply; `drop` also leaves the body unterminated
-    # (the connection just closes), else the chunked body ends cleanly.
+    # Streaming only: stop after this many reasoning or content chunks, with no finish_reason
+    # and no [DONE], as a server that crashed mid-reply; `drop` also leaves the body
+    # unterminated (the connection just closes), else the chunked body ends cleanly.
     cut_after: int | None = None
     drop: bool = False
+    # The model's thinking, sent apart from the text in a `reasoning_field` (streamed as
+    # deltas before the text), as llama.cpp, vLLM and LM Studio (`reasoning_content`) or
+    # Ollama (`reasoning`) do; `finish_reason` replaces "stop" ("length": out of tokens).
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
+    finish_reason: str | None = None
 
 
 @dataclass
@@ -99,9 +108,24 @@ class ToolCallsReply:
     text: str = ""
     chunk_size: int = 4
     chunk_delay: float = 0.0
+    # How streamed calls are numbered: "openai" (0, 1, 2…), "same" (`index: 0` for every
+    # call, each whole in one delta with its own id, as Ollama: ollama/ollama#15457), or
+    # "none" (no `index` at all, as Ollama before 0.4.7: ollama/ollama#7881).
+    index_style: str = "openai"
+    # Send dict arguments as a JSON object rather than a string (Ollama, llama.cpp in some
+    # versions: ggml-org/llama.cpp#20198); streamed whole, in the call's one delta.
+    arguments_as_object: bool = False
 
     def argument_strings(self) -> list[str]:
         return [args if isinstance(args, str) else json.dumps(args) for _, args in self.calls]
+
+    def wire_arguments(self) -> list[tuple[str, str | dict[str, Any]]]:
+        """Each call's name and its arguments as sent: a string, or an object when
+        `arguments_as_object` (and the test gave a dict)."""
+        return [
+            (name, args if self.arguments_as_object and isinstance(args, dict) else text)
+            for (name, args), text in zip(self.calls, self.argument_strings(), strict=True)
+        ]
 
 
 @dataclass
@@ -279,6 +303,19 @@ class ScriptedLLMServer:
         self.embedding_requests: list[dict[str, Any]] = []
         self.handler_errors: list[BaseException] = []  # exceptions raised by respond() callbacks
         self.refuse_response_format: bool = False
+        # LM Studio: any `response_format` but json_schema or text is a 400 whose `error`
+        # is a bare string (lmstudio-ai/lmstudio-bug-tracker#189).
+        self.refuse_json_object: bool = False
+        # llama.cpp without `--jinja` (or a template without tools) ignores `tools`:
+        # respond() callbacks get the request without them (ggml-org/llama.cpp#27129).
+        self.drop_tools: bool = False
+        # Ollama past its num_ctx: the oldest messages are dropped, silently, until the
+        # prompt fits, and usage.prompt_tokens counts only what was kept (ollama/ollama#4967).
+        self.context_window: int | None = None
+        # llama.cpp's window: a prompt over `n_ctx` tokens (this double's estimate, tool
+        # schemas included) is refused with llama.cpp's own 400 body, and `GET /props`
+        # (at the server's root, beside /v1) reports it as llama.cpp does.
+        self.n_ctx: int | None = None
         # Used when the queue is empty: reply text, or a callback like `respond` takes.
         self.default: str | Responder | None = None
         self._queue: deque[_Queued] = deque()
@@ -351,10 +388,25 @@ class ScriptedLLMServer:
         chunk_delay: float = 0.0,
         cut_after: int | None = None,
         drop: bool = False,
+        reasoning: str = "",
+        reasoning_field: str = "reasoning_content",
+        finish_reason: str | None = None,
     ) -> None:
         """Queue an assistant text reply (SSE chunks of ~chunk_size chars when streaming);
-        `cut_after` N chunks, the stream stops unfinished (see `TextReply`)."""
-        self._enqueue(TextReply(text, chunk_size, chunk_delay, cut_after, drop))
+        `cut_after` N chunks, the stream stops unfinished; `reasoning` is sent apart, in
+        `reasoning_field` (see `TextReply`)."""
+        self._enqueue(
+            TextReply(
+                text,
+                chunk_size,
+                chunk_delay,
+                cut_after,
+                drop,
+                reasoning,
+                reasoning_field,
+                finish_reason,
+            )
+        )
 
     def tool_calls(
         self,
@@ -363,9 +415,16 @@ class ScriptedLLMServer:
         text: str = "",
         chunk_size: int = 4,
         chunk_delay: float = 0.0,
+        index_style: str = "openai",
+        arguments_as_object: bool = False,
     ) -> None:
-        """Queue an assistant message with native tool calls (finish_reason "tool_calls")."""
-        self._enqueue(ToolCallsReply(list(calls), text, chunk_size, chunk_delay))
+        """Queue an assistant message with native tool calls (finish_reason "tool_calls");
+        `index_style` and `arguments_as_object` as in `ToolCallsReply`."""
+        self._enqueue(
+            ToolCallsReply(
+                list(calls), text, chunk_size, chunk_delay, index_style, arguments_as_object
+            )
+        )
 
     def error(self, status: int, message: str = "error") -> None:
         """Queue an HTTP error with an OpenAI-style JSON error body."""
@@ -422,6 +481,22 @@ class ScriptedLLMServer:
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
+
+    def _as_read(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request as this server reads it: without `tools` when it drops them, and
+        without its oldest messages when they overflow `context_window`."""
+        read = dict(body)
+        if self.drop_tools:
+            read.pop("tools", None)
+            read.pop("tool_choice", None)
+        messages = read.get("messages")
+        if self.context_window is not None and isinstance(messages, list):
+            while len(messages) > 1 and (
+                estimate_tokens(_message_chars(messages)) > self.context_window
+            ):
+                messages = messages[1:]
+            read["messages"] = messages
+        return read
 
 
 _EMPTY_QUEUE = ErrorReply(500, "ScriptedLLMServer: no scripted response left")
@@ -495,6 +570,7 @@ class _Handler(BaseHTTPRequestHandler):
         "/v1/models": "GET",
         "/v1/chat/completions": "POST",
         "/v1/embeddings": "POST",
+        "/props": "GET",
     }
 
     def _route(self, method: str) -> None:
@@ -510,6 +586,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._models()
         elif path == "/v1/chat/completions":
             self._chat()
+        elif path == "/props":
+            self._props()
         else:
             self._embeddings()
 
@@ -534,6 +612,13 @@ class _Handler(BaseHTTPRequestHandler):
         data = [{"id": m, "object": "model", "owned_by": "test"} for m in self.double.models]
         self._send_json(200, {"object": "list", "data": data})
 
+    def _props(self) -> None:
+        if self.double.n_ctx is None:
+            self._send_json(404, _error_body("Unknown path '/props'", "invalid_request_error"))
+            return
+        settings = {"n_ctx": self.double.n_ctx, "params": {"n_predict": -1}}
+        self._send_json(200, {"default_generation_settings": settings, "total_slots": 1})
+
     def _chat(self) -> None:
         double = self.double
         body = self._read_json()
@@ -551,10 +636,33 @@ class _Handler(BaseHTTPRequestHandler):
         if model not in double.models:
             self._send_json(404, _model_not_found(model))
             return
+        if double.n_ctx is not None:
+            tools = json.dumps(body["tools"]) if body.get("tools") else ""
+            prompt = estimate_tokens(_message_chars(body.get("messages")) + len(tools))
+            if prompt > double.n_ctx:
+                message = (
+                    f"request ({prompt} tokens) exceeds the available context size "
+                    f"({double.n_ctx} tokens), try increasing it"
+                )
+                error = {"code": 400, "message": message, "type": "exceed_context_size_error"}
+                error |= {"n_prompt_tokens": prompt, "n_ctx": double.n_ctx}
+                self._send_json(400, {"error": error})
+                return
         if double.refuse_response_format and "response_format" in body:
             message = "'response_format' is not supported by this server (response_format)"
             self._send_json(400, _error_body(message, "invalid_request_error"))
             return
+        response_format = body.get("response_format")
+        if (
+            double.refuse_json_object
+            and isinstance(response_format, dict)
+            and response_format.get("type") not in ("json_schema", "text")
+        ):
+            self._send_json(
+                400, {"error": "'response_format.type' must be 'json_schema' or 'text'"}
+            )
+            return
+        body = double._as_read(body)
 
         queued = double._next()
         if queued is None:
@@ -591,7 +699,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _usage(self, body: dict[str, Any], response: TextReply | ToolCallsReply) -> dict[str, int]:
         prompt = estimate_tokens(_message_chars(body.get("messages")))
+        if self.double.context_window is not None:
+            prompt = min(prompt, self.double.context_window)
         completion_chars = len(response.text)
+        if isinstance(response, TextReply):
+            completion_chars += len(response.reasoning)
         if isinstance(response, ToolCallsReply):
             completion_chars += sum(len(a) for a in response.argument_strings())
         completion = estimate_tokens(completion_chars)
@@ -605,6 +717,10 @@ class _Handler(BaseHTTPRequestHandler):
         double = self.double
         message: dict[str, Any] = {"role": "assistant", "content": response.text}
         finish_reason = "stop"
+        if isinstance(response, TextReply):
+            if response.reasoning:
+                message[response.reasoning_field] = response.reasoning
+            finish_reason = response.finish_reason or finish_reason
         if isinstance(response, ToolCallsReply) and response.calls:
             if not response.text:
                 message["content"] = None  # what OpenAI sends alongside tool calls
@@ -614,9 +730,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "type": "function",
                     "function": {"name": name, "arguments": arguments},
                 }
-                for (name, _), arguments in zip(
-                    response.calls, response.argument_strings(), strict=True
-                )
+                for name, arguments in response.wire_arguments()
             ]
             finish_reason = "tool_calls"
         self._send_json(
@@ -657,21 +771,34 @@ class _Handler(BaseHTTPRequestHandler):
             }
 
         events: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        finish_reason = "stop"
+        if isinstance(response, TextReply):
+            field_name = response.reasoning_field
+            events += [
+                chunk({"content": None, field_name: piece})
+                for piece in _split(response.reasoning, response.chunk_size)
+            ]
+            finish_reason = response.finish_reason or finish_reason
         events += [
             chunk({"content": piece}) for piece in _split(response.text, response.chunk_size)
         ]
-        finish_reason = "stop"
         if isinstance(response, ToolCallsReply) and response.calls:
             finish_reason = "tool_calls"
-            for index, ((name, _), arguments) in enumerate(
-                zip(response.calls, response.argument_strings(), strict=True)
-            ):
-                head = {
+            for index, (name, arguments) in enumerate(response.wire_arguments()):
+                head: dict[str, Any] = {
                     "index": index,
                     "id": double._new_id("call_"),
                     "type": "function",
                     "function": {"name": name, "arguments": ""},
                 }
+                if response.index_style == "same":
+                    head["index"] = 0
+                elif response.index_style == "none":
+                    del head["index"]
+                if response.index_style != "openai" or not isinstance(arguments, str):
+                    head["function"]["arguments"] = arguments  # each call whole, in one delta
+                    events.append(chunk({"tool_calls": [head]}))
+                    continue
                 events.append(chunk({"tool_calls": [head]}))
                 for piece in _split(arguments, response.chunk_size):
                     tail = {"index": index, "function": {"arguments": piece}}
