@@ -36,6 +36,11 @@ _FIXES: dict[str, str] = {
     ),
     "llm_timeout": "set CHARLIE_LLM_TIMEOUT to a number of seconds, e.g. 120",
     "llm_retries": "set CHARLIE_LLM_RETRIES to a whole number from 0 to 10",
+    "llm_context": (
+        "set CHARLIE_LLM_CONTEXT to the model's context window in tokens (the server's "
+        "n_ctx, e.g. 8192), or 0 to ask the server"
+    ),
+    "llm_max_tokens": "set CHARLIE_LLM_MAX_TOKENS to the longest answer in tokens, e.g. 1024",
     "quotes_window": "set CHARLIE_QUOTES_WINDOW to a whole number from 1 to 100",
     "embeddings": "set CHARLIE_EMBEDDINGS to 'local' (the packaged model) or 'openai'",
     "usage_half_life_days": "set CHARLIE_USAGE_HALF_LIFE_DAYS to a number of days above 0",
@@ -98,6 +103,12 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(None, description="Bearer token, if needed.")
     llm_timeout: float = Field(120.0, gt=0, description="Seconds to wait for the server.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries for transient server errors.")
+    llm_context: int = Field(
+        0, ge=0, le=10_000_000, description="Context window in tokens; 0: ask the server."
+    )
+    llm_max_tokens: int = Field(
+        1024, ge=16, le=1_000_000, description="The longest answer, in tokens (max_tokens)."
+    )
     user: str = Field(default_factory=_default_user, description="Who is talking in the CLI.")
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")
     embeddings: Literal["local", "openai"] = Field(

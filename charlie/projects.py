@@ -41,6 +41,9 @@ class ProjectConfig(BaseModel):
     write_tools: list[str] | None = Field(
         None, description="Write tools the model may use here (unset: all of them)."
     )
+    max_tokens: int | None = Field(
+        None, ge=16, le=1_000_000, description="The longest answer (unset: CHARLIE_LLM_MAX_TOKENS)."
+    )
 
 
 @dataclass(frozen=True)
