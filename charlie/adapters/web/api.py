@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from charlie import (
     __version__,
     chat,
+    doctor,
     links,
     memory,
     notes,
@@ -206,6 +207,13 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         llm |= {"reachable": False, "error": f"Cannot reach {settings.llm_base_url} ({exc})."}
     return {"version": __version__, "llm": llm, "index": index_status(home)}
+
+
+@router.get("/doctor")
+def run_doctor(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """What the model server can do, as `charlie doctor --json` says it: each check is a small
+    model call and the whole run takes at most a minute, so the app runs it on request."""
+    return doctor.examine(home.settings).as_json()
 
 
 # ---------------------------------------------------------------- projects

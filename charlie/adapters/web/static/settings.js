@@ -1,7 +1,7 @@
 // Settings: the current project's response style, cadence and allowed write tools; new
 // projects; what this Charlie is connected to.
 
-import { enc, patch, post } from './api.js';
+import { enc, get, patch, post } from './api.js';
 import { $, h, toast } from './dom.js';
 
 export const WRITE_TOOLS = [
@@ -18,6 +18,8 @@ export function createSettings(app) {
   const newName = $('#new-project-name');
   const newStyle = $('#new-project-style');
   const newError = $('#new-project-error');
+  const doctor = createDoctor();
+  health.after(doctor.panel);
 
   function field(id, label, control, hint) {
     return [
@@ -257,6 +259,62 @@ export function createSettings(app) {
     }
     health.replaceChildren(
       ...rows.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, String(value ?? '—'))]),
+    );
+  }
+
+  // The `charlie doctor` checks, run on request: each one is a small model call.
+  function createDoctor() {
+    const note = h(
+      'p',
+      { class: 'muted small', id: 'doctor-status', 'aria-live': 'polite' },
+      'Check what the model server can do: each check sends it a small request, and a run ' +
+        'takes up to a minute.',
+    );
+    const rows = h('tbody');
+    const table = h(
+      'table',
+      { class: 'doctor-table', id: 'doctor-table', hidden: true },
+      h('caption', {}, 'Model server checks'),
+      h(
+        'thead',
+        {},
+        h('tr', {}, ['Check', 'Result', 'Fix'].map((name) => h('th', { scope: 'col' }, name))),
+      ),
+      rows,
+    );
+    const button = h('button', { type: 'button', onclick: run }, 'Run checks');
+
+    async function run() {
+      button.disabled = true;
+      note.textContent = 'Running the checks…';
+      try {
+        const report = await get('/api/doctor');
+        rows.replaceChildren(...report.checks.map(row));
+        table.hidden = false;
+        note.textContent = report.ok
+          ? 'Charlie can chat with this server.'
+          : 'Charlie cannot chat with this server until the FAIL lines are fixed.';
+      } catch (error) {
+        note.textContent = `The checks could not run: ${error.message}`;
+      } finally {
+        button.disabled = false;
+      }
+    }
+
+    return {
+      panel: h('div', { class: 'doctor' }, note, table, h('div', { class: 'actions' }, button)),
+    };
+  }
+
+  function row(check) {
+    const marks = { ok: 'ok', warn: 'warn', fail: 'FAIL' };
+    const result = check.status in marks ? `${marks[check.status]}: ${check.result}` : check.result;
+    return h(
+      'tr',
+      { dataset: { status: check.status } },
+      h('th', { scope: 'row' }, check.check),
+      h('td', {}, result),
+      h('td', {}, check.fix || ''),
     );
   }
 

@@ -1,0 +1,43 @@
+"""`charlie doctor`: what the configured model server can do, with a fix for each failure."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from charlie import doctor
+from charlie.config import load_settings
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="The checks as one JSON object.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1, max=doctor.TOTAL_SECONDS),
+    default=doctor.PROBE_SECONDS,
+    show_default=True,
+    help="Seconds each request may take (all of them together: at most 60).",
+)
+def doctor_command(as_json: bool, timeout: float) -> None:
+    """Probe the model server: reachable, model, context window, streaming, tool calls,
+    json_schema output, images, embeddings and speed. Exits 1 when Charlie cannot chat
+    (the server, the model or streaming failed).
+
+    Each check costs a small model call; the whole run takes at most a minute.
+    """
+    settings = load_settings()
+    report = doctor.examine(settings, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=1))
+    else:
+        click.echo(f"Server: {report.server}  model: {report.model or '(the first offered)'}")
+        for line in doctor.table(report):
+            click.echo(line)
+        click.echo(
+            "Charlie can chat with this server."
+            if report.ok
+            else "Charlie cannot chat with this server until the FAIL lines above are fixed."
+        )
+    if not report.ok:
+        raise SystemExit(1)

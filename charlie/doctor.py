@@ -1,0 +1,511 @@
+"""`charlie doctor`: what the configured model server can do, and what to change when not.
+
+Each probe sends one small request and judges the answer: reachable (`GET /models`), the
+configured model, the context window, streaming, native tool calls (`tool_choice:
+"required"`), json_schema structured output, images, `/embeddings` (only when Charlie uses
+it) and the speed in tokens per second. A failure says what to do.
+
+Every request is bounded: `timeout` seconds each, and all of them together within
+`TOTAL_SECONDS`, so a hung server cannot hang the doctor. The essentials are reachable,
+model and streaming: without them Charlie cannot chat (`Report.ok`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+import httpx
+
+from charlie.config import Settings
+from charlie.tools import calls_in_text
+
+Status = Literal["ok", "warn", "fail", "skip"]
+ESSENTIAL = ("reachable", "model", "streaming")
+TOTAL_SECONDS = 60.0
+PROBE_SECONDS = 15.0
+DEFAULT_CONTEXT = 4096  # assumed when neither the setting nor the server says (Ollama's)
+SMALL_CONTEXT = 4096  # below this, memory, notes and history hardly fit
+SLOW_TOKENS_PER_S = 5.0
+# A 1×1 PNG, the smallest image a vision model can be shown.
+TINY_PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ"
+    "DwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two whole numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+ANSWER_SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "answer",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"answer": {"type": "integer"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        },
+    },
+}
+FIX_START = (
+    "start the server (LM Studio: Developer → Start server; `llama-server -m MODEL.gguf "
+    "--jinja`; `ollama serve`) or set CHARLIE_LLM_BASE_URL to its URL, ending in /v1"
+)
+FIX_TOOLS = (
+    "start llama-server with --jinja for tool calls; with Ollama or LM Studio, use a model "
+    "whose chat template supports tools"
+)
+FIX_CONTEXT = (
+    "raise the context: llama-server -c 8192, Ollama num_ctx 8192 (or OLLAMA_CONTEXT_LENGTH), "
+    "LM Studio's context length when loading the model; then set CHARLIE_LLM_CONTEXT"
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One probe's verdict: `result` says what was seen, `fix` what to do when not ok."""
+
+    check: str
+    status: Status
+    result: str
+    fix: str = ""
+
+    @property
+    def essential(self) -> bool:
+        return self.check in ESSENTIAL
+
+
+@dataclass
+class Report:
+    server: str
+    model: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether Charlie can chat: every essential check passed (a warning passes)."""
+        essential = [c for c in self.checks if c.essential]
+        return len(essential) == len(ESSENTIAL) and all(
+            c.status in ("ok", "warn") for c in essential
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "model": self.model,
+            "ok": self.ok,
+            "checks": [asdict(c) | {"essential": c.essential} for c in self.checks],
+        }
+
+
+class _OutOfTime(Exception):
+    """The doctor's whole time (`TOTAL_SECONDS`) is spent."""
+
+
+class _Probe:
+    """The HTTP side: one client, every request bounded by the time left."""
+
+    def __init__(self, settings: Settings, timeout: float, total: float) -> None:
+        self.settings = settings
+        self.base_url = settings.llm_base_url.rstrip("/")
+        self.timeout, self.total = timeout, total
+        self.deadline = time.monotonic() + total
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+        self.http = httpx.Client(headers={"Authorization": f"Bearer {key}"} if key else {})
+        self.model = settings.llm_model
+        self.names: list[str] = []  # what `GET /models` listed
+
+    def limit(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0.05:
+            raise _OutOfTime
+        return min(self.timeout, left)
+
+    def get(self, url: str) -> httpx.Response:
+        return self.http.get(url, timeout=self.limit())
+
+    def post(self, url: str, body: dict[str, Any]) -> httpx.Response:
+        return self.http.post(url, json=body, timeout=self.limit())
+
+    def chat(self, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
+        body = {"model": self.model, "messages": messages, "temperature": 0, **extra}
+        return self.post(f"{self.base_url}/chat/completions", body)
+
+    @property
+    def root(self) -> str:
+        """The server's address without the OpenAI `/v1`, where native APIs live."""
+        return self.base_url.removesuffix("/v1")
+
+
+def _error(response: httpx.Response) -> str:
+    """The server's own words for a refusal, short."""
+    try:
+        data = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text[:120].strip()}"
+    error = data.get("error") if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    return f"HTTP {response.status_code}: {str(message or data)[:160]}"
+
+
+def _message(response: httpx.Response) -> dict[str, Any]:
+    """The chat message of a whole answer (KeyError & co. when it has another shape)."""
+    message = response.json()["choices"][0]["message"]
+    if not isinstance(message, dict):
+        raise TypeError("message is not an object")
+    return message
+
+
+# ------------------------------------------------------------------ the probes
+
+
+def _reachable(probe: _Probe) -> Check:
+    """`GET /models` answers; the names it lists are kept for the model check."""
+    response = probe.get(f"{probe.base_url}/models")
+    if response.status_code == 404:
+        raise _Failed(
+            f"{probe.base_url}/models does not exist (HTTP 404)",
+            "set CHARLIE_LLM_BASE_URL to the server's OpenAI-compatible URL, ending in /v1",
+        )
+    if response.status_code in (401, 403):
+        raise _Failed(_error(response), "set CHARLIE_LLM_API_KEY to the server's key")
+    if response.status_code >= 400:
+        raise _Failed(_error(response), "check the server's log")
+    try:
+        names = [str(item["id"]) for item in response.json()["data"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _Failed(
+            "GET /models did not answer in the OpenAI format",
+            "set CHARLIE_LLM_BASE_URL to the server's OpenAI-compatible URL, ending in /v1",
+        ) from exc
+    probe.names = names
+    return Check("reachable", "ok", f"{len(names)} model(s) listed")
+
+
+def _model(probe: _Probe) -> Check:
+    names = probe.names
+    if not probe.model:
+        if not names:
+            raise _Failed("no model loaded", "load a model in the server, or set CHARLIE_LLM_MODEL")
+        probe.model = names[0]
+        return Check("model", "ok", f"{probe.model} (the server's first; none set)")
+    if probe.model in names:
+        return Check("model", "ok", probe.model)
+    offered = ", ".join(names[:5]) or "none loaded"
+    raise _Failed(
+        f"{probe.model} is not offered (offered: {offered})",
+        "set CHARLIE_LLM_MODEL to a model the server has loaded, or load it",
+    )
+
+
+def server_context(probe: _Probe) -> tuple[int, str] | None:
+    """The context window the server reports, and where: llama.cpp `/props`, LM Studio
+    `/api/v0/models`, Ollama `/api/show`; None when none of them answers."""
+    response = probe.get(f"{probe.root}/props")
+    if response.status_code == 200:
+        data = response.json()
+        settings = data.get("default_generation_settings") or {}
+        n_ctx = settings.get("n_ctx") or data.get("n_ctx")
+        if isinstance(n_ctx, int) and n_ctx > 0:
+            return n_ctx, "server: llama.cpp /props"
+    response = probe.get(f"{probe.root}/api/v0/models")
+    if response.status_code == 200:
+        for item in response.json().get("data") or []:
+            if item.get("id") == probe.model:
+                size = item.get("loaded_context_length") or item.get("max_context_length")
+                if isinstance(size, int) and size > 0:
+                    return size, "server: LM Studio /api/v0/models"
+    response = probe.post(f"{probe.root}/api/show", {"model": probe.model})
+    if response.status_code == 200:
+        data = response.json()
+        for line in str(data.get("parameters") or "").splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "num_ctx" and parts[1].isdigit():
+                return int(parts[1]), "server: Ollama num_ctx"
+        for key, value in (data.get("model_info") or {}).items():
+            if key.endswith(".context_length") and isinstance(value, int):
+                # Ollama itself runs the model with its default window unless num_ctx is set.
+                return min(value, DEFAULT_CONTEXT), "server: Ollama, its default num_ctx"
+    return None
+
+
+def _context(probe: _Probe) -> Check:
+    configured = probe.settings.llm_context
+    if configured:
+        size, source = configured, "setting CHARLIE_LLM_CONTEXT"
+    else:
+        try:
+            found = server_context(probe)
+        except (ValueError, AttributeError, TypeError):
+            found = None  # a native API with another shape: the same as none
+        if found is None:
+            return Check(
+                "context window",
+                "warn",
+                f"{DEFAULT_CONTEXT} tokens (default: the server does not say)",
+                "set CHARLIE_LLM_CONTEXT to the window the server runs the model with",
+            )
+        size, source = found
+    result = f"{size} tokens ({source})"
+    if size < SMALL_CONTEXT:
+        return Check("context window", "warn", result, FIX_CONTEXT)
+    return Check("context window", "ok", result)
+
+
+def _streaming(probe: _Probe) -> Check:
+    body = {
+        "model": probe.model,
+        "messages": [{"role": "user", "content": "Count from 1 to 10, separated by commas."}],
+        "temperature": 0,
+        "stream": True,
+        "max_tokens": 48,
+    }
+    started = time.monotonic()
+    pieces, first = 0, 0.0
+    with probe.http.stream(
+        "POST", f"{probe.base_url}/chat/completions", json=body, timeout=probe.limit()
+    ) as response:
+        if response.status_code >= 400:
+            response.read()
+            raise _Failed(_error(response), "check the server's log")
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            return Check(
+                "streaming",
+                "warn",
+                "the reply came whole, not streamed",
+                "use a server that streams (stream: true); replies appear only when finished",
+            )
+        for line in response.iter_lines():
+            if time.monotonic() > probe.deadline:
+                raise _OutOfTime
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            for choice in json.loads(line[5:]).get("choices") or []:
+                if (choice.get("delta") or {}).get("content"):
+                    pieces += 1
+                    first = first or time.monotonic() - started
+    if pieces == 0:
+        raise _Failed("the stream held no text", "check the server's log; try another model")
+    if pieces == 1:
+        return Check("streaming", "warn", "the reply came in one piece", "")
+    return Check("streaming", "ok", f"{pieces} chunks, first after {first:.1f} s")
+
+
+def _tools(probe: _Probe) -> Check:
+    response = probe.chat(
+        [{"role": "user", "content": "What is 2 plus 3? Use the add tool."}],
+        tools=[ADD_TOOL],
+        tool_choice="required",
+        max_tokens=64,
+    )
+    if response.status_code >= 400:
+        raise _Failed(_error(response), FIX_TOOLS)
+    message = _message(response)
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except json.JSONDecodeError:
+            parsed = None
+        if function.get("name") == "add" and isinstance(parsed, dict):
+            return Check("tool calls", "ok", f"native call add({json.dumps(parsed)})")
+        raise _Failed(f"a native call that is not valid: {json.dumps(function)[:120]}", FIX_TOOLS)
+    calls, _ = calls_in_text(str(message.get("content") or ""), ["add"])
+    if calls:
+        return Check("tool calls", "warn", "written as text, not a native call", FIX_TOOLS)
+    raise _Failed("no tool call: the server ignored the tools", FIX_TOOLS)
+
+
+def _json_schema(probe: _Probe) -> Check:
+    fix = (
+        "use a server with json_schema output (llama.cpp, LM Studio, Ollama 0.5+); "
+        "until then distillation relies on its repair attempt"
+    )
+    response = probe.chat(
+        [{"role": "user", "content": 'What is 2 plus 3? Answer as JSON: {"answer": 5}.'}],
+        response_format=ANSWER_SCHEMA,
+        max_tokens=32,
+    )
+    if response.status_code >= 400:
+        raise _Failed(f"refused: {_error(response)}", fix)
+    content = str(_message(response).get("content") or "")
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("answer"), int):
+        return Check("json_schema", "ok", f"valid JSON {json.dumps(data)}")
+    raise _Failed(f"not JSON matching the schema: {content[:60]!r}", fix)
+
+
+def _images(probe: _Probe) -> Check:
+    response = probe.chat(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What colour is this image? One word."},
+                    {"type": "image_url", "image_url": {"url": TINY_PNG}},
+                ],
+            }
+        ],
+        max_tokens=16,
+    )
+    if response.status_code >= 400:
+        return Check(
+            "images",
+            "warn",
+            f"not supported ({_error(response)})",
+            "to send images, load a vision model (llama-server: --mmproj with its projector)",
+        )
+    _message(response)
+    return Check("images", "ok", "a PNG was accepted")
+
+
+def _embeddings(probe: _Probe) -> Check:
+    settings = probe.settings
+    if settings.embeddings != "openai":
+        return Check("embeddings", "skip", "not used (CHARLIE_EMBEDDINGS=local)")
+    base = (settings.embeddings_base_url or settings.llm_base_url).rstrip("/")
+    fix = (
+        "set CHARLIE_EMBEDDINGS_MODEL to an embedding model the server has loaded "
+        "(llama-server: --embeddings), or CHARLIE_EMBEDDINGS=local"
+    )
+    if not settings.embeddings_model:
+        raise _Failed("CHARLIE_EMBEDDINGS_MODEL is not set", fix)
+    response = probe.post(
+        f"{base}/embeddings", {"model": settings.embeddings_model, "input": ["doctor"]}
+    )
+    if response.status_code >= 400:
+        raise _Failed(_error(response), fix)
+    try:
+        vector = response.json()["data"][0]["embedding"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise _Failed("the answer holds no embedding", fix) from exc
+    return Check("embeddings", "ok", f"{len(vector)} dimensions")
+
+
+def _speed(probe: _Probe) -> Check:
+    started = time.monotonic()
+    response = probe.chat(
+        [{"role": "user", "content": "Write a short paragraph about the sea."}],
+        max_tokens=64,
+    )
+    seconds = time.monotonic() - started
+    if response.status_code >= 400:
+        raise _Failed(_error(response), "check the server's log")
+    content = str(_message(response).get("content") or "")
+    usage = response.json().get("usage") or {}
+    tokens = usage.get("completion_tokens")
+    if not isinstance(tokens, int):
+        tokens = -(-len(content) // 4)  # no usage reported: about 4 characters a token
+    rate = tokens / seconds if seconds > 0 else 0.0
+    result = f"{rate:.1f} tokens/s ({tokens} tokens in {seconds:.1f} s)"
+    if rate < SLOW_TOKENS_PER_S:
+        return Check(
+            "tokens/s", "warn", result, "replies will be slow: try a smaller model or GPU offload"
+        )
+    return Check("tokens/s", "ok", result)
+
+
+# ------------------------------------------------------------------ running them
+
+
+class _Failed(Exception):
+    def __init__(self, result: str, fix: str) -> None:
+        super().__init__(result)
+        self.result, self.fix = result, fix
+
+
+ESSENTIAL_FIRST: list[tuple[str, Callable[[_Probe], Check], str]] = [
+    ("reachable", _reachable, "the server cannot be reached"),
+    ("model", _model, "the model is not available"),
+]
+PROBES: list[tuple[str, Callable[[_Probe], Check]]] = [
+    ("context window", _context),
+    ("streaming", _streaming),
+    ("tool calls", _tools),
+    ("json_schema", _json_schema),
+    ("images", _images),
+    ("embeddings", _embeddings),
+    ("tokens/s", _speed),
+]
+ALL_CHECKS = ("reachable", "model", *(name for name, _ in PROBES))
+
+
+def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
+    """Run one probe; whatever goes wrong becomes its failed `Check` with a fix."""
+    try:
+        return run()
+    except _Failed as failed:
+        return Check(name, "fail", failed.result, failed.fix)
+    except _OutOfTime:
+        return Check(name, "fail", f"not run: the doctor's {probe.total:g} s were spent", "")
+    except httpx.TimeoutException:
+        return Check(
+            name,
+            "fail",
+            f"no answer within {probe.timeout:g} s",
+            "the server is hung or busy: check its log, restart it",
+        )
+    except httpx.HTTPError as exc:
+        return Check(name, "fail", f"cannot connect ({exc})", FIX_START)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        return Check(
+            name, "fail", f"an answer not in the OpenAI format ({exc})", "check the server's log"
+        )
+
+
+def examine(
+    settings: Settings, *, timeout: float = PROBE_SECONDS, total: float = TOTAL_SECONDS
+) -> Report:
+    """Probe the configured server; each request within `timeout` s, all within `total`."""
+    probe = _Probe(settings, timeout, total)
+    report = Report(settings.llm_base_url, settings.llm_model)
+    try:
+        for name, run, needed in ESSENTIAL_FIRST:
+            check = _guarded(name, probe, partial(run, probe))
+            report.checks.append(check)
+            if check.status == "fail":
+                return _skipped(report, needed)
+        report.model = probe.model
+        for name, run in PROBES:
+            report.checks.append(_guarded(name, probe, partial(run, probe)))
+        return report
+    finally:
+        probe.http.close()
+
+
+def _skipped(report: Report, why: str) -> Report:
+    done = {c.check for c in report.checks}
+    report.checks += [
+        Check(name, "skip", f"not run: {why}") for name in ALL_CHECKS if name not in done
+    ]
+    return report
+
+
+def table(report: Report) -> list[str]:
+    """The report as aligned lines: check, result, fix."""
+    marks = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
+    rows = [("check", "result", "fix")] + [
+        (c.check, f"{marks[c.status]}: {c.result}" if c.status != "skip" else c.result, c.fix)
+        for c in report.checks
+    ]
+    first = max(len(r[0]) for r in rows) + 2
+    second = max(len(r[1]) for r in rows) + 2
+    return [f"{a:<{first}}{b:<{second}}{c}".rstrip() for a, b, c in rows]

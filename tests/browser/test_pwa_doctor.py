@@ -1,0 +1,71 @@
+"""Settings → This Charlie runs the `charlie doctor` checks on request and shows the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
+from playwright.sync_api import Page, expect
+
+from .pwa import Server, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+def capable(request: dict[str, Any]) -> Any:
+    if request.get("tools"):
+        return ToolCallsReply([("add", {"a": 2, "b": 3})])
+    if request.get("response_format"):
+        return '{"answer": 5}'
+    return "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+
+
+def test_run_checks_shows_the_table_and_costs_nothing_until_asked(
+    page: Page, server: Server, llm: ScriptedLLMServer
+) -> None:
+    llm.default = capable
+    sign_in(page)
+    page.goto("/#/settings/private")
+    expect(page.locator("#health-details")).to_contain_text("reachable")
+    table = page.get_by_role("table", name="Model server checks")
+    expect(table).to_be_hidden()
+    assert llm.requests == []  # opening Settings sends the model nothing
+
+    page.get_by_role("button", name="Run checks").click()
+    expect(page.locator("#doctor-status")).to_have_text("Charlie can chat with this server.")
+    rows = table.locator("tbody tr")
+    expect(rows).to_have_count(9)
+    expect(rows.nth(0)).to_have_text("reachableok: 1 model(s) listed")
+    expect(rows.nth(4)).to_have_text('tool callsok: native call add({"a": 2, "b": 3})')
+    expect(rows.nth(7)).to_have_text("embeddingsnot used (CHARLIE_EMBEDDINGS=local)")
+    expect(table.get_by_role("columnheader")).to_have_text(["Check", "Result", "Fix"])
+
+
+def test_a_failing_check_shows_what_to_do(
+    page: Page, server: Server, llm: ScriptedLLMServer
+) -> None:
+    """Tools ignored (a llama-server without --jinja), and streaming broken: Charlie
+    cannot chat, and each failing line says what to do."""
+
+    def broken(request: dict[str, Any]) -> Any:
+        if request.get("stream"):
+            return ErrorReply(500, "stream broke")
+        return "5" if request.get("tools") else capable(request)
+
+    llm.default = broken
+    sign_in(page)
+    page.goto("/#/settings/private")
+    page.get_by_role("button", name="Run checks").click()
+    row = page.get_by_role("row", name="tool calls")
+    expect(row.get_by_role("cell").nth(0)).to_have_text(
+        "FAIL: no tool call: the server ignored the tools"
+    )
+    expect(row.get_by_role("cell").nth(1)).to_contain_text("start llama-server with --jinja")
+    streaming = page.get_by_role("row", name="streaming")
+    expect(streaming.get_by_role("cell")).to_have_text(
+        ["FAIL: HTTP 500: stream broke", "check the server's log"]
+    )
+    expect(page.locator("#doctor-status")).to_have_text(
+        "Charlie cannot chat with this server until the FAIL lines are fixed."
+    )

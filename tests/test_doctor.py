@@ -1,0 +1,355 @@
+"""`charlie doctor`: each probe against the scripted double, passing and failing, through
+the CLI as a person runs it (exact table lines, exit code)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from conftest import Cli
+from fastapi.testclient import TestClient
+from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
+from web_support import PASSWORD, signed_in
+
+from charlie import doctor
+from charlie.adapters.web.app import create_app
+from charlie.config import load_settings
+from charlie.home import Home
+from charlie.users import ensure_user, set_password
+
+HEADER = "check           result                                                fix"
+CONTEXT_DEFAULT = (
+    "context window  warn: 4096 tokens (default: the server does not say)  "
+    "set CHARLIE_LLM_CONTEXT to the window the server runs the model with"
+)
+TOOLS_FIX = doctor.FIX_TOOLS
+JSON_FIX = (
+    "use a server with json_schema output (llama.cpp, LM Studio, Ollama 0.5+); until then "
+    "distillation relies on its repair attempt"
+)
+
+
+def capable(request: dict[str, Any]) -> Any:
+    """A server that does everything right: native tool calls, schema-valid JSON, text."""
+    if request.get("tools"):
+        return ToolCallsReply([("add", {"a": 2, "b": 3})])
+    if request.get("response_format"):
+        return '{"answer": 5}'
+    return "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+
+
+def lines(output: str) -> list[str]:
+    return output.rstrip("\n").split("\n")
+
+
+def test_a_capable_server_passes_every_check(charlie: Cli, llm: ScriptedLLMServer) -> None:
+    llm.default = capable
+    result = charlie("doctor")
+    assert result.exit_code == 0
+    out = lines(result.output)
+    assert out[0] == f"Server: {llm.base_url}  model: test-model"
+    assert out[1:5] == [
+        HEADER,
+        "reachable       ok: 1 model(s) listed",
+        "model           ok: test-model",
+        CONTEXT_DEFAULT,
+    ]
+    assert re.fullmatch(r"streaming       ok: 8 chunks, first after \d+\.\d s", out[5])
+    assert out[6:10] == [
+        'tool calls      ok: native call add({"a": 2, "b": 3})',
+        'json_schema     ok: valid JSON {"answer": 5}',
+        "images          ok: a PNG was accepted",
+        "embeddings      not used (CHARLIE_EMBEDDINGS=local)",
+    ]
+    assert re.fullmatch(r"tokens/s        ok: [\d.]+ tokens/s \(8 tokens in \d+\.\d s\)", out[10])
+    assert out[11:] == ["Charlie can chat with this server."]
+    sent = [r for r in llm.requests if r.get("tools")]
+    assert sent[0]["tool_choice"] == "required"
+    image = llm.requests[-2]["messages"][0]["content"][1]["image_url"]["url"]
+    assert image.startswith("data:image/png;base64,")
+
+
+def run_with(charlie: Cli, llm: ScriptedLLMServer, *args: str) -> dict[str, str]:
+    """`charlie doctor` against the double; each check's line, by check name."""
+    result = charlie("doctor", *args)
+    found = {line[:16].strip(): line for line in lines(result.output)[2:-1]}
+    found["exit"] = str(result.exit_code)
+    return found
+
+
+def test_tools_ignored_fail_with_the_fix_but_chat_still_works(
+    charlie: Cli, llm: ScriptedLLMServer
+) -> None:
+    """A llama-server started without --jinja drops `tools` and answers with text."""
+    llm.default = lambda request: "5" if request.get("tools") else capable(request)
+    found = run_with(charlie, llm)
+    assert found["tool calls"] == (
+        f"tool calls      FAIL: no tool call: the server ignored the tools      {TOOLS_FIX}"
+    )
+    assert found["exit"] == "0"
+
+
+def test_tool_calls_written_as_text_are_a_warning(charlie: Cli, llm: ScriptedLLMServer) -> None:
+    call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+    llm.default = lambda request: call if request.get("tools") else capable(request)
+    found = run_with(charlie, llm)
+    assert found["tool calls"] == (
+        f"tool calls      warn: written as text, not a native call              {TOOLS_FIX}"
+    )
+    assert found["exit"] == "0"
+
+
+def test_invalid_json_fails_the_structured_output_check(
+    charlie: Cli, llm: ScriptedLLMServer
+) -> None:
+    llm.default = lambda request: (
+        "The answer is 5." if request.get("response_format") else capable(request)
+    )
+    found = run_with(charlie, llm)
+    assert found["json_schema"] == (
+        f"json_schema     FAIL: not JSON matching the schema: 'The answer is 5.'  {JSON_FIX}"
+    )
+    assert found["exit"] == "0"
+
+
+def test_a_server_refusing_images_says_not_supported(charlie: Cli, llm: ScriptedLLMServer) -> None:
+    def no_images(request: dict[str, Any]) -> Any:
+        if isinstance(request["messages"][0]["content"], list):
+            return ErrorReply(400, "image input is not supported")
+        return capable(request)
+
+    llm.default = no_images
+    result = charlie("doctor", "--json")
+    assert result.exit_code == 0
+    images = json.loads(result.output)["checks"][6]
+    assert images == {
+        "check": "images",
+        "status": "warn",
+        "result": "not supported (HTTP 400: image input is not supported)",
+        "fix": "to send images, load a vision model (llama-server: --mmproj with its projector)",
+        "essential": False,
+    }
+
+
+def test_embeddings_are_probed_only_when_used(
+    charlie: Cli, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm.default = capable
+    monkeypatch.setenv("CHARLIE_EMBEDDINGS", "openai")
+    monkeypatch.setenv("CHARLIE_EMBEDDINGS_MODEL", "test-model")
+    assert run_with(charlie, llm)["embeddings"] == "embeddings      ok: 16 dimensions"
+    assert llm.embedding_requests[-1] == {"model": "test-model", "input": ["doctor"]}
+
+    monkeypatch.setenv("CHARLIE_EMBEDDINGS_MODEL", "nomic-embed")
+    found = run_with(charlie, llm)
+    assert found["embeddings"].startswith(
+        "embeddings      FAIL: HTTP 404: The model `nomic-embed` does not exist  "
+        "set CHARLIE_EMBEDDINGS_MODEL to an embedding model the server has loaded "
+        "(llama-server: --embeddings), or CHARLIE_EMBEDDINGS=local"
+    )
+    assert found["exit"] == "0"
+
+
+def test_streaming_is_essential(charlie: Cli, llm: ScriptedLLMServer) -> None:
+    llm.default = lambda request: (
+        ErrorReply(500, "stream broke") if request.get("stream") else capable(request)
+    )
+    found = run_with(charlie, llm)
+    assert found["streaming"] == (
+        "streaming       FAIL: HTTP 500: stream broke                          "
+        "check the server's log"
+    )
+    assert found["exit"] == "1"
+
+
+def test_a_missing_model_fails_and_skips_the_rest(
+    charlie: Cli, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHARLIE_LLM_MODEL", "qwen3-8b")
+    result = charlie("doctor")
+    assert result.exit_code == 1
+    assert lines(result.output)[1:] == [
+        "check           result                                               fix",
+        "reachable       ok: 1 model(s) listed",
+        "model           FAIL: qwen3-8b is not offered (offered: test-model)  "
+        "set CHARLIE_LLM_MODEL to a model the server has loaded, or load it",
+        "context window  not run: the model is not available",
+        "streaming       not run: the model is not available",
+        "tool calls      not run: the model is not available",
+        "json_schema     not run: the model is not available",
+        "images          not run: the model is not available",
+        "embeddings      not run: the model is not available",
+        "tokens/s        not run: the model is not available",
+        "Charlie cannot chat with this server until the FAIL lines above are fixed.",
+    ]
+    assert llm.requests == []  # no model call made for a model that is not there
+
+
+def test_an_unreachable_server_fails_with_how_to_start_one(charlie: Cli, dead_url: str) -> None:
+    result = charlie("doctor", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["ok"] is False and report["server"] == dead_url
+    first = report["checks"][0]
+    assert (first["check"], first["status"], first["fix"]) == (
+        "reachable",
+        "fail",
+        doctor.FIX_START,
+    )
+    assert first["result"].startswith("cannot connect (")
+    assert {c["status"] for c in report["checks"][1:]} == {"skip"}
+
+
+@pytest.fixture
+def hung_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A server that takes connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        monkeypatch.setenv("CHARLIE_LLM_BASE_URL", url)
+        monkeypatch.setenv("CHARLIE_LLM_MODEL", "test-model")
+        yield url
+
+
+def test_a_hung_server_does_not_hang_the_doctor(charlie: Cli, hung_url: str) -> None:
+    started = time.monotonic()
+    result = charlie("doctor", "--timeout", "0.5")
+    assert time.monotonic() - started < 5
+    assert result.exit_code == 1
+    assert lines(result.output)[2] == (
+        "reachable       FAIL: no answer within 0.5 s           "
+        "the server is hung or busy: check its log, restart it"
+    )
+
+
+def test_all_probes_together_stay_within_the_total(home: Home, llm: ScriptedLLMServer) -> None:
+    """A model that answers `GET /models` but never a chat: every probe waits its timeout,
+    and once the total is spent the rest are not run."""
+    hold = threading.Event()
+
+    def slow(request: dict[str, Any]) -> Any:
+        hold.wait(5)
+        return capable(request)
+
+    llm.default = slow
+    settings = load_settings(llm_base_url=llm.base_url, llm_model="test-model")
+    started = time.monotonic()
+    report = doctor.examine(settings, timeout=0.4, total=1.0)
+    hold.set()
+    assert time.monotonic() - started < 2.5
+    by_name = {c.check: c for c in report.checks}
+    assert by_name["streaming"].result == "no answer within 0.4 s"
+    assert by_name["tokens/s"].result == "not run: the doctor's 1 s were spent"
+    assert report.ok is False
+
+
+class _NativeApis(BaseHTTPRequestHandler):
+    """A server that lists one model and tells its context window one native way."""
+
+    answers: dict[str, Any] = {}  # noqa: RUF012 - set per test on a subclass
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _answer(self) -> None:
+        if self.command == "POST":
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/v1/models":
+            self._send(200, {"data": [{"id": "gemma"}]})
+        elif self.path in self.answers:
+            self._send(200, self.answers[self.path])
+        else:
+            self._send(404, {"error": {"message": f"no {self.path}"}})
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass  # quiet: the test reads the report
+
+
+@pytest.mark.parametrize(
+    ("answers", "line"),
+    [
+        (
+            {"/props": {"default_generation_settings": {"n_ctx": 8192}}},
+            "ok: 8192 tokens (server: llama.cpp /props)",
+        ),
+        (
+            {"/api/v0/models": {"data": [{"id": "gemma", "loaded_context_length": 16384}]}},
+            "ok: 16384 tokens (server: LM Studio /api/v0/models)",
+        ),
+        (
+            {"/api/show": {"parameters": "num_ctx 2048\ntemperature 0.7"}},
+            "warn: 2048 tokens (server: Ollama num_ctx)",
+        ),
+    ],
+)
+def test_the_context_window_is_asked_of_the_server(
+    charlie: Cli, monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any], line: str
+) -> None:
+    handler = type("Handler", (_NativeApis,), {"answers": answers})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("CHARLIE_LLM_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+        monkeypatch.setenv("CHARLIE_LLM_MODEL", "gemma")
+        report = json.loads(charlie("doctor", "--json").output)
+    finally:
+        server.shutdown()
+        server.server_close()
+    context = report["checks"][2]
+    assert f"{context['status']}: {context['result']}" == line
+    assert context["fix"] == ("" if line.startswith("ok") else doctor.FIX_CONTEXT)
+
+
+def test_the_context_setting_wins(
+    charlie: Cli, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm.default = capable
+    monkeypatch.setenv("CHARLIE_LLM_CONTEXT", "2048")
+    found = run_with(charlie, llm)
+    assert found["context window"] == (
+        "context window  warn: 2048 tokens (setting CHARLIE_LLM_CONTEXT)  " + doctor.FIX_CONTEXT
+    )
+
+
+def test_the_web_app_runs_the_same_checks_on_request(home: Home, llm: ScriptedLLMServer) -> None:
+    ensure_user(home.db, "bob")
+    set_password(home.db, "bob", PASSWORD)
+    llm.default = capable
+    anonymous = TestClient(create_app(load_settings()))
+    assert anonymous.get("/api/doctor").status_code == 401
+    assert llm.requests == []
+    with signed_in("bob") as client:
+        assert client.get("/api/health").status_code == 200
+        assert llm.requests == []  # the page's health check costs no model call
+        report = client.get("/api/doctor").json()
+    assert report["ok"] is True and report["model"] == "test-model"
+    assert [(c["check"], c["status"]) for c in report["checks"]] == [
+        ("reachable", "ok"),
+        ("model", "ok"),
+        ("context window", "warn"),
+        ("streaming", "ok"),
+        ("tool calls", "ok"),
+        ("json_schema", "ok"),
+        ("images", "ok"),
+        ("embeddings", "skip"),
+        ("tokens/s", "ok"),
+    ]
+    assert report["checks"][2]["fix"] == (
+        "set CHARLIE_LLM_CONTEXT to the window the server runs the model with"
+    )
