@@ -31,6 +31,7 @@ PROBE_SECONDS = 15.0
 DEFAULT_CONTEXT = 4096  # assumed when neither the setting nor the server says (Ollama's)
 SMALL_CONTEXT = 4096  # below this, memory, notes and history hardly fit
 SLOW_TOKENS_PER_S = 5.0
+RESULT_WIDTH = 60  # the table's result column; a longer result pushes its fix along
 # A 1×1 PNG, the smallest image a vision model can be shown.
 TINY_PNG = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQ"
@@ -66,8 +67,8 @@ FIX_START = (
     "--jinja`; `ollama serve`) or set CHARLIE_LLM_BASE_URL to its URL, ending in /v1"
 )
 FIX_TOOLS = (
-    "start llama-server with --jinja for tool calls; with Ollama or LM Studio, use a model "
-    "whose chat template supports tools"
+    "start llama-server with --jinja for tool calls, with a model whose chat template supports "
+    "tools (or --chat-template-file); with Ollama or LM Studio, use a model made for tools"
 )
 FIX_CONTEXT = (
     "raise the context: llama-server -c 8192, Ollama num_ctx 8192 (or OLLAMA_CONTEXT_LENGTH), "
@@ -125,7 +126,12 @@ class _Probe:
         self.timeout, self.total = timeout, total
         self.deadline = time.monotonic() + total
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-        self.http = httpx.Client(headers={"Authorization": f"Bearer {key}"} if key else {})
+        # A fresh connection for each probe: llama-server closes an idle one after a reply,
+        # and reusing it failed a probe ("Server disconnected without sending a response").
+        self.http = httpx.Client(
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
         self.model = settings.llm_model
         self.names: list[str] = []  # what `GET /models` listed
 
@@ -463,8 +469,12 @@ def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
             f"no answer within {probe.timeout:g} s",
             "the server is hung or busy: check its log, restart it",
         )
-    except httpx.HTTPError as exc:
+    except httpx.ConnectError as exc:
         return Check(name, "fail", f"cannot connect ({exc})", FIX_START)
+    except httpx.HTTPError as exc:
+        return Check(
+            name, "fail", f"the connection broke ({exc})", "check the server's log, restart it"
+        )
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         return Check(
             name, "fail", f"an answer not in the OpenAI format ({exc})", "check the server's log"
@@ -507,5 +517,5 @@ def table(report: Report) -> list[str]:
         for c in report.checks
     ]
     first = max(len(r[0]) for r in rows) + 2
-    second = max(len(r[1]) for r in rows) + 2
-    return [f"{a:<{first}}{b:<{second}}{c}".rstrip() for a, b, c in rows]
+    width = min(max(len(r[1]) for r in rows), RESULT_WIDTH)  # a longer result runs on
+    return [f"{check:<{first}}{result:<{width}}  {fix}".rstrip() for check, result, fix in rows]

@@ -353,3 +353,30 @@ def test_the_web_app_runs_the_same_checks_on_request(home: Home, llm: ScriptedLL
     assert report["checks"][2]["fix"] == (
         "set CHARLIE_LLM_CONTEXT to the window the server runs the model with"
     )
+
+
+def test_a_server_that_hangs_up_is_told_apart_from_one_that_is_not_there(
+    charlie: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connections taken and closed at once, without a word: the server runs, but broke."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.settimeout(5)
+
+        def hang_up() -> None:
+            connection, _ = sock.accept()
+            connection.close()
+
+        thread = threading.Thread(target=hang_up, daemon=True)
+        thread.start()
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        monkeypatch.setenv("CHARLIE_LLM_BASE_URL", url)
+        monkeypatch.setenv("CHARLIE_LLM_MODEL", "test-model")
+        result = charlie("doctor")
+        thread.join()
+    assert result.exit_code == 1
+    assert lines(result.output)[2] == (
+        "reachable       FAIL: the connection broke (Server disconnected without sending a "
+        "response.)  check the server's log, restart it"
+    )
