@@ -1,14 +1,18 @@
 """Budgets: every request fits the model's context window, with room kept for the answer.
 
-Tokens are estimated from characters, never asked of the server (one more round trip per
-request, and not every server has `/tokenize`). The estimate is conservative on purpose:
-ASCII text at 3 characters a token (English prose runs about 4 with the Llama, Qwen and
-Gemma tokenizers, but code, markdown, numbers and identifiers run nearer 3), and every other
-character as a whole token (accents, CJK, emoji: between 0.3 and 3 tokens each). Erring
-high costs a little history; erring low costs a refused request. A server that still
-refuses gets one retry at half the budget (`chat.ToolLoop`).
+Tokens are estimated from the text, never asked of the server (one more round trip per
+request, and not every server has `/tokenize`). The estimate errs high on purpose: a word
+of n letters is n/5 + 0.5 tokens, every digit and ASCII punctuation mark one (tokenizers
+split numbers digit by digit), a line break, a run of spaces, or a space before a digit or
+mark one, a character of two UTF-8 bytes (accents, Cyrillic) one, of three (CJK) 1.25, of
+four (emoji, byte-split by small vocabularies) four. Measured against six real tokenizers
+(Llama 3, Qwen2, Gemma, Phi-3, Llama 2, DeepSeek; `llama-tokenize`) on markdown, code, JSON,
+French, German, Japanese, emoji chat and a table of numbers, it came out 0.86 to 1.94 times
+the true count (prose 1.1–1.4); plain characters/3 ranged 0.42 (numbers) to 1.5. Erring high
+costs a little history; erring low costs a refused request, which gets one retry at half
+the budget (`chat.ToolLoop`).
 
-What gives way, in order, when a request is too long (`fit`):
+What gives way, in order, when a request is too long (`fit`; one that fits is sent as is):
 1. any one earlier message longer than a quarter of the room is shortened, its start and
    end kept around a visible marker ("[… 12,345 characters cut …]");
 2. the oldest messages are left out, first to last;
@@ -21,10 +25,12 @@ The person's message and the system prompt are never left out.
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
-CHARS_PER_TOKEN = 3
+CHARS_PER_TOKEN = 3  # how much text to keep when shortening, before measuring again
 MESSAGE_TOKENS = 8  # role markers and template tokens around each message
 IMAGE_TOKENS = 1024  # one image part: vision encoders take 256 to about 1,500 tokens
 DEFAULT_WINDOW = 4096  # when neither the setting nor the server says (Ollama's default)
@@ -57,10 +63,29 @@ class Budget:
         return max(MIN_PROMPT, self.window - self.answer - self.margin)
 
 
+_WORD = re.compile(r"[A-Za-z]+")
+_SINGLE = re.compile(r"[\d!-/:-@\[-`{-~]")  # a digit or ASCII punctuation mark
+_SPACE = re.compile(r"\n|\t| {2,}| (?=[\d!-/:-@\[-`{-~])")
+_TWO_BYTES = re.compile("[\u0080-\u07ff]")
+_THREE_BYTES = re.compile("[\u0800-\uffff]")
+_FOUR_BYTES = re.compile("[\U00010000-\U0010ffff]")
+
+
 def estimate(text: str) -> int:
     """Tokens `text` takes, erring high (see the module docstring)."""
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return -(-ascii_chars // CHARS_PER_TOKEN) + (len(text) - ascii_chars)
+    if not text:
+        return 0
+    words = _WORD.findall(text)
+    tokens = (
+        sum(map(len, words)) / 5
+        + len(words) / 2
+        + len(_SINGLE.findall(text))
+        + len(_SPACE.findall(text))
+        + len(_TWO_BYTES.findall(text))
+        + 1.25 * len(_THREE_BYTES.findall(text))
+        + 4 * len(_FOUR_BYTES.findall(text))
+    )
+    return math.ceil(tokens)
 
 
 def message_tokens(message: dict[str, Any]) -> int:
@@ -151,13 +176,12 @@ def fit(
     (oldest first), `messages[current:]` this turn: the person's message and the tool
     rounds since, whose pairs of call and result must stay whole. Returns a new list."""
     room = limit - tools_tokens(tools)
-    system, turn = messages[0], list(messages[current:])
-    one = max(room // SHARE_OF_ONE_MESSAGE, MIN_KEPT)
-    history = [
-        shorten_message(m, one) if message_tokens(m) > one else m for m in messages[1:current]
-    ]
-    sizes = [message_tokens(m) for m in history]
+    system, turn, history = messages[0], list(messages[current:]), list(messages[1:current])
     fixed = message_tokens(system) + sum(message_tokens(m) for m in turn)
+    if fixed + sum(message_tokens(m) for m in history) > room:
+        one = max(room // SHARE_OF_ONE_MESSAGE, MIN_KEPT)
+        history = [shorten_message(m, one) if message_tokens(m) > one else m for m in history]
+    sizes = [message_tokens(m) for m in history]
     dropped = 0
     while dropped < len(history) and fixed + sum(sizes[dropped:]) > room:
         dropped += 1
