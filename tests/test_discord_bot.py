@@ -572,7 +572,8 @@ def test_a_long_reply_is_split_with_its_code_block_kept_whole(
     household: Home, llm: ScriptedLLMServer
 ) -> None:
     code = "```python\n" + "\n".join(f"step_{n} = {n}" for n in range(60)) + "\n```"
-    reply = ("Here is the plan. " * 100).strip() + "\n\n" + code + "\n\n" + "Done. " * 300
+    plan = " ".join(f"Step {n} of the plan." for n in range(100))  # a repeat would be cut
+    reply = plan + "\n\n" + code + "\n\n" + " ".join(f"Done {n}." for n in range(300))
     llm.reply(reply, chunk_size=200)
 
     async def scenario(h: Harness) -> None:
