@@ -80,6 +80,25 @@ class LLMRejected(LLMError):
     """The server refused the request (HTTP 4xx)."""
 
 
+class LLMContextExceeded(LLMError):
+    """The request was longer than the model's context window; `window` is the window the
+    server named, when it did."""
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
+class LLMPromptTruncated(LLMContextExceeded):
+    """The server answered, but read far fewer prompt tokens than were sent: its window is
+    smaller than the prompt and it dropped the start without saying so (Ollama does).
+    `window` is what it did read; `estimated` is Charlie's (low) estimate of what was sent."""
+
+    def __init__(self, message: str, *, window: int, estimated: int) -> None:
+        super().__init__(message, window)
+        self.estimated = estimated
+
+
 class DistillationError(CharlieError):
     """The model's distillation could not be turned into valid memory."""
 

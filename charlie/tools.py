@@ -28,7 +28,7 @@ from typing import Any, Literal
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import ToolCall, arguments_text, partial_tag_suffix, preview
+from charlie.llm import ToolCall, call_from_json, partial_tag_suffix, preview
 from charlie.trace import Hit
 from charlie.users import User
 
@@ -294,16 +294,10 @@ def calls_in_text(text: str, known: Iterable[str]) -> tuple[list[ToolCall], str]
     calls: list[ToolCall] = []
 
     def take(raw: str, strict: bool) -> bool:
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError:
+        call = call_from_json(raw, f"text_call_{len(calls)}")
+        if call is None or (strict and call.name not in names):
             return False
-        if not isinstance(data, dict) or "name" not in data:
-            return False
-        if strict and data["name"] not in names:
-            return False
-        arguments = arguments_text(data.get("arguments", data.get("parameters", {})))
-        calls.append(ToolCall(f"text_call_{len(calls)}", str(data["name"]), arguments))
+        calls.append(call)
         return True
 
     rest = _TAGGED.sub(lambda m: "" if take(m.group(1), strict=False) else m.group(0), text)
