@@ -3,23 +3,54 @@
 Context is bounded: persona + the project's response style + the three memory layers +
 the messages since the last distillation (with the last exchange always included) —
 never the whole transcript, so a long conversation costs no more per turn than a short one.
+Every request is fitted to the model's context window with room kept for the answer
+(`charlie.budget`); a server that still finds it too long gets one retry at half the
+budget; a reply that loops is stopped (`charlie.loops`); and the conversation is distilled
+early when what is undistilled nears the window, so a project never outgrows it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from charlie import conversations, distill, memory, notes, projects, suggestions, toolkit, trace
+from charlie import (
+    budget,
+    conversations,
+    distill,
+    memory,
+    notes,
+    projects,
+    suggestions,
+    toolkit,
+    trace,
+)
+from charlie.budget import Budget
 from charlie.conversations import Channel, Message
-from charlie.errors import CharlieError, DistillationError, LLMError, MemoryFormatError
+from charlie.errors import (
+    CharlieError,
+    DistillationError,
+    LLMContextExceeded,
+    LLMError,
+    MemoryFormatError,
+)
 from charlie.home import Home
-from charlie.llm import Completion, Delta, LLMClient, ThinkFilter, ToolCall, image_part, strip_think
+from charlie.llm import (
+    DEFAULT_MAX_TOKENS,
+    Completion,
+    Delta,
+    LLMClient,
+    ThinkFilter,
+    ToolCall,
+    image_part,
+    strip_think,
+)
+from charlie.loops import LoopGuard
 from charlie.tools import (
     META_TOOL,
     Registry,
@@ -34,6 +65,16 @@ from charlie.users import User
 
 MIN_RECENT = 4  # the last exchange stays verbatim even right after a distillation
 MAX_CONTEXT_MESSAGES = 60  # a ceiling if distillation keeps failing
+DISTILL_GROWTH = 512  # tokens a distillation's answer may add to the memory it rewrites
+DISTILL_FRAME = 128  # tokens of a distillation prompt around the memory and the messages
+LOOPED = (
+    "The model started repeating itself; I stopped it. The part before the repetition is "
+    "kept, marked cut off. Ask again, perhaps more narrowly, or try another model."
+)
+CAPPED = (
+    "The reply reached the cap of {} tokens and was cut there. Ask Charlie to go on, or "
+    "raise the cap (CHARLIE_LLM_MAX_TOKENS, or max_tokens in the project's project.toml)."
+)
 
 BASE_PERSONA = (
     "You are Charlie, a personal assistant for a household. You keep an explicit memory of "
@@ -104,7 +145,20 @@ def cadence(channel: Channel) -> int:
     return channel.project.config.distill_every if channel.project else 5
 
 
-def system_prompt(home: Home, channel: Channel, user: User, layers: str) -> str:
+def answer_cap(channel: Channel, llm: LLMClient) -> int:
+    """The longest answer, in tokens: the project's `max_tokens`, else the client's."""
+    configured = channel.project.config.max_tokens if channel.project else None
+    return configured or llm.max_tokens
+
+
+def plan(channel: Channel, llm: LLMClient) -> Budget:
+    """How the model's window is shared in this channel: the prompt, then the answer."""
+    return Budget.of(llm.context_window(), answer_cap(channel, llm))
+
+
+def system_prompt(
+    home: Home, channel: Channel, user: User, layers: str, pinned: str | None = None
+) -> str:
     parts = [BASE_PERSONA]
     if channel.project is not None:
         config = channel.project.config
@@ -117,7 +171,8 @@ def system_prompt(home: Home, channel: Channel, user: User, layers: str) -> str:
         parts.append(f"This is {user.name}'s private channel: nobody else sees it.")
     parts.append(f"You are talking with {user.name}. Today is {datetime.now(UTC):%A %Y-%m-%d}.")
     parts.append(fence("memory", escape(layers.strip())))
-    pinned = suggestions.pinned_text(home, channel)
+    if pinned is None:
+        pinned = suggestions.pinned_text(home, channel)
     if pinned:
         parts.append(f"Notes the person pinned into this conversation:\n{pinned}")
     parts.append(DATA_NOTICE)
@@ -137,17 +192,31 @@ def _memory_text(home: Home, channel: Channel) -> tuple[str, str | None]:
 
 
 def context(
-    home: Home, channel: Channel, user: User, images: list[Path] | None = None
+    home: Home,
+    channel: Channel,
+    user: User,
+    images: list[Path] | None = None,
+    *,
+    within: Budget | None = None,
+    instruction: str = "",
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """The messages to send for the next reply (the newest stored message is the person's)."""
+    """The messages to send for the next reply (the newest stored message is the person's),
+    fitted to `within` (default: a 4,096-token window). Memory and pins take at most half
+    the prompt; `instruction` ends the system prompt."""
+    within = within or Budget.of(budget.DEFAULT_WINDOW, DEFAULT_MAX_TOKENS)
     layers, warning = _memory_text(home, channel)
+    pinned = suggestions.pinned_text(home, channel)
+    room = within.prompt // 2
+    pinned = budget.shorten(pinned, max(room - budget.estimate(layers), room // 2))
+    layers = budget.shorten(layers, room - budget.estimate(pinned))
     pending = conversations.undistilled(home, channel)
     count = min(max(len(pending), MIN_RECENT), MAX_CONTEXT_MESSAGES)
     history = conversations.recent(home, channel, count)
     speakers = {m.speaker for m in history if m.role == "user"}
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(home, channel, user, layers)}
-    ]
+    system = system_prompt(home, channel, user, layers, pinned)
+    if instruction.strip():
+        system += f"\n\n{instruction.strip()}"
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for position, message in enumerate(history):
         text = message.content
         if message.role == "user" and len(speakers) > 1:
@@ -163,7 +232,7 @@ def context(
             if message.incomplete:
                 text += "\n[this reply was cut off before it finished]"
             messages.append({"role": message.role, "content": text})
-    return messages, warning
+    return budget.fit(messages, within.prompt, current=len(messages) - 1), warning
 
 
 def turn(
@@ -201,12 +270,19 @@ def turn(
     conversations.add_message(
         home, channel, "user", text, user=user, images=[str(p) for p in images]
     )
-    messages, warning = context(home, channel, user, images)
-    if instruction.strip():
-        messages[0]["content"] += f"\n\n{instruction.strip()}"
+    within = plan(channel, llm)
+    messages, warning = context(home, channel, user, images, within=within, instruction=instruction)
     if warning:
         yield Notice(warning)
-    loop = ToolLoop(home, llm, channel, user, registry or toolkit.registry(), max_iterations)
+    loop = ToolLoop(
+        home,
+        llm.with_max_tokens(within.answer),
+        channel,
+        user,
+        registry or toolkit.registry(),
+        max_iterations,
+        within,
+    )
     try:
         yield from loop.run(messages, text)
     except LLMError as exc:
@@ -219,17 +295,24 @@ def turn(
                 "The reply was cut off: the part shown is kept, marked incomplete, and is not "
                 "folded into memory. Send your message again for a whole answer. "
             )
-        raise type(exc)(
+        exc.args = (  # the same error, whatever else it carries (a window the server named)
             f"{exc} {kept}Your message is saved and will be part of the conversation when you "
-            "send the next one."
-        ) from exc
+            "send the next one.",
+        )
+        raise
     reply_text = loop.reply.strip()
     if not reply_text:
         reply_text = "(The model returned an empty reply.)"
         yield Notice("The model returned an empty reply; try rephrasing or another model.")
-    stored = conversations.add_message(home, channel, "assistant", reply_text, trace=loop.trace)
+    stored = conversations.add_message(
+        home, channel, "assistant", reply_text, trace=loop.trace, incomplete=loop.looped
+    )
     toolkit.record_citations(loop.context)
     yield Reply(stored, loop.prompt_tokens, loop.llm_seconds)
+    if loop.looped:
+        yield Notice(LOOPED)
+    elif loop.capped:
+        yield Notice(CAPPED.format(within.answer))
     yield from _suggest(home, loop.context, channel, user, text, stored.id)
     yield from distill_due(home, llm, channel)
 
@@ -265,8 +348,12 @@ class ToolLoop:
         user: User,
         registry: Registry,
         max_iterations: int,
+        within: Budget | None = None,
     ) -> None:
         self.llm = llm
+        self.within = within or Budget.of(budget.DEFAULT_WINDOW, llm.max_tokens)
+        self.looped = False  # the reply started repeating itself and was stopped
+        self.capped = False  # the reply reached max_tokens (finish_reason "length")
         self.registry = registry
         self.max_iterations = max_iterations
         self.context = ToolContext(home, channel, user)
@@ -288,7 +375,33 @@ class ToolLoop:
                     tools.append(tool.schema())
         return tools
 
+    def _open(
+        self, messages: list[dict[str, Any]], current: int, tools: list[dict[str, Any]] | None
+    ) -> tuple[Generator[Delta | Completion], Delta | Completion]:
+        """The request fitted to the budget, streaming, and its first item; a server that
+        finds it too long anyway gets one retry at half the budget."""
+        limit = self.within.prompt
+        while True:
+            request = budget.fit(messages, limit, current=current, tools=tools)
+            stream = self.llm.stream(request, tools=tools)
+            try:
+                return stream, next(stream)
+            except LLMContextExceeded as exc:
+                if limit < self.within.prompt:
+                    raise LLMContextExceeded(
+                        f"{exc} Trimmed to about {limit:,} tokens, it was refused again. Set "
+                        "CHARLIE_LLM_CONTEXT to the window the server really has (Charlie took "
+                        f"it to be {self.within.window:,} tokens), or start the model with a "
+                        "larger one (llama.cpp: -c; Ollama: num_ctx; LM Studio: Context Length).",
+                        exc.window,
+                    ) from exc
+                limit = max(limit // 2, budget.MIN_PROMPT)
+                if exc.window:  # the server named its window: fit that too
+                    limit = min(limit, Budget.of(exc.window, self.within.answer).prompt)
+
     def run(self, messages: list[dict[str, Any]], text: str) -> Iterator[Event]:
+        current = len(messages) - 1  # the person's message: this turn starts there
+        tool_cap = self.within.prompt // budget.SHARE_OF_ONE_MESSAGE
         active = self.registry.suggest(text)
         yield self._event(trace.Preloaded(tuple(active)))
         seen: set[tuple[str, str]] = set()
@@ -302,15 +415,23 @@ class ToolLoop:
             completion: Completion | None = None
             shown = ThinkFilter()
             markup = ToolMarkupFilter()
-            for item in self.llm.stream(messages, tools=tools):
+            guard, before = LoopGuard(), len(self.reply)
+            stream, first = self._open(messages, current, tools)
+            for item in _chain(first, stream):
                 if isinstance(item, Delta):
                     visible = markup.feed(shown.feed(item.text))
                     if visible:
                         self.reply += visible
                         yield Token(visible)
+                        if guard.feed(visible):
+                            stream.close()  # stop reading: the server stops generating
+                            self.reply = self.reply[:before] + guard.useful
+                            self.looped = True
+                            return
                 else:
                     completion = item
             assert completion is not None
+            self.capped = completion.finish_reason == "length"
             self.llm_seconds += completion.seconds
             self.prompt_tokens = completion.usage.get("prompt_tokens", self.prompt_tokens)
             held = markup.held() + shown.flush()
@@ -334,7 +455,7 @@ class ToolLoop:
             for call in calls:
                 outcome, event = self._call(call, seen, active)
                 yield event
-                results.append((call, outcome))
+                results.append((call, budget.shorten(outcome, tool_cap)))
             messages.extend(_result_messages(results, in_text))
             if iteration >= self.max_iterations:
                 forced = f"the limit of {self.max_iterations} tool rounds was reached"
@@ -422,6 +543,13 @@ class ToolLoop:
         )
 
 
+def _chain(
+    first: Delta | Completion, rest: Iterator[Delta | Completion]
+) -> Iterator[Delta | Completion]:
+    yield first
+    yield from rest
+
+
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
@@ -449,14 +577,45 @@ def _result_messages(results: list[tuple[ToolCall, str]], in_text: bool) -> list
     return [{"role": "tool", "tool_call_id": call.id, "content": c} for call, c in wrapped]
 
 
+def outgrowing(home: Home, llm: LLMClient, channel: Channel) -> bool:
+    """The undistilled messages take more than half the prompt budget: distill them now,
+    before the oldest must be left out of the requests unremembered."""
+    pending = conversations.undistilled(home, channel)
+    tokens = sum(budget.message_tokens({"content": m.content}) for m in pending)
+    return tokens > budget.EARLY_DISTILL * plan(channel, llm).prompt
+
+
+def _distill_request(
+    home: Home, llm: LLMClient, channel: Channel, batch: list[Message]
+) -> tuple[LLMClient, list[Message]]:
+    """The client and messages for one distillation within the window: the answer may
+    hold the whole memory and some more; a message too long to fit is shortened."""
+    window = llm.context_window()
+    memory_tokens = budget.estimate(_memory_text(home, channel)[0])
+    answer = min(max(llm.max_tokens, memory_tokens + DISTILL_GROWTH), window // 2)
+    room = (
+        Budget(window, answer).prompt
+        - budget.estimate(distill.SYSTEM_PROMPT)
+        - memory_tokens
+        - DISTILL_FRAME
+        - budget.MESSAGE_TOKENS * len(batch)  # "[speaker] " before each message
+    )
+    cap = budget.share([budget.estimate(m.content) for m in batch], room)
+    shortened = [replace(m, content=budget.shorten(m.content, cap)) for m in batch]
+    return llm.with_max_tokens(answer), shortened
+
+
 def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]:
-    """Distill every full batch of `cadence` undistilled messages, oldest first.
+    """Distill every full batch of `cadence` undistilled messages, oldest first — and a
+    short batch too when the undistilled messages near the window (`outgrowing`).
 
     Only one turn distills a channel at a time: if another holds the claim, it will fold
     these messages in (or the next turn will).
     """
     every = cadence(channel)
-    if len(conversations.undistilled(home, channel, limit=every)) < every:
+    if len(conversations.undistilled(home, channel, limit=every)) < every and not outgrowing(
+        home, llm, channel
+    ):
         return
     token = distill.claim(home, channel)
     if token is None:
@@ -464,10 +623,11 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
     try:
         while True:
             batch = conversations.undistilled(home, channel, limit=every)
-            if len(batch) < every:
+            if not batch or (len(batch) < every and not outgrowing(home, llm, channel)):
                 return
             try:
-                result = distill.distill(home, channel, llm, batch)
+                distiller, batch = _distill_request(home, llm, channel, batch)
+                result = distill.distill(home, channel, distiller, batch)
             except (DistillationError, LLMError, MemoryFormatError) as exc:
                 yield Notice(f"Memory was not updated: {exc}")
                 return
