@@ -10,7 +10,6 @@ conversation larger than the window still answered).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 
 from charlie import conversations, distill, memory
 from charlie.config import load_settings
+from charlie.conversations import Message
 from charlie.errors import DistillationError
 from charlie.home import Home
 from charlie.llm import Completion, Delta
@@ -49,6 +49,20 @@ def test_a_reply_streams_through_the_client() -> None:
     assert completion.usage["completion_tokens"] > 0
 
 
+# Found by these tests: with tools offered, the 270M model (greedy) repeats its prompt,
+# tools JSON included; llama.cpp's tool-call parser rejects that output and ends the stream
+# with `data: {"error": {"code": 500, "message": "The model produced output that does not
+# match the expected peg-native format"}}` and no [DONE]. Charlie reads that as a server
+# that "may have crashed or restarted" and the turn fails (exit 1), instead of naming the
+# server's error and answering without tools. Remove the mark when Charlie handles it.
+PARSE_ERROR_EVENT = pytest.mark.xfail(
+    strict=True,
+    reason="llama.cpp ends the stream with an error event when it cannot parse the model's "
+    "tool-call output; Charlie reports a crash and the turn fails (docs/real-servers.md)",
+)
+
+
+@PARSE_ERROR_EVENT
 def test_a_chat_turn_is_answered_and_stored(charlie: Any) -> None:
     result = charlie("chat", "-p", "contract", "-m", "Say hello in one short sentence.")
     assert result.exit_code == 0, result.output
@@ -57,8 +71,15 @@ def test_a_chat_turn_is_answered_and_stored(charlie: Any) -> None:
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[0].content == "Say hello in one short sentence."
     assert stored[1].content.strip()
-    assert not stored[1].incomplete
     assert result.stdout.strip() == stored[1].content
+    _told_if_cut(result, stored[1])
+
+
+def _told_if_cut(result: Any, reply: Message) -> None:
+    """A small model often repeats itself until stopped: Charlie may cut such a reply
+    (keeping what came, marked incomplete), but then it must say so."""
+    if reply.incomplete:
+        assert "Note:" in result.stderr, result.stderr
 
 
 def test_distillation_through_json_schema(home: Home) -> None:
@@ -115,7 +136,12 @@ PLACEHOLDER_FORMAT: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "summary": {"const": "..."},
-                "decisions": {"type": "array", "items": {"const": "- ..."}, "minItems": 1},
+                "decisions": {
+                    "type": "array",
+                    "items": {"const": "- ..."},
+                    "minItems": 1,
+                    "maxItems": 1,
+                },
                 "quotes": {"type": "array", "maxItems": 0},
             },
             "required": ["summary", "decisions", "quotes"],
@@ -186,6 +212,7 @@ def _refused_as_too_long(server_url: str, messages: list[dict[str, str]]) -> str
     return response.text
 
 
+@PARSE_ERROR_EVENT
 def test_a_conversation_larger_than_the_window_is_still_answered(
     home: Home, charlie: Any, charlie_on_real_server: Any
 ) -> None:
@@ -198,9 +225,11 @@ def test_a_conversation_larger_than_the_window_is_still_answered(
         result = charlie("chat", "-p", "long", "-m", question)
         assert result.exit_code == 0, result.output
         last = messages_of(home, "long")[-1]
-        assert last.role == "assistant" and last.content.strip() and not last.incomplete
+        assert last.role == "assistant" and last.content.strip()
+        _told_if_cut(result, last)
 
 
+@PARSE_ERROR_EVENT
 def test_a_server_refusing_an_overstated_window_gets_one_trimmed_retry(
     home: Home, charlie: Any, monkeypatch: pytest.MonkeyPatch, charlie_on_real_server: Any
 ) -> None:
@@ -214,11 +243,10 @@ def test_a_server_refusing_an_overstated_window_gets_one_trimmed_retry(
     assert result.exit_code == 0, result.output
     last = messages_of(home, "overstated")[-1]
     assert last.role == "assistant" and last.content.strip()
+    _told_if_cut(result, last)
 
 
-def test_the_answer_is_capped_by_max_tokens(
-    monkeypatch: pytest.MonkeyPatch, charlie: Any, tmp_path: Path
-) -> None:
+def test_the_answer_is_capped_by_max_tokens(monkeypatch: pytest.MonkeyPatch, charlie: Any) -> None:
     """The issue's first answer looped for 5 min 43 s: Charlie sent no `max_tokens`.
     With CHARLIE_LLM_MAX_TOKENS=32 the server must stop at 32 tokens, and a turn cut
     there is still answered and stored."""
@@ -239,14 +267,20 @@ def test_the_answer_is_capped_by_max_tokens(
 
 
 def test_doctor_passes_against_llama_cpp(charlie: Any, charlie_on_real_server: Any) -> None:
-    """`charlie doctor` probes the server and prints a table; llama.cpp with --jinja does
-    everything Charlie needs (images and embeddings are optional and only reported)."""
+    """`charlie doctor` probes the server and prints its table; llama.cpp started with
+    --jinja streams, makes native tool calls and keeps to a json_schema. (A 270M model sees
+    no images: that row may warn or fail without stopping Charlie from chatting.)"""
     result = charlie("doctor")
     assert result.exit_code == 0, result.output
-    table = result.stdout.lower()
-    for row in ("reachable", "models", "context", "stream", "tool", "json_schema"):
-        assert row in table, f"no {row!r} row in:\n{result.stdout}"
-    assert str(charlie_on_real_server.window) in result.stdout
+    rows = {line.split("  ")[0] for line in result.stdout.splitlines()}
+    assert {"reachable", "model", "context window", "streaming", "tool calls"} <= rows
+    assert "Charlie can chat with this server." in result.stdout
+    report = json.loads(charlie("doctor", "--json").stdout)
+    checks = {c["check"]: c for c in report["checks"]}
+    for name in ("reachable", "model", "streaming", "tool calls", "json_schema"):
+        assert checks[name]["status"] == "ok", checks[name]
+    assert checks["tool calls"]["result"].startswith("native call add(")
+    assert f"{charlie_on_real_server.window} tokens" in checks["context window"]["result"]
 
 
 def test_the_test_client_really_sends_tool_choice() -> None:
