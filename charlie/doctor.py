@@ -22,13 +22,13 @@ from typing import Any, Literal
 import httpx
 
 from charlie.config import Settings
+from charlie.llm import LLMClient
 from charlie.tools import calls_in_text
 
 Status = Literal["ok", "warn", "fail", "skip"]
 ESSENTIAL = ("reachable", "model", "streaming")
 TOTAL_SECONDS = 60.0
 PROBE_SECONDS = 15.0
-DEFAULT_CONTEXT = 4096  # assumed when neither the setting nor the server says (Ollama's)
 SMALL_CONTEXT = 4096  # below this, memory, notes and history hardly fit
 SLOW_TOKENS_PER_S = 5.0
 RESULT_WIDTH = 60  # the table's result column; a longer result pushes its fix along
@@ -218,55 +218,32 @@ def _model(probe: _Probe) -> Check:
     )
 
 
-def server_context(probe: _Probe) -> tuple[int, str] | None:
-    """The context window the server reports, and where: llama.cpp `/props`, LM Studio
-    `/api/v0/models`, Ollama `/api/show`; None when none of them answers."""
-    response = probe.get(f"{probe.root}/props")
-    if response.status_code == 200:
-        data = response.json()
-        settings = data.get("default_generation_settings") or {}
-        n_ctx = settings.get("n_ctx") or data.get("n_ctx")
-        if isinstance(n_ctx, int) and n_ctx > 0:
-            return n_ctx, "server: llama.cpp /props"
-    response = probe.get(f"{probe.root}/api/v0/models")
-    if response.status_code == 200:
-        for item in response.json().get("data") or []:
-            if item.get("id") == probe.model:
-                size = item.get("loaded_context_length") or item.get("max_context_length")
-                if isinstance(size, int) and size > 0:
-                    return size, "server: LM Studio /api/v0/models"
-    response = probe.post(f"{probe.root}/api/show", {"model": probe.model})
-    if response.status_code == 200:
-        data = response.json()
-        for line in str(data.get("parameters") or "").splitlines():
-            parts = line.split()
-            if len(parts) == 2 and parts[0] == "num_ctx" and parts[1].isdigit():
-                return int(parts[1]), "server: Ollama num_ctx"
-        for key, value in (data.get("model_info") or {}).items():
-            if key.endswith(".context_length") and isinstance(value, int):
-                # Ollama itself runs the model with its default window unless num_ctx is set.
-                return min(value, DEFAULT_CONTEXT), "server: Ollama, its default num_ctx"
-    return None
-
-
 def _context(probe: _Probe) -> Check:
-    configured = probe.settings.llm_context
-    if configured:
-        size, source = configured, "setting CHARLIE_LLM_CONTEXT"
+    """The window the chat budgets use (`LLMClient.context_window`), and where it came from."""
+    key = probe.settings.llm_api_key
+    client = LLMClient(
+        probe.base_url,
+        probe.model,
+        api_key=key.get_secret_value() if key else None,
+        timeout=probe.limit(),
+        retries=0,
+        context_window=probe.settings.llm_context,
+    )
+    try:
+        size, source = client.context_window(), client.window_source
+    finally:
+        client.close()
+    if source == "CHARLIE_LLM_CONTEXT":
+        result = f"{size} tokens (setting CHARLIE_LLM_CONTEXT)"
+    elif not source or source.startswith("default"):
+        return Check(
+            "context window",
+            "warn",
+            f"{size} tokens (default: the server does not say)",
+            "set CHARLIE_LLM_CONTEXT to the window the server runs the model with",
+        )
     else:
-        try:
-            found = server_context(probe)
-        except (ValueError, AttributeError, TypeError):
-            found = None  # a native API with another shape: the same as none
-        if found is None:
-            return Check(
-                "context window",
-                "warn",
-                f"{DEFAULT_CONTEXT} tokens (default: the server does not say)",
-                "set CHARLIE_LLM_CONTEXT to the window the server runs the model with",
-            )
-        size, source = found
-    result = f"{size} tokens ({source})"
+        result = f"{size} tokens (server: {source})"
     if size < SMALL_CONTEXT:
         return Check("context window", "warn", result, FIX_CONTEXT)
     return Check("context window", "ok", result)
