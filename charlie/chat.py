@@ -37,6 +37,7 @@ from charlie.errors import (
     DistillationError,
     LLMContextExceeded,
     LLMError,
+    LLMStreamError,
     MemoryFormatError,
 )
 from charlie.home import Home
@@ -379,13 +380,18 @@ class ToolLoop:
         self, messages: list[dict[str, Any]], current: int, tools: list[dict[str, Any]] | None
     ) -> tuple[Generator[Delta | Completion], Delta | Completion]:
         """The request fitted to the budget, streaming, and its first item; a server that
-        finds it too long anyway gets one retry at half the budget."""
+        finds it too long anyway gets one retry at half the budget, and one that fails on the
+        model's tool call (llama.cpp's in-stream error) one retry without tools."""
         limit = self.within.prompt
         while True:
             request = budget.fit(messages, limit, current=current, tools=tools)
             stream = self.llm.stream(request, tools=tools)
             try:
                 return stream, next(stream)
+            except LLMStreamError:
+                if tools is None:
+                    raise
+                tools = None  # the server could not read the model's tool call: answer in text
             except LLMContextExceeded as exc:
                 if limit < self.within.prompt:
                     raise LLMContextExceeded(

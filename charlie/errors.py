@@ -76,6 +76,11 @@ class LLMBadResponse(LLMError):
     """The server answered something that is not a valid OpenAI-compatible response."""
 
 
+class LLMStreamError(LLMBadResponse):
+    """The server ended a streamed answer with an error of its own (llama.cpp does when it
+    cannot parse the model's tool-call output)."""
+
+
 class LLMRejected(LLMError):
     """The server refused the request (HTTP 4xx)."""
 

@@ -30,6 +30,7 @@ from charlie.errors import (
     LLMModelNotFound,
     LLMPromptTruncated,
     LLMRejected,
+    LLMStreamError,
     LLMUnavailable,
 )
 
@@ -363,6 +364,11 @@ class LLMClient:
                     done = True
                     break
                 chunk = _loads(payload, self.base_url)
+                if chunk.get("error"):
+                    raise LLMStreamError(
+                        f"The server at {self.base_url} stopped the answer with an error: "
+                        f"{_stream_error(chunk['error'])}"
+                    )
                 if chunk.get("usage"):
                     result.usage = dict(chunk["usage"])
                 for choice in chunk.get("choices") or []:
@@ -614,6 +620,13 @@ def _loads(text: str, base_url: str) -> Any:
             f"({preview(text)}). Check that CHARLIE_LLM_BASE_URL points at an "
             "OpenAI-compatible API (it usually ends in /v1)."
         ) from exc
+
+
+def _stream_error(error: Any) -> str:
+    """The message of an `error` object a server put in its event stream."""
+    if isinstance(error, dict):
+        return str(error.get("message") or json.dumps(error))
+    return str(error)
 
 
 def arguments_text(arguments: Any) -> str:

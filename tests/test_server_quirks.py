@@ -391,3 +391,42 @@ def test_a_prompt_the_server_read_whole_raises_nothing(llm: ScriptedLLMServer) -
     llm.context_window = 20
     llm.reply("Also fine.")
     assert made.chat([{"role": "user", "content": "short " * 100}]).content == "Also fine."
+
+
+LLAMA_PARSE_ERROR = (
+    b'data: {"error":{"code":500,"message":"The model produced output that does not match '
+    b'the expected peg-native format","type":"server_error"}}\n\n'
+)
+
+
+def test_an_error_inside_the_stream_is_told_with_the_servers_words(
+    llm: ScriptedLLMServer,
+) -> None:
+    """llama.cpp ends a stream with `data: {"error": …}` and no [DONE] when it cannot parse
+    the model's tool-call output (seen against llama-server with a small model, --jinja)."""
+    llm.garbage(LLAMA_PARSE_ERROR, content_type="text/event-stream")
+    client = LLMClient(llm.base_url, "test-model")
+    try:
+        with pytest.raises(LLMBadResponse, match="does not match the expected peg-native"):
+            list(client.stream([{"role": "user", "content": "Hi"}]))
+    finally:
+        client.close()
+
+
+def test_a_turn_whose_tool_call_the_server_cannot_parse_is_answered_without_tools(
+    home: Home, llm: ScriptedLLMServer
+) -> None:
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    alice = ensure_user(home.db, "alice")
+    llm.garbage(LLAMA_PARSE_ERROR, content_type="text/event-stream")
+    llm.reply("The plumber comes on Tuesday.")
+    client = LLMClient(llm.base_url, "test-model")
+    try:
+        events = list(chat.turn(home, client, channel, alice, "When is the plumber coming?"))
+    finally:
+        client.close()
+    replies = [e.message.content for e in events if isinstance(e, chat.Reply)]
+    assert replies == ["The plumber comes on Tuesday."]
+    assert "tools" in llm.requests[0] and "tools" not in llm.requests[1]
+    stored = conversations.recent(home, channel, 5)
+    assert [m.content for m in stored][-1] == "The plumber comes on Tuesday."
