@@ -611,6 +611,26 @@ def _distill_request(
     return llm.with_max_tokens(answer), shortened
 
 
+# home.shared: conversation id → (newest message id when it failed, failures in a row)
+BACKOFF = "distill_backoff"
+
+
+def _failed_recently(home: Home, channel: Channel, every: int) -> bool:
+    """Whether the model failed this channel's last distillation and fewer than `every`
+    messages came since: a model that cannot distill a batch is not asked again on every
+    turn, only once the conversation has moved on by a cadence (`/distill` tries at once).
+    A storage failure (a full disk) is not remembered here: the next turn tries again."""
+    failed = home.shared.get(BACKOFF, {}).get(channel.conversation_id)
+    if failed is None:
+        return False
+    failed_at, times = failed
+    (since,) = home.db.execute(
+        "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ?",
+        (channel.conversation_id, failed_at),
+    ).fetchone()
+    return int(since) < every * min(2 ** (times - 1), 8)  # waits longer after each failure
+
+
 def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]:
     """Distill every full batch of `cadence` undistilled messages, oldest first — and a
     short batch too when the undistilled messages near the window (`outgrowing`).
@@ -622,6 +642,8 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
     if len(conversations.undistilled(home, channel, limit=every)) < every and not outgrowing(
         home, llm, channel
     ):
+        return
+    if _failed_recently(home, channel, every):
         return
     token = distill.claim(home, channel)
     if token is None:
@@ -635,8 +657,13 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
                 distiller, batch = _distill_request(home, llm, channel, batch)
                 result = distill.distill(home, channel, distiller, batch)
             except (DistillationError, LLMError, MemoryFormatError) as exc:
+                failures = home.shared.setdefault(BACKOFF, {})
+                times = failures.get(channel.conversation_id, (0, 0))[1] + 1
+                newest = conversations.recent(home, channel, 1)[-1].id
+                failures[channel.conversation_id] = (newest, times)
                 yield Notice(f"Memory was not updated: {exc}")
                 return
+            home.shared.get(BACKOFF, {}).pop(channel.conversation_id, None)
             yield Distilled(result)
     finally:
         distill.release(home, channel, token)

@@ -365,9 +365,18 @@ def test_a_server_that_hangs_up_is_told_apart_from_one_that_is_not_there(
         sock.settimeout(5)
 
         def hang_up() -> None:
-            connection, _ = sock.accept()
-            connection.recv(65536)  # the request, read so that closing sends no reset
-            connection.close()
+            while True:  # every connection the doctor opens, until the socket closes
+                try:
+                    connection, _ = sock.accept()
+                except OSError:
+                    return
+                with connection:
+                    request = b""
+                    while b"\r\n\r\n" not in request:  # all of it, so closing sends no reset
+                        piece = connection.recv(65536)
+                        if not piece:
+                            break
+                        request += piece
 
         thread = threading.Thread(target=hang_up, daemon=True)
         thread.start()
@@ -375,7 +384,7 @@ def test_a_server_that_hangs_up_is_told_apart_from_one_that_is_not_there(
         monkeypatch.setenv("CHARLIE_LLM_BASE_URL", url)
         monkeypatch.setenv("CHARLIE_LLM_MODEL", "test-model")
         result = charlie("doctor")
-        thread.join()
+    thread.join(5)
     assert result.exit_code == 1
     assert lines(result.output)[2] == (
         "reachable       FAIL: the connection broke (Server disconnected without sending a "

@@ -192,3 +192,36 @@ def test_a_short_first_memory_and_a_short_summary_pass(home: Home) -> None:
     )
     distill.check_quality(output, Memory(), [])
     distill.check_quality(output, Memory("A short summary.", ["a", "b"]), [])
+
+
+def test_a_batch_the_model_cannot_distill_is_not_asked_for_on_every_turn(
+    home: Home, llm: ScriptedLLMServer
+) -> None:
+    """Against a real small model every turn asked again for the same batch (208 requests in
+    108 turns, docs/real-servers.md): after a failure Charlie waits for a cadence of new
+    messages, longer after each failure in a row."""
+    from test_distill import is_distillation
+
+    from charlie import chat
+    from charlie.projects import create_project
+    from charlie.users import ensure_user
+
+    channel = shared_channel(home, create_project(home, "Kitchen", distill_every=2))
+    alice = ensure_user(home.db, "alice")
+    llm.default = lambda request: (
+        json.dumps({"summary": "...", "decisions": ["- ..."], "quotes": []})
+        if is_distillation(request)
+        else "Noted."
+    )
+    client = LLMClient(llm.base_url, "test-model")
+    asked: list[int] = []
+    try:
+        for number in range(8):
+            before = len(llm.requests)
+            list(chat.turn(home, client, channel, alice, f"Message {number}."))
+            asked.append(sum(is_distillation(r) for r in llm.requests[before:]))
+    finally:
+        client.close()
+    # Each try is an answer and its one repair (2 requests). Tries after turn 1 wait 2, then
+    # 4, then 8 messages (each turn adds 2): turns 1, 2, 4 and 8.
+    assert [n > 0 for n in asked] == [True, True, False, True, False, False, False, True]
