@@ -413,9 +413,10 @@ class ToolLoop:
         seen: set[tuple[str, str]] = set()
         iteration = 0
         forced: str | None = None
+        without_tools = False  # the server failed on the model's tool call: text only
         while True:
             iteration += 1
-            tools = None if forced else self._tools(active)
+            tools = None if forced or without_tools else self._tools(active)
             if forced:
                 messages.append({"role": "system", "content": FINAL_ANSWER.format(forced)})
             completion: Completion | None = None
@@ -423,19 +424,32 @@ class ToolLoop:
             markup = ToolMarkupFilter()
             guard, before = LoopGuard(), len(self.reply)
             stream, first = self._open(messages, current, tools)
-            for item in _chain(first, stream):
-                if isinstance(item, Delta):
-                    visible = markup.feed(shown.feed(item.text))
-                    if visible:
-                        self.reply += visible
-                        yield Token(visible)
-                        if guard.feed(visible):
-                            stream.close()  # stop reading: the server stops generating
-                            self.reply = self.reply[:before] + guard.useful
-                            self.looped = True
-                            return
-                else:
-                    completion = item
+            try:
+                for item in _chain(first, stream):
+                    if isinstance(item, Delta):
+                        visible = markup.feed(shown.feed(item.text))
+                        if visible:
+                            self.reply += visible
+                            yield Token(visible)
+                            if guard.feed(visible):
+                                stream.close()  # stop reading: the server stops generating
+                                self.reply = self.reply[:before] + guard.useful
+                                self.looped = True
+                                return
+                    else:
+                        completion = item
+            except LLMStreamError:
+                if tools is None:
+                    raise
+                # llama.cpp could not read the model's tool call after text was shown: what
+                # was shown is dropped (the stored reply replaces it) and asked again in text.
+                self.reply = self.reply[:before]
+                without_tools = True
+                yield Notice(
+                    "The model server could not read the model's tool call; answering again "
+                    "without tools."
+                )
+                continue
             assert completion is not None
             self.capped = completion.finish_reason == "length"
             self.llm_seconds += completion.seconds

@@ -430,3 +430,25 @@ def test_a_turn_whose_tool_call_the_server_cannot_parse_is_answered_without_tool
     assert "tools" in llm.requests[0] and "tools" not in llm.requests[1]
     stored = conversations.recent(home, channel, 5)
     assert [m.content for m in stored][-1] == "The plumber comes on Tuesday."
+
+
+def test_an_error_after_text_was_shown_is_answered_again_without_tools(
+    home: Home, llm: ScriptedLLMServer
+) -> None:
+    """The same llama.cpp error arriving after the model's text streamed (a small model
+    echoing its prompt): the text shown is dropped, the turn is asked again in text."""
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    alice = ensure_user(home.db, "alice")
+    echoed = b'data: {"choices":[{"index":0,"delta":{"content":"You are Charlie. Tools: ["}}]}\n\n'
+    llm.garbage(echoed + LLAMA_PARSE_ERROR, content_type="text/event-stream")
+    llm.reply("The plumber comes on Tuesday.")
+    client = LLMClient(llm.base_url, "test-model")
+    try:
+        events = list(chat.turn(home, client, channel, alice, "When is the plumber coming?"))
+    finally:
+        client.close()
+    notices = [e.text for e in events if isinstance(e, chat.Notice)]
+    assert any("answering again without tools" in n for n in notices)
+    replies = [e.message.content for e in events if isinstance(e, chat.Reply)]
+    assert replies == ["The plumber comes on Tuesday."]
+    assert "tools" in llm.requests[0] and "tools" not in llm.requests[1]

@@ -55,16 +55,8 @@ def test_a_reply_streams_through_the_client() -> None:
 # match the expected peg-native format"}}` and no [DONE]. Charlie reads that as a server
 # that "may have crashed or restarted" and the turn fails (exit 1), instead of naming the
 # server's error and answering without tools. Remove the mark when Charlie handles it.
-PARSE_ERROR_EVENT = pytest.mark.xfail(
-    strict=True,
-    reason="llama.cpp ends the stream with an error event when it cannot parse the small "
-    "model's tool-call output, after text was shown: Charlie names the server's error and "
-    "keeps that text marked incomplete, but does not yet ask again without tools once text "
-    "was shown (docs/real-servers.md)",
-)
 
 
-@PARSE_ERROR_EVENT
 def test_a_chat_turn_is_answered_and_stored(charlie: Any) -> None:
     result = charlie("chat", "-p", "contract", "-m", "Say hello in one short sentence.")
     assert result.exit_code == 0, result.output
@@ -73,7 +65,9 @@ def test_a_chat_turn_is_answered_and_stored(charlie: Any) -> None:
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[0].content == "Say hello in one short sentence."
     assert stored[1].content.strip()
-    assert result.stdout.strip() == stored[1].content
+    # llama.cpp may fail on the small model's tool call after text streamed: the turn is
+    # asked again without tools, and what the CLI showed ends with the stored reply.
+    assert result.stdout.strip().endswith(stored[1].content.strip())
     _told_if_cut(result, stored[1])
 
 
@@ -214,7 +208,6 @@ def _refused_as_too_long(server_url: str, messages: list[dict[str, str]]) -> str
     return response.text
 
 
-@PARSE_ERROR_EVENT
 def test_a_conversation_larger_than_the_window_is_still_answered(
     home: Home, charlie: Any, charlie_on_real_server: Any
 ) -> None:
@@ -231,7 +224,6 @@ def test_a_conversation_larger_than_the_window_is_still_answered(
         _told_if_cut(result, last)
 
 
-@PARSE_ERROR_EVENT
 def test_a_server_refusing_an_overstated_window_gets_one_trimmed_retry(
     home: Home, charlie: Any, monkeypatch: pytest.MonkeyPatch, charlie_on_real_server: Any
 ) -> None:
