@@ -19,19 +19,6 @@ from charlie.home import Home
 from charlie.llm import Completion, Delta, LLMClient
 from charlie.projects import create_project, get_project
 
-ADD_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two whole numbers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
 
 @dataclass
 class Call:

@@ -18,13 +18,13 @@ import pytest
 from charlie import conversations, distill, memory
 from charlie.config import load_settings
 from charlie.conversations import Message
+from charlie.doctor import ADD_TOOL
 from charlie.errors import DistillationError
 from charlie.home import Home
 from charlie.llm import Completion, Delta
 from charlie.users import ensure_user
 
 from .real_llm_support import (
-    ADD_TOOL,
     RecordingLLM,
     long_text,
     messages_of,
