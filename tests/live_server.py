@@ -7,8 +7,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import uvicorn
@@ -50,3 +52,15 @@ def signed_in_client(base_url: str, name: str, timeout: float = 120.0) -> httpx.
     assert response.status_code == 200, response.text
     client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
     return client
+
+
+def together(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run `work(i)` for i in range(count) on `count` threads released at the same moment."""
+    start = threading.Barrier(count)
+
+    def run(i: int) -> Any:
+        start.wait()
+        return work(i)
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(run, range(count)))

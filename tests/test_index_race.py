@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from live_server import live_server, signed_in_client
+from live_server import live_server, signed_in_client, together
 from web_support import PASSWORD
 
 from charlie import notes, projects
@@ -35,18 +32,6 @@ def embedder() -> LocalEmbedder:
     model = LocalEmbedder()
     model.load()
     return model
-
-
-def together(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run `work(i)` for i in range(count) on `count` threads released at the same moment."""
-    start = threading.Barrier(count)
-
-    def run(i: int) -> Any:
-        start.wait()
-        return work(i)
-
-    with ThreadPoolExecutor(count) as pool:
-        return list(pool.map(run, range(count)))
 
 
 def test_parallel_searches_after_new_notes_all_answer(home: Home) -> None:

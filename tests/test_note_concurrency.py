@@ -10,13 +10,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from typing import Any
 
 import httpx
 import pytest
-from live_server import live_server, signed_in_client
+from live_server import live_server, signed_in_client, together
 from web_support import PASSWORD
 
 from charlie import notes, projects, tools
@@ -44,18 +43,6 @@ def server(home: Home, kitchen: Project) -> Iterator[httpx.Client]:
     set_password(home.db, "alice", PASSWORD)
     with live_server() as url, closing(signed_in_client(url, "alice")) as client:
         yield client
-
-
-def together(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run `work(i)` for i in range(count) on `count` threads released at the same moment."""
-    start = threading.Barrier(count)
-
-    def run(i: int) -> Any:
-        start.wait()
-        return work(i)
-
-    with ThreadPoolExecutor(count) as pool:
-        return list(pool.map(run, range(count)))
 
 
 def same_session(client: httpx.Client) -> httpx.Client:
