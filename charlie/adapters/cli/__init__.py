@@ -43,7 +43,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from charlie.adapters.cli import chat, doctor, memory, notes, projects, users, voice
+    from charlie.adapters.cli import chat, doctor, importing, memory, notes, projects, users, voice
 
     cli.add_command(chat.chat)
     cli.add_command(projects.projects)
@@ -56,6 +56,7 @@ def _register() -> None:
     cli.add_command(voice.voice_command)
     cli.add_command(voice.say_command)
     cli.add_command(doctor.doctor_command)
+    cli.add_command(importing.import_group)
     # Other front ends add their commands (`charlie serve`, …) as plugins, so this
     # adapter never imports them.
     for entry in entry_points(group="charlie.commands"):

@@ -1,0 +1,137 @@
+"""`charlie import …`: bring conversation history in from elsewhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from charlie import importing
+from charlie.adapters.cli.common import (
+    distilled_line,
+    opened_home,
+    opened_llm,
+    resolve_channel,
+)
+from charlie.conversations import Channel
+from charlie.errors import CharlieError, DistillationError, LLMError, MemoryFormatError
+from charlie.home import Home
+
+SHOWN_PROBLEMS = 100  # skipped lines listed one by one; the rest are counted
+
+
+@click.group("import")
+def import_group() -> None:
+    """Bring conversation history in from other places."""
+
+
+@import_group.command("jsonl")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("-p", "--project", metavar="PROJECT", help="The project to import into.")
+@click.option("--private", is_flag=True, help="Import into your private channel instead.")
+@click.option("--user", "user_name", metavar="NAME", help="Who you are (default: CHARLIE_USER).")
+@click.option(
+    "--distill", "distill", is_flag=True, help="Fold the messages into memory (asks the model)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def jsonl_command(
+    file: Path,
+    project: str | None,
+    private: bool,
+    user_name: str | None,
+    distill: bool,
+    as_json: bool,
+) -> None:
+    """Import the messages of FILE, one JSON object a line:
+
+    \b
+    {"id": "m1", "speaker": "Sam", "role": "user", "text": "…", "time": "2023-05-08T13:56Z"}
+
+    "text" and "time" are required; a time without offset is UTC. "role" is "user" (the
+    default) or "assistant"; "speaker" defaults to Charlie for the assistant and to you in
+    your private channel. Lines that cannot be read are listed and skipped. Importing the
+    same file again adds nothing. The history is folded into memory only with --distill.
+    """
+    if not project and not private:
+        raise CharlieError("Say where the messages go: -p PROJECT, or --private.")
+    with opened_home() as home:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        report = importing.import_jsonl(home, channel, file, to_memory=distill)
+        if not as_json:
+            _print(report, channel)
+        # index: the imported messages are indexed here
+        distilled, failure = _distill(home, channel, as_json) if distill else (0, None)
+        if as_json:
+            click.echo(json.dumps(_as_json(report, channel, distill, distilled, failure)))
+        if failure is not None:
+            raise CharlieError(failure)
+
+
+def _print(report: importing.ImportReport, channel: Channel) -> None:
+    notes = []
+    if report.already:
+        notes.append(f"{report.already:,} already there")
+    if report.skipped:
+        notes.append(f"{report.skipped:,} {_plural(report.skipped, 'line')} skipped")
+    aside = f" ({'; '.join(notes)})" if notes else ""
+    click.echo(
+        f"Imported {report.added:,} {_plural(report.added, 'message')} into {channel.label}{aside}."
+    )
+    for line, reason in report.problems[:SHOWN_PROBLEMS]:
+        click.echo(f"  line {line}: {reason}")
+    if report.skipped > SHOWN_PROBLEMS:
+        click.echo(f"  … and {report.skipped - SHOWN_PROBLEMS:,} more")
+
+
+def _plural(count: int, noun: str) -> str:
+    return noun if count == 1 else noun + "s"
+
+
+def _distill(home: Home, channel: Channel, quiet: bool) -> tuple[int, str | None]:
+    """Fold what awaits distillation into memory: (how many requests it took, what went
+    wrong or None). The messages stay stored whatever happens."""
+    done = 0
+    try:
+        with opened_llm(home) as llm:
+            for result in importing.distill_pending(home, channel, llm):
+                done += 1
+                if not quiet:
+                    click.echo(distilled_line(result))
+    except (LLMError, DistillationError, MemoryFormatError) as exc:
+        owner = channel.owner
+        target = f"--private --user {owner.name}" if owner else f"-p {_slug(channel)}"
+        return done, (
+            f"Memory was not updated: {exc} The imported messages are stored: once that is "
+            f"fixed, run this import again with --distill (nothing is added twice), or "
+            f"`charlie distill {target}`."
+        )
+    if not done and not quiet:
+        click.echo("(nothing new to distill)")
+    return done, None
+
+
+def _slug(channel: Channel) -> str:
+    assert channel.project is not None
+    return channel.project.slug
+
+
+def _as_json(
+    report: importing.ImportReport,
+    channel: Channel,
+    distill: bool,
+    distilled: int,
+    failure: str | None,
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "channel": channel.label,
+        "added": report.added,
+        "already": report.already,
+        "skipped": report.skipped,
+        "problems": [{"line": line, "reason": reason} for line, reason in report.problems],
+        "first_time": report.first_time,
+        "last_time": report.last_time,
+    }
+    if distill:
+        out |= {"distillations": distilled, "distill_error": failure}
+    return out
