@@ -673,7 +673,7 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
             except (DistillationError, LLMError, MemoryFormatError) as exc:
                 failures = home.shared.setdefault(BACKOFF, {})
                 times = failures.get(channel.conversation_id, (0, 0))[1] + 1
-                newest = conversations.recent(home, channel, 1)[-1].id
+                newest = conversations.newest_id(home, channel)
                 failures[channel.conversation_id] = (newest, times)
                 yield Notice(f"Memory was not updated: {exc}")
                 return

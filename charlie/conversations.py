@@ -48,6 +48,7 @@ class Message:
     images: list[str] = field(default_factory=list)
     trace: list[Step] | None = None  # the tool trace of a reply
     incomplete: bool = False  # a reply the server cut off mid-stream: kept, never distilled
+    source_id: str | None = None  # the id an imported message had where it came from
 
 
 def _conversation(home: Home, *, project_id: int | None, owner_id: int | None) -> int:
@@ -131,6 +132,7 @@ def _message(row: object) -> Message:
         images=json.loads(r["images"]),
         trace=steps_from_json(json.loads(r["trace"])) if r.get("trace") else None,
         incomplete=bool(r["incomplete"]),
+        source_id=r.get("source_id"),
     )
 
 
@@ -144,23 +146,56 @@ def distilled_upto(home: Home, channel: Channel) -> int:
 def undistilled(home: Home, channel: Channel, *, limit: int | None = None) -> list[Message]:
     """Messages not yet folded into memory, oldest first (at most `limit`, the oldest ones).
 
-    A reply cut off mid-stream is not among them: only whole replies are distilled."""
+    A reply cut off mid-stream is not among them: only whole replies are distilled. Nor is
+    history imported without asking for its distillation (`distill` = 0)."""
     rows = home.db.execute(
         "SELECT * FROM messages WHERE conversation_id = ? AND id > ? AND incomplete = 0 "
-        "ORDER BY id LIMIT ?",
+        "AND distill = 1 ORDER BY id LIMIT ?",
         (channel.conversation_id, distilled_upto(home, channel), -1 if limit is None else limit),
     )
     return [_message(row) for row in rows]
 
 
 def recent(home: Home, channel: Channel, limit: int) -> list[Message]:
-    """The last `limit` messages, oldest first."""
+    """The last `limit` messages in time, oldest first (imported history takes its place
+    by its own times, not by when it was imported)."""
     rows = home.db.execute(
-        "SELECT * FROM (SELECT * FROM messages WHERE conversation_id = ? ORDER BY id DESC "
-        "LIMIT ?) ORDER BY id",
+        "SELECT * FROM (SELECT * FROM messages WHERE conversation_id = ? "
+        "ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id",
         (channel.conversation_id, limit),
     )
     return [_message(row) for row in rows]
+
+
+def around(home: Home, channel: Channel, message_id: int, before: int, after: int) -> list[Message]:
+    """Message `message_id` of the channel with up to `before` messages before it and `after`
+    after it in time, oldest first; empty when the channel has no such message."""
+    target = home.db.execute(
+        "SELECT created_at, id FROM messages WHERE id = ? AND conversation_id = ?",
+        (message_id, channel.conversation_id),
+    ).fetchone()
+    if target is None:
+        return []
+    key = (channel.conversation_id, target[0], target[0], target[1])
+    earlier = home.db.execute(
+        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at < ? OR "
+        "(created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT ?",
+        (*key, before),
+    ).fetchall()
+    later = home.db.execute(
+        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at > ? OR "
+        "(created_at = ? AND id >= ?)) ORDER BY created_at, id LIMIT ?",
+        (*key, after + 1),
+    ).fetchall()
+    return [_message(row) for row in [*reversed(earlier), *later]]
+
+
+def newest_id(home: Home, channel: Channel) -> int:
+    """The id of the channel's last stored message (0 when it has none)."""
+    row = home.db.execute(
+        "SELECT max(id) FROM messages WHERE conversation_id = ?", (channel.conversation_id,)
+    ).fetchone()
+    return int(row[0] or 0)
 
 
 def count_messages(home: Home, channel: Channel) -> int:

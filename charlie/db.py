@@ -265,6 +265,23 @@ def m007_incomplete_replies(db: sqlite3.Connection) -> None:
     run_script(db, "ALTER TABLE messages ADD COLUMN incomplete INTEGER NOT NULL DEFAULT 0;")
 
 
+def m008_imported_messages(db: sqlite3.Connection) -> None:
+    """Messages brought in from elsewhere (`charlie import jsonl`): `source_id` is the id they
+    had there (unique per conversation, so importing a file again adds nothing), `distill`
+    says whether they are folded into memory (imported history is not, unless asked). The
+    time index serves recall's date filters and the chat's recent context in time order."""
+    run_script(
+        db,
+        """
+        ALTER TABLE messages ADD COLUMN source_id TEXT;
+        ALTER TABLE messages ADD COLUMN distill INTEGER NOT NULL DEFAULT 1;
+        CREATE UNIQUE INDEX messages_source ON messages(conversation_id, source_id)
+            WHERE source_id IS NOT NULL;
+        CREATE INDEX messages_time ON messages(conversation_id, created_at, id);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -273,6 +290,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m005_distill_claim,
     m006_discord,
     m007_incomplete_replies,
+    m008_imported_messages,
 ]
 
 

@@ -107,6 +107,10 @@ ROWS: dict[str, list[str]] = {
         MESSAGE + "(4, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Oak is', '[]', '2026-01-10')",
         "UPDATE messages SET incomplete = 1 WHERE id = 4",
     ],
+    "m008_imported_messages": [
+        MESSAGE + "(5, 1, 1, 0, 'user', NULL, 'Ana', 'Lisbon in May', '[]', '2025-05-01')",
+        "UPDATE messages SET source_id = 'chat-1', distill = 0 WHERE id = 5",
+    ],
 }
 
 
@@ -149,6 +153,8 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "created_at",
         "trace",
         "incomplete",
+        "source_id",
+        "distill",
     ]
     assert columns(conn, "conversations")[-2:] == ["distill_claim", "distill_claimed_at"]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
