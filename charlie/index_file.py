@@ -60,6 +60,20 @@ CREATE TABLE IF NOT EXISTS note_problems (
     seen_at TEXT NOT NULL
 );
 """
+# Messages (`charlie.message_index`): a vector per message, and its words with the words of
+# the messages around it. Added to a version-2 file in place (`add_message_tables`).
+MESSAGE_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL,
+    at REAL NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_conversation ON messages(conversation_id, at);
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    speaker, text, context, scope, tokenize = '{FTS5_TOKENIZE}'
+);
+"""
 # Reads that touch the root page of every table, so a damaged file is found on open.
 PROBES = [
     "SELECT value FROM index_state WHERE key = 'version'",
@@ -67,6 +81,8 @@ PROBES = [
     "SELECT id, note_id, ord, text, vector FROM chunks LIMIT 1",
     "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'",
     "SELECT path FROM note_problems LIMIT 1",
+    "SELECT id, conversation_id, at, vector FROM messages LIMIT 1",
+    "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'probe'",
 ]
 # The tables an older Charlie kept in charlie.db (FTS5's own shadow tables included).
 LEGACY_TABLES = ["chunks_vocab", "chunks_fts", "chunks", "notes", "note_problems", "index_state"]
@@ -171,7 +187,7 @@ def connect(path: Path) -> Connection:
 def create(db: sqlite3.Connection) -> None:
     """Create the tables of a new (or emptied) index file."""
     with transaction(db):
-        run_script(db, SCHEMA)
+        run_script(db, SCHEMA + MESSAGE_SCHEMA)
         db.execute(
             "INSERT INTO index_state VALUES ('version', ?) ON CONFLICT(key) DO NOTHING",
             (INDEX_VERSION,),
@@ -194,6 +210,7 @@ def open_index_file(path: Path, *, locked: bool = False) -> Connection:
                 delete_files(path)
                 continue
             try:
+                add_message_tables(db)
                 if what_is_wrong(db) is not None:
                     create(db)  # a new file; or a damaged one, which stays damaged
                 problem = what_is_wrong(db)
@@ -213,6 +230,20 @@ def open_index_file(path: Path, *, locked: bool = False) -> Connection:
         f"The search index {path} could not be created: stop Charlie, delete it, and start "
         "again; it is rebuilt from your note files."
     )
+
+
+def add_message_tables(db: sqlite3.Connection) -> None:
+    """Give an index file of this version made before messages were indexed its message
+    tables, keeping its notes (nothing to embed again). Any failure is left for the probes."""
+    try:
+        if (
+            db.execute("SELECT 1 FROM sqlite_master WHERE name = 'index_state'").fetchone()
+            and not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
+        ):
+            with transaction(db):
+                run_script(db, MESSAGE_SCHEMA)
+    except sqlite3.DatabaseError:
+        return
 
 
 def mark_rebuilt(db: sqlite3.Connection, why: str) -> None:

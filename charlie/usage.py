@@ -89,11 +89,22 @@ def note_key(project_slug: str, note_name: str) -> str:
     return check_note_key(f"{project_slug}/{note_name}")
 
 
+MESSAGE_KEY = "message:"
+
+
+def message_key(message_id: int) -> str:
+    """The key under which a recalled message's use is recorded: "message:<id>"."""
+    return f"{MESSAGE_KEY}{int(message_id)}"
+
+
 def check_note_key(key: str) -> str:
-    """`key` itself if it has the shape "project-slug/note-name"; else `InvalidUsageEvent`.
+    """`key` itself if it has the shape "project-slug/note-name" (or is a message's key,
+    "message:<id>"); else `InvalidUsageEvent`.
 
     The name may hold folders ("kitchen/recipes/pasta"): notes can live in sub-folders.
     """
+    if key.startswith(MESSAGE_KEY) and key[len(MESSAGE_KEY) :].isdigit():
+        return key
     slug, sep, name = key.partition("/")
     parts = name.split("/")
     if not sep or not slug.strip() or not all(part.strip() for part in parts):

@@ -43,7 +43,17 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from charlie.adapters.cli import chat, doctor, importing, memory, notes, projects, users, voice
+    from charlie.adapters.cli import (
+        chat,
+        doctor,
+        importing,
+        memory,
+        notes,
+        projects,
+        recall,
+        users,
+        voice,
+    )
 
     cli.add_command(chat.chat)
     cli.add_command(projects.projects)
@@ -57,6 +67,7 @@ def _register() -> None:
     cli.add_command(voice.say_command)
     cli.add_command(doctor.doctor_command)
     cli.add_command(importing.import_group)
+    cli.add_command(recall.recall_command)
     # Other front ends add their commands (`charlie serve`, …) as plugins, so this
     # adapter never imports them.
     for entry in entry_points(group="charlie.commands"):

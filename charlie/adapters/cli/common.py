@@ -15,6 +15,7 @@ from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.index import Index
 from charlie.llm import LLMClient
+from charlie.message_index import MessageIndex
 from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
 from charlie.users import User, ensure_user
 
@@ -86,6 +87,11 @@ def open_index(home: Home) -> Index:
     for path, reason in report.problems:
         click.echo(f"Skipped {path}: {reason}", err=True)
     return index
+
+
+def message_index(home: Home) -> MessageIndex:
+    """The messages' search index (`refresh` catches it up with every stored message)."""
+    return MessageIndex(Index(home, embeddings.from_settings(home.settings)))
 
 
 def project_option(func: F) -> F:

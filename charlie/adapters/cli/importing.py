@@ -10,6 +10,7 @@ import click
 from charlie import importing
 from charlie.adapters.cli.common import (
     distilled_line,
+    message_index,
     opened_home,
     opened_llm,
     resolve_channel,
@@ -60,7 +61,7 @@ def jsonl_command(
         report = importing.import_jsonl(home, channel, file, to_memory=distill)
         if not as_json:
             _print(report, channel)
-        # index: the imported messages are indexed here
+        message_index(home).refresh()  # every new message is searchable once this returns
         distilled, failure = _distill(home, channel, as_json) if distill else (0, None)
         if as_json:
             click.echo(json.dumps(_as_json(report, channel, distill, distilled, failure)))

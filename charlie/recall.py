@@ -1,0 +1,374 @@
+"""Conversation recall: what was said, found again — by meaning, by words, and by when.
+
+Every stored message is in the search index (`charlie.message_index`). A recall ranks the
+messages of some conversations against a question:
+
+- **vector**: cosine of the question to the message's own words ("Speaker: text");
+- **keyword**: FTS5 BM25 over the question's most meaningful terms, matched against the
+  message, its speaker and the messages just around it (its `context`), divided by the
+  question's best BM25;
+- **fusion**: `alpha × cosine + (1 − alpha) × BM25 / best BM25` for every candidate either
+  side found — both signals are computed for all of them, so a message found by one side
+  is not scored 0 on the other;
+- **when**: a time expression in the question ("last spring", "in May", "three weeks ago",
+  `charlie.timeexpr`) is taken out of the words searched; messages from then are searched
+  on their own too, and score `× (1 + time_weight)`. "The first time" / "most recently"
+  reorders the messages that score close to the best by time. Recency is a tie-breaker,
+  never a rank;
+- **usage**: a recalled message the person's answers drew on gets the notes' boost rule,
+  `score × (1 + boost × 0.3)`, fading when unused (`charlie.usage`).
+
+Which conversations are searched is decided here and nowhere else (`conversations_for`):
+the channel asked from, and, when asked, every shared project; a private channel only ever
+by its owner, and never from a shared channel. Every hit is checked against that list again
+when its message is read.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from charlie import conversations, projects
+from charlie.conversations import Channel, Message
+from charlie.errors import CharlieError, Forbidden
+from charlie.home import Home
+from charlie.keywords import literals, match_expression, top_terms, with_parts
+from charlie.message_index import ConversationVectors, MessageIndex, conversation_token
+from charlie.timeexpr import When, parse_when
+from charlie.usage import UsageModel, message_key
+from charlie.users import User
+
+MAX_QUERY_CHARS = 2000
+
+
+class RecallError(CharlieError):
+    """A question that cannot be recalled (empty, say)."""
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    alpha: float = 0.5  # weight of the cosine against the scaled BM25 (LoCoMo dev: flat 0.4-0.6)
+    candidates: int = 100  # per signal, before fusion
+    keyword_terms: int = 12
+    speaker_weight: float = 1.0  # BM25 column weights: speaker, own text, neighbours' text
+    text_weight: float = 1.0
+    context_weight: float = 1.0
+    time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
+    order_band: float = 0.8  # "the first time": reorder hits within this share of the best
+
+
+@dataclass
+class RecallHit:
+    message: Message
+    conversation_id: int
+    channel: str  # where it was said, as the person sees it: "project kitchen", "private"
+    project: str | None
+    score: float
+    similarity: float
+    vector: float = 0.0
+    bm25: float = 0.0
+    boost: float = 0.0
+    in_time: bool | None = None  # inside the time asked about (None: none asked)
+    around: list[Message] = field(default_factory=list)  # neighbours, oldest first, with it
+
+    def why(self) -> str:
+        """One line saying why this message ranked where it did."""
+        parts = [f"score {self.score:.3f} = similarity {self.similarity:.3f}"]
+        parts.append(f"cosine {self.vector:.3f}")
+        parts.append(f"BM25 {self.bm25:.2f}")
+        if self.in_time is not None:
+            parts.append("in the time asked about" if self.in_time else "outside that time")
+        if self.boost:
+            parts.append(f"used before (boost {self.boost:.2f})")
+        return " · ".join(parts)
+
+
+@dataclass
+class RecallResult:
+    query: str
+    hits: list[RecallHit]
+    terms: list[str]
+    when: When | None = None
+    searched: list[str] = field(default_factory=list)  # the channels looked in
+    truncated: bool = False
+
+
+def conversations_for(
+    home: Home, user: User, channel: Channel, *, everywhere: bool = False
+) -> list[Channel]:
+    """The channels a recall by `user` from `channel` may read: that channel, plus every
+    shared project's when `everywhere`. A private channel is readable by its owner alone,
+    and a recall from a shared channel never reads any private one."""
+    if channel.owner is not None and channel.owner.id != user.id:
+        raise Forbidden("That private channel is not yours: only its owner can search it.")
+    found = [channel]
+    if everywhere:
+        for project in projects.list_projects(home):
+            shared = conversations.shared_channel(home, project)
+            if shared.conversation_id != channel.conversation_id:
+                found.append(shared)
+    return found
+
+
+class Recaller:
+    """Runs recalls over one message index with one configuration."""
+
+    def __init__(
+        self,
+        home: Home,
+        index: MessageIndex,
+        config: RecallConfig | None = None,
+        usage: UsageModel | None = None,
+    ) -> None:
+        self.home = home
+        self.index = index
+        self.config = config or RecallConfig()
+        self.usage = usage or UsageModel(
+            half_life_days=home.settings.usage_half_life_days, weight=home.settings.usage_weight
+        )
+        self._idf: dict[str, float] = {}
+
+    def idf(self, term: str) -> float:
+        """BM25's IDF of `term` among the indexed messages; 0 when it never occurs."""
+        if term not in self._idf:
+            expression = match_expression([term])
+            db = self.index.db
+            (total,) = db.execute("SELECT count(*) FROM messages").fetchone()
+            count = 0
+            if expression is not None and total:
+                count = db.execute(
+                    "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                    (_in_words(expression),),
+                ).fetchone()[0]
+            self._idf[term] = (
+                float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
+            )
+        return self._idf[term]
+
+    def recall(
+        self,
+        user: User,
+        channels: Sequence[Channel],
+        query: str,
+        *,
+        limit: int = 10,
+        around: int = 1,
+        now: datetime | None = None,
+    ) -> RecallResult:
+        """The `limit` messages of `channels` that best answer `query`, each with `around`
+        messages before and after it. `channels` come from `conversations_for`.
+
+        A damaged index is rebuilt from the stored messages and the recall run again."""
+        text = " ".join(query.split())
+        if not text:
+            raise RecallError("The question is empty: give some words to look for.")
+        if limit < 1:
+            raise RecallError("The number of results must be at least 1.")
+        for channel in channels:
+            if channel.owner is not None and channel.owner.id != user.id:
+                raise Forbidden("That private channel is not yours: only its owner can search it.")
+        try:
+            self.index.refresh()
+            return self._recall(user, channels, text, limit, around, now)
+        except sqlite3.DatabaseError as exc:
+            self.index.index.recover(exc)
+        try:
+            self.index.refresh()
+            return self._recall(user, channels, text, limit, around, now)
+        except sqlite3.DatabaseError as exc:
+            raise self.index.index.unusable(exc) from exc
+
+    def _recall(
+        self,
+        user: User,
+        channels: Sequence[Channel],
+        text: str,
+        limit: int,
+        around: int,
+        now: datetime | None,
+    ) -> RecallResult:
+        truncated = len(text) > MAX_QUERY_CHARS
+        text = text[:MAX_QUERY_CHARS]
+        by_id = {c.conversation_id: c for c in channels}
+        when, rest = parse_when(text, now or datetime.now(UTC), earliest=self._earliest(by_id))
+        words = rest if any(ch.isalnum() for ch in rest) else text
+        terms = with_parts(
+            [
+                *(lit.text for lit in literals(words)),
+                *top_terms(words, self.idf, self.config.keyword_terms),
+            ]
+        )
+        result = RecallResult(text, [], terms, when, [c.label for c in channels], truncated)
+
+        query = self.index.embedder.embed([words])[0]
+        loaded = self.index.vectors()
+        tables = [loaded.conversations[i] for i in by_id if i in loaded.conversations]
+        spans = when.spans if when is not None else ()
+        cosine: dict[int, float] = {}
+        for table in tables:  # the best per conversation; the time asked about on its own too
+            ids, at = table.view()
+            sims = table.matrix @ query
+            cosine |= _best(ids, sims, self.config.candidates)
+            if spans:
+                inside = _inside(at, spans)
+                cosine |= _best(ids[inside], sims[inside], self.config.candidates)
+        bm25 = self._keyword(terms, list(by_id), spans)
+        for message_id in bm25.keys() - cosine.keys():  # both signals for every candidate
+            cosine[message_id] = _cosine_of(tables, message_id, query)
+        missing = [i for i in cosine if i not in bm25]
+        bm25 |= self._keyword(terms, list(by_id), (), only=missing)
+
+        top = max(bm25.values(), default=0.0) or 1.0
+        alpha = self.config.alpha
+        similarity = {
+            i: alpha * max(cos, 0.0) + (1 - alpha) * bm25.get(i, 0.0) / top
+            for i, cos in cosine.items()
+        }
+        return self._rank(user, by_id, similarity, cosine, bm25, when, limit, around, result)
+
+    def _rank(
+        self,
+        user: User,
+        by_id: dict[int, Channel],
+        similarity: dict[int, float],
+        cosine: dict[int, float],
+        bm25: dict[int, float],
+        when: When | None,
+        limit: int,
+        around: int,
+        result: RecallResult,
+    ) -> RecallResult:
+        rows = _messages(self.home, list(similarity))
+        boosts = self.usage.boosts(
+            self.home.db, user.id, {message_key(i): [] for i in rows}, explain=False
+        )
+        scored: list[tuple[float, float, int, bool | None]] = []
+        for message_id, (conversation_id, created_at) in rows.items():
+            if conversation_id not in by_id:  # never outside the channels asked for
+                continue
+            moment = datetime.fromisoformat(created_at)
+            in_time = when.contains(moment) if when is not None and when.spans else None
+            score = similarity[message_id] * (1 + self.config.time_weight * bool(in_time))
+            score = self.usage.apply(score, boosts[message_key(message_id)].value)
+            scored.append((score, moment.timestamp(), message_id, in_time))
+        scored.sort(key=lambda s: (-round(s[0], 9), -s[1]))  # recency only breaks ties
+        if when is not None and when.order is not None and scored:
+            band = [s for s in scored if s[0] >= self.config.order_band * scored[0][0]]
+            band.sort(key=lambda s: s[1], reverse=when.order == "last")
+            scored = band + scored[len(band) :]
+        for score, _, message_id, in_time in scored[:limit]:
+            channel = by_id[rows[message_id][0]]
+            shown = conversations.around(self.home, channel, message_id, around, around)
+            message = next(m for m in shown if m.id == message_id)
+            boost = boosts[message_key(message_id)].value
+            result.hits.append(
+                RecallHit(
+                    message,
+                    channel.conversation_id,
+                    "private" if channel.private else channel.label,
+                    channel.project.slug if channel.project else None,
+                    score,
+                    similarity[message_id],
+                    cosine.get(message_id, 0.0),
+                    bm25.get(message_id, 0.0),
+                    boost,
+                    in_time,
+                    shown,
+                )
+            )
+        return result
+
+    def _keyword(
+        self,
+        terms: list[str],
+        conversation_ids: list[int],
+        spans: Sequence[tuple[datetime, datetime]],
+        *,
+        only: Sequence[int] | None = None,
+    ) -> dict[int, float]:
+        """BM25 (higher is better) of the best matches in these conversations — within
+        `spans` when given, or of just the messages `only` when given."""
+        expression = match_expression(terms)
+        if expression is None or not conversation_ids or only == []:
+            return {}
+        match = _in_words(expression)
+        match += f" AND scope : ({' OR '.join(conversation_token(c) for c in conversation_ids)})"
+        c = self.config
+        weights = (c.speaker_weight, c.text_weight, c.context_weight)
+        sql = (
+            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) AS score FROM messages_fts "
+            "WHERE messages_fts MATCH ?"
+        )
+        params: list[object] = [*weights, match]
+        if only is not None:
+            sql += f" AND rowid IN ({','.join('?' * len(only))})"
+            params += list(only)
+        elif spans:
+            sql += (
+                " AND rowid IN (SELECT id FROM messages WHERE "
+                + " OR ".join("(at >= ? AND at < ?)" for _ in spans)
+                + ")"
+            )
+            params += [t.timestamp() for span in spans for t in span]
+        sql += " ORDER BY score DESC LIMIT ?"
+        params.append(c.candidates if only is None else len(only))
+        return {int(r[0]): float(r[1]) for r in self.index.db.execute(sql, params)}
+
+    def _earliest(self, by_id: dict[int, Channel]) -> datetime | None:
+        found = [
+            self.home.db.execute(
+                "SELECT min(created_at) FROM messages WHERE conversation_id = ?", (i,)
+            ).fetchone()[0]
+            for i in by_id
+        ]
+        times = [datetime.fromisoformat(t) for t in found if t]
+        return min(times) if times else None
+
+
+def _in_words(expression: str) -> str:
+    """A MATCH expression limited to a message's words, never its scope token."""
+    return f"{{speaker text context}} : ({expression})"
+
+
+def _best(ids: np.ndarray, sims: np.ndarray, k: int) -> dict[int, float]:
+    if not len(sims):
+        return {}
+    depth = min(len(sims), k)
+    top = np.argpartition(-sims, depth - 1)[:depth]
+    return {int(ids[i]): float(sims[i]) for i in top}
+
+
+def _inside(at: np.ndarray, spans: Sequence[tuple[datetime, datetime]]) -> np.ndarray:
+    mask = np.zeros(len(at), bool)
+    for start, end in spans:
+        mask |= (at >= start.timestamp()) & (at < end.timestamp())
+    return mask
+
+
+def _cosine_of(tables: Sequence[ConversationVectors], message_id: int, query: np.ndarray) -> float:
+    """The cosine of one message (a table's ids are sorted: messages are indexed in id order)."""
+    for table in tables:
+        ids, _ = table.view()
+        row = int(np.searchsorted(ids, message_id))
+        if row < len(ids) and ids[row] == message_id:
+            return float(table.matrix[row] @ query)
+    return 0.0
+
+
+def _messages(home: Home, ids: Sequence[int]) -> dict[int, tuple[int, str]]:
+    """Each message's conversation and time, read from the messages themselves."""
+    out: dict[int, tuple[int, str]] = {}
+    for start in range(0, len(ids), 500):
+        part = list(ids[start : start + 500])
+        for row in home.db.execute(
+            f"SELECT id, conversation_id, created_at FROM messages WHERE id IN "
+            f"({','.join('?' * len(part))})",
+            part,
+        ):
+            out[int(row[0])] = (int(row[1]), str(row[2]))
+    return out
