@@ -33,10 +33,11 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from charlie import conversations, projects
+from charlie import conversations, embeddings, projects
 from charlie.conversations import Channel, Message
 from charlie.errors import CharlieError, Forbidden
 from charlie.home import Home
+from charlie.index import Index, lock_of
 from charlie.keywords import literals, match_expression, top_terms, with_parts
 from charlie.message_index import ConversationVectors, MessageIndex, conversation_token
 from charlie.timeexpr import When, parse_when
@@ -113,6 +114,16 @@ def conversations_for(
             if shared.conversation_id != channel.conversation_id:
                 found.append(shared)
     return found
+
+
+def recaller_for(home: Home) -> Recaller:
+    """A recaller over `home`'s messages, with the embedding model loaded once per process
+    (shared with note search, in `home.shared`)."""
+    with lock_of(home):
+        embedder = home.shared.get("embedder")
+        if embedder is None:
+            embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
+    return Recaller(home, MessageIndex(Index(home, embedder)))
 
 
 class Recaller:
