@@ -26,6 +26,7 @@ from charlie import (
     memory,
     notes,
     projects,
+    recall,
     suggestions,
     toolkit,
     trace,
@@ -315,7 +316,21 @@ def turn(
     elif loop.capped:
         yield Notice(CAPPED.format(within.answer))
     yield from _suggest(home, loop.context, channel, user, text, stored.id)
+    yield from index_messages(home)
     yield from distill_due(home, llm, channel)
+
+
+def index_messages(home: Home) -> Iterator[Event]:
+    """Put the new messages in the search index, once the reply has been shown (so it adds
+    nothing to the time to the first token). A failure loses nothing: the messages are
+    stored, and the next turn or recall indexes them."""
+    try:
+        recall.recaller_for(home).index.refresh()
+    except CharlieError as exc:
+        yield Notice(
+            f"This exchange is saved but not yet searchable ({exc}); it is indexed with "
+            "the next message."
+        )
 
 
 def _suggest(

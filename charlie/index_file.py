@@ -234,12 +234,11 @@ def open_index_file(path: Path, *, locked: bool = False) -> Connection:
 
 def add_message_tables(db: sqlite3.Connection) -> None:
     """Give an index file of this version made before messages were indexed its message
-    tables, keeping its notes (nothing to embed again). Any failure is left for the probes."""
+    tables, keeping its notes (nothing to embed again). A file with only one of the two is
+    damaged, not old: that is left for the probes, as is any failure."""
     try:
-        if (
-            db.execute("SELECT 1 FROM sqlite_master WHERE name = 'index_state'").fetchone()
-            and not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
-        ):
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        if "index_state" in names and not names & {"messages", "messages_fts"}:
             with transaction(db):
                 run_script(db, MESSAGE_SCHEMA)
     except sqlite3.DatabaseError:

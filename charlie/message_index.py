@@ -173,7 +173,9 @@ class MessageIndex:
         self._set_state(GENERATION, uuid.uuid4().hex)
 
     def _refresh(self) -> int:
-        if self._state(MODEL) != self.embedder.name:
+        (vectors,) = self.db.execute("SELECT count(*) FROM messages").fetchone()
+        (words,) = self.db.execute("SELECT count(*) FROM messages_fts").fetchone()
+        if self._state(MODEL) != self.embedder.name or vectors != words:
             with index_file.transaction(self.db) as db:
                 self._empty(db)
                 self._set_state(MODEL, self.embedder.name)

@@ -267,7 +267,7 @@ class Recaller:
             score = similarity[message_id] * (1 + self.config.time_weight * bool(in_time))
             score = self.usage.apply(score, boosts[message_key(message_id)].value)
             scored.append((score, moment.timestamp(), message_id, in_time))
-        scored.sort(key=lambda s: (-round(s[0], 9), -s[1]))  # recency only breaks ties
+        scored.sort(key=lambda s: (-round(s[0], 6), -s[1]))  # recency only breaks ties
         if when is not None and when.order is not None and scored:
             band = [s for s in scored if s[0] >= self.config.order_band * scored[0][0]]
             band.sort(key=lambda s: s[1], reverse=when.order == "last")

@@ -21,9 +21,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
-from charlie import conversations, memory, notes, projects, suggestions, usage
+from charlie import conversations, memory, notes, projects, recall, suggestions, usage
 from charlie.conversations import Channel
-from charlie.keywords import terms
 from charlie.search import Searcher, mark_stale, searcher_for
 from charlie.tools import (
     Category,
@@ -130,27 +129,57 @@ def read_memory(
     return fence("memory", escape(text)), f"read {layer}"
 
 
-def search_conversation(context: ToolContext, query: str, limit: int = 5) -> Result:
-    """Search earlier messages of this conversation for words, newest first.
+def search_conversation(
+    context: ToolContext, query: str, limit: int = 5, all_projects: bool = False
+) -> Result:
+    """Find what was said earlier in this conversation — its whole history, by meaning and
+    by words. Put a time in the query when it matters ("in May", "last spring", "the first
+    time"). Each hit comes with its date, speaker and the messages around it.
 
     Args:
-        query: Words to look for.
-        limit: How many messages to return (1-20).
+        query: What to look for, as a question or words.
+        limit: How many messages to return (1-10).
+        all_projects: Also look in every shared project's conversation.
     """
-    words = terms(query)[:6]
-    if not words:
-        raise ToolError("Give at least one meaningful word to look for.")
-    clause = " OR ".join("lower(content) LIKE ?" for _ in words)
-    rows = context.home.db.execute(
-        f"SELECT id, speaker, content, created_at FROM messages WHERE conversation_id = ? "
-        f"AND ({clause}) ORDER BY id DESC LIMIT ?",
-        (context.channel.conversation_id, *(f"%{w}%" for w in words), max(1, min(limit, 20))),
-    ).fetchall()
-    if not rows:
+    recaller = context.service("recaller", lambda: recall.recaller_for(context.home))
+    channels = recall.conversations_for(
+        context.home, context.user, context.channel, everywhere=all_projects
+    )
+    try:
+        found = recaller.recall(context.user, channels, query, limit=max(1, min(limit, 10)))
+    except recall.RecallError as exc:
+        raise ToolError(str(exc)) from exc
+    if not found.hits:
         return Result("No earlier messages matched.", "no messages", count=0)
-    lines = [f"[{r['created_at'][:16]}] {r['speaker']}: {r['content']}" for r in rows]
-    text = fence("messages", escape("\n".join(lines)))
-    return Result(text, f"{len(rows)} messages", count=len(rows))
+    if any(h.conversation_id != context.channel.conversation_id for h in found.hits):
+        context.read_untrusted("messages of other projects")
+    blocks = []
+    for hit in found.hits:
+        key = usage.message_key(hit.message.id)
+        if key not in context.cited:
+            context.cited.append(key)
+        lines = [f"[{_when(hit.message.created_at)} · {hit.channel} · message {hit.message.id}]"]
+        for m in hit.around:
+            mark = "→" if m.id == hit.message.id else " "
+            lines.append(f"{mark} [{_when(m.created_at)}] {m.speaker}: {m.content}")
+        blocks.append("\n".join(lines))
+    about = f"(about {found.when.describe()})\n" if found.when is not None else ""
+    text = fence("messages", escape(about + "\n\n".join(blocks)))
+    hits = tuple(
+        Hit(
+            usage.message_key(h.message.id),
+            f"{h.message.speaker}, {_when(h.message.created_at)}",
+            h.score,
+            h.message.content[:160],
+        )
+        for h in found.hits
+    )
+    return Result(text, f"{len(hits)} messages", hits=hits, count=len(hits))
+
+
+def _when(created_at: str) -> str:
+    """A stored time as the model and the person read it: 2023-05-08 13:56 UTC."""
+    return created_at[:16].replace("T", " ") + " UTC"
 
 
 # ---------------------------------------------------------------- notes (writes)

@@ -101,7 +101,9 @@ def test_reindex_and_broken_files(charlie: Cli, charlie_home: Path) -> None:
         result.stderr == f"Skipped {broken}: not UTF-8 text (invalid start byte at byte 0); "
         "save it as UTF-8.\n"
     )
-    assert result.stdout.startswith("Indexed 2 notes (2 chunks) with all-MiniLM-L6-v2-int8@")
+    assert result.stdout.startswith(
+        "Indexed 2 notes (2 chunks) and 0 messages with all-MiniLM-L6-v2-int8@"
+    )
     assert result.stdout.endswith("; 1 skipped.\n")
 
 

@@ -120,7 +120,9 @@ def test_reindex_works_on_a_damaged_index(house: Home, charlie: Any, how: str) -
     damage(house.settings.db_path.with_name("index.db"), how)
     result = charlie("reindex")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("Indexed 3 notes (3 chunks) with all-MiniLM-L6-v2")
+    assert result.stdout.startswith(
+        "Indexed 3 notes (3 chunks) and 0 messages with all-MiniLM-L6-v2"
+    )
     result = charlie("search", "tomatoes")
     assert result.exit_code == 0 and "Garden" in result.stdout
 

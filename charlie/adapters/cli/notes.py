@@ -125,18 +125,20 @@ def import_command(folder: Path, project: str | None) -> None:
 
 @click.command("reindex")
 def reindex_command() -> None:
-    """Rebuild the search index from the note files alone."""
+    """Rebuild the search index from the note files and the stored messages alone."""
     with opened_home() as home:
         from charlie.embeddings import from_settings
+        from charlie.message_index import MessageIndex
 
         index = Index(home, from_settings(home.settings))
-        report = index.rebuild()
+        report = index.rebuild()  # a new index file: no message is in it either
+        messages = MessageIndex(index).refresh()
         for path, reason in report.problems:
             click.echo(f"Skipped {path}: {reason}", err=True)
         stats = index.stats()
         click.echo(
-            f"Indexed {stats['notes']} notes ({stats['chunks']} chunks) with {stats['model']}; "
-            f"{len(report.problems)} skipped."
+            f"Indexed {stats['notes']} notes ({stats['chunks']} chunks) and {messages} "
+            f"messages with {stats['model']}; {len(report.problems)} skipped."
         )
 
 
