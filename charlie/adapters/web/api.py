@@ -9,16 +9,17 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import httpx
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import (
     __version__,
     chat,
+    conversations,
     doctor,
     links,
     memory,
@@ -39,17 +40,19 @@ from charlie.adapters.web.deps import (
     sse,
     stream,
 )
-from charlie.conversations import Channel, private_channel, recent, shared_channel
-from charlie.errors import CharlieError, Forbidden, InvalidName, MemoryFormatError
+from charlie.conversations import Channel, Message, private_channel, recent, shared_channel
+from charlie.errors import CharlieError, Forbidden, InvalidName, MemoryFormatError, NotFound
 from charlie.home import Home
 from charlie.index import status as index_status
 from charlie.memory import Memory
+from charlie.recall import RecallHit, conversations_for, recaller_for
 from charlie.search import mark_stale, searcher_for
 from charlie.users import User
 
 router = APIRouter()
 PRIVATE = projects.PRIVATE
 MAX_IMAGES = 4
+MAX_AROUND = 50  # messages either side of one shown with `messages?around=ID`
 
 
 # ---------------------------------------------------------------- helpers
@@ -307,10 +310,81 @@ def _save_images(images: list[str], folder: Path) -> list[Path]:
 
 @router.get("/channels/{channel}/messages")
 def messages(
-    channel: str, session: SessionDep, home: HomeDep, limit: int = 50
+    channel: str,
+    session: SessionDep,
+    home: HomeDep,
+    limit: int = 50,
+    around: int | None = None,
+    before: int = 5,
+    after: int = 5,
 ) -> list[dict[str, Any]]:
+    """The last `limit` messages; or, with `around=ID`, that message of this channel with
+    `before` messages before it and `after` after it (404 when this channel has no such
+    message — the same answer whether or not it exists elsewhere)."""
     found = channel_for(home, channel, session.user)
-    return [message_json(m) for m in recent(home, found, max(1, min(limit, 500)))]
+    if around is None:
+        return [message_json(m) for m in recent(home, found, max(1, min(limit, 500)))]
+    shown = conversations.around(
+        home, found, around, clamp(before, 0, MAX_AROUND), clamp(after, 0, MAX_AROUND)
+    )
+    if not shown:
+        raise NotFound(f"There is no message {around} in this conversation.")
+    return [message_json(m) for m in shown]
+
+
+def clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(value, high))
+
+
+def said_json(message: Message) -> dict[str, Any]:
+    """A message as recall shows it (the shape `charlie recall --json` prints)."""
+    return {
+        "message_id": message.id,
+        "speaker": message.speaker,
+        "role": message.role,
+        "time": message.created_at,
+        "text": message.content,
+    }
+
+
+def recall_hit_json(hit: RecallHit) -> dict[str, Any]:
+    return said_json(hit.message) | {
+        "source_id": hit.message.source_id,
+        "score": round(hit.score, 6),
+        "channel": hit.channel,
+        "project": hit.project,
+        "in_time": hit.in_time,
+        "why": hit.why(),
+        "around": [said_json(m) for m in hit.around],
+    }
+
+
+@router.get("/channels/{channel}/recall")
+def recall(
+    channel: str,
+    session: SessionDep,
+    home: HomeDep,
+    q: str,
+    limit: int = 10,
+    around: int = 1,
+    everywhere: Annotated[bool, Query(alias="all")] = False,
+) -> dict[str, Any]:
+    """What was said in this channel (and, with `all`, in every shared project) that best
+    answers `q`, each hit with its neighbours. Which conversations may be read is decided by
+    `charlie.recall.conversations_for`, never here."""
+    found = channel_for(home, channel, session.user)
+    channels = conversations_for(home, session.user, found, everywhere=everywhere)
+    result = recaller_for(home).recall(
+        session.user, channels, q, limit=clamp(limit, 1, 50), around=clamp(around, 0, 5)
+    )
+    return {
+        "query": result.query,
+        "when": result.when.describe() if result.when is not None else None,
+        "terms": result.terms,
+        "searched": result.searched,
+        "truncated": result.truncated,
+        "results": [recall_hit_json(h) for h in result.hits],
+    }
 
 
 @router.post("/channels/{channel}/chat")

@@ -6,6 +6,7 @@ import { createChat } from './chat.js';
 import { $, h, toast } from './dom.js';
 import { createMemory } from './memory.js';
 import { createNotes } from './notes.js';
+import { createRecall } from './recall.js';
 import { createSettings } from './settings.js';
 import { createVoice } from './voice.js';
 
@@ -103,6 +104,7 @@ const app = {
 };
 
 const chat = createChat(app);
+const recall = createRecall(app, chat);
 const memory = createMemory(app);
 const notes = createNotes(app);
 const settings = createSettings(app);
@@ -210,6 +212,7 @@ async function route() {
   if (view === 'chat') {
     if (chatChannel !== channel) {
       chatChannel = channel;
+      recall.follow(channel);
       await Promise.all([chat.open(channel), memory.open(channel)]);
     }
   } else if (view === 'notes') {

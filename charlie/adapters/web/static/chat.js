@@ -1,13 +1,16 @@
 // The conversation: messages, the composer (text and images), the streamed reply with its
 // tool trace, notices, errors and suggested notes. Typed and spoken turns (voice.js) share
-// the same reply rendering.
+// the same reply rendering. A message found by recall (recall.js) is shown among the
+// messages around it until the person goes back to the latest.
 
-import { ApiError, api, chatStream, enc, get, post, voiceStream } from './api.js';
+import { ApiError, api, chatStream, enc, get, post, query, voiceStream } from './api.js';
 import { $, clear, h, toast, when } from './dom.js';
 import { renderMarkdown } from './markdown.js';
+import { fullDate } from './recall.js';
 import { traceBlock } from './trace.js';
 
 const HISTORY_LIMIT = 50;
+const AROUND = 5; // messages shown either side of a message found
 const MAX_IMAGES = 4;
 const MAX_SIDE = 1600; // larger photos are scaled down before sending
 const MAX_BYTES = 1_500_000;
@@ -33,11 +36,15 @@ export function createChat(app) {
   const fileInput = $('#image-input');
   const attachments = $('#attachments');
   const status = $('#chat-status');
+  const earlierBar = $('#earlier-bar');
+  const earlierText = $('#earlier-text');
 
   let channel = null;
   let generation = 0; // bumps on every channel switch, so late answers are dropped
   let controller = null;
   let images = [];
+  let viewingEarlier = false; // the list shows messages around one found, not the latest
+  let pendingJump = null; // {channel, id}: the message to show when that channel opens
 
   // ------------------------------------------------------------ panes (phone layout)
 
@@ -124,8 +131,16 @@ export function createChat(app) {
       ? 'Private channel'
       : `${app.channelName(channel)}`;
     clear(list);
+    setViewingEarlier(false);
     empty.hidden = false;
     empty.textContent = 'Loading messages…';
+    if (pendingJump && pendingJump.channel === channel) {
+      const { id } = pendingJump;
+      pendingJump = null;
+      await showAround(id);
+      return;
+    }
+    pendingJump = null;
     try {
       const messages = await get(`/api/channels/${enc(channel)}/messages?limit=${HISTORY_LIMIT}`);
       if (mine !== generation) return;
@@ -144,6 +159,63 @@ export function createChat(app) {
       empty.append(app.errorText(error, 'The messages could not be loaded'));
     }
   }
+
+  // ------------------------------------------------------------ a message found, in place
+
+  function setViewingEarlier(earlier, createdAt = null) {
+    viewingEarlier = earlier;
+    earlierBar.hidden = !earlier;
+    earlierText.textContent = createdAt
+      ? `You are viewing earlier messages, from ${fullDate(createdAt)}.`
+      : 'You are viewing earlier messages.';
+  }
+
+  // The message `id` of this channel with the messages around it, scrolled to and marked.
+  async function showAround(id) {
+    generation += 1;
+    const mine = generation;
+    const around = query({ around: id, before: AROUND, after: AROUND });
+    const path = `/api/channels/${enc(channel)}/messages${around}`;
+    let messages;
+    try {
+      messages = await get(path);
+    } catch (error) {
+      if (mine !== generation) return;
+      app.reportError(error, 'That message could not be shown');
+      if (!list.children.length) open(channel);
+      return;
+    }
+    if (mine !== generation) return;
+    clear(list);
+    list.append(...messages.map(messageElement));
+    const found = [...list.children].find((item) => item.dataset.id === String(id));
+    const shown = messages.find((message) => String(message.id) === String(id));
+    setViewingEarlier(true, shown ? shown.created_at : null);
+    updateEmpty();
+    if (!found) return;
+    found.classList.add('msg-found');
+    found.tabIndex = -1;
+    found.scrollIntoView({ block: 'center' });
+    found.focus({ preventScroll: true });
+    status.textContent = 'Showing the message found, with the messages around it.';
+  }
+
+  /** Show message `id` of channel `target` in place (once that channel opens, if another). */
+  function showMessage(target, id) {
+    if (target === channel) return showAround(id);
+    pendingJump = { channel: target, id };
+    return Promise.resolve();
+  }
+
+  async function backToLatest() {
+    pendingJump = null;
+    await open(channel);
+  }
+
+  $('#back-to-latest').addEventListener('click', async () => {
+    await backToLatest();
+    input.focus();
+  });
 
   // ------------------------------------------------------------ one streamed reply
 
@@ -413,6 +485,7 @@ export function createChat(app) {
       toast("You're offline: the message was not sent.", 'error');
       return;
     }
+    if (viewingEarlier) await backToLatest(); // the answer belongs after the latest
     const pictures = images.map((image) => image.dataUrl);
     const payload = { text, images: pictures };
     const userItem = userMessage(
@@ -442,6 +515,7 @@ export function createChat(app) {
       toast("You're offline: what you said was not sent.", 'error');
       return false;
     }
+    if (viewingEarlier) await backToLatest();
     const userItem = userMessage(
       { speaker: app.user.name, content: '', created_at: new Date().toISOString() },
       [],
@@ -600,6 +674,7 @@ export function createChat(app) {
     open,
     abort,
     speak,
+    showMessage,
     showPane,
     focus: () => input.focus(),
     get channel() {

@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v2';
+const VERSION = 'charlie-shell-v3';
 const SHELL = [
   '/',
   '/style.css',
@@ -12,6 +12,7 @@ const SHELL = [
   '/markdown.js',
   '/trace.js',
   '/chat.js',
+  '/recall.js',
   '/memory.js',
   '/notes.js',
   '/settings.js',
