@@ -53,6 +53,7 @@ from charlie.notes import (
     read_note,
 )
 from charlie.projects import Project, list_projects
+from charlie.vecsearch import VectorTable
 
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
@@ -75,14 +76,20 @@ class RefreshReport:
 
 @dataclass(frozen=True)
 class Vectors:
-    """Every chunk vector in memory, for brute-force cosine search. Rows are grouped by
-    project, so one project's vectors are one contiguous slice (`spans`)."""
+    """Every chunk vector in memory, searched by cosine (`table`, see `charlie.vecsearch`).
+    Rows are grouped by project, so one project's vectors are one contiguous slice
+    (`spans`)."""
 
     chunk_ids: npt.NDArray[np.int64]
     note_ids: npt.NDArray[np.int64]
     project_ids: npt.NDArray[np.int64]
-    matrix: Matrix
+    table: VectorTable
     spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # project id → rows
+
+    @property
+    def matrix(self) -> Matrix:
+        """One unit row per chunk, in the order of `chunk_ids`."""
+        return self.table.matrix
 
     def rows_of(self, project_ids: Sequence[int]) -> list[tuple[int, int]]:
         """The row ranges of these projects (none for a project without vectors)."""
@@ -480,6 +487,11 @@ class Index:
         """Mark the index changed, so every process's cached vectors are reloaded."""
         self._set_state("generation", uuid.uuid4().hex)
 
+    @property
+    def generation(self) -> str:
+        """A mark that changes whenever the indexed notes do, whichever process changed them."""
+        return self._state("generation") or ""
+
     def vectors(self) -> Vectors:
         """All chunk vectors in memory, shared through the home's cache until the index changes
         (another process's refresh included: the generation mark lives in the database)."""
@@ -509,7 +521,7 @@ class Index:
                 np.array([r[0] for r in rows], dtype=np.int64),
                 np.array([r[1] for r in rows], dtype=np.int64),
                 project_ids,
-                matrix,
+                VectorTable(matrix),
                 {
                     int(project_ids[a]): (int(a), int(b))
                     for a, b in zip(starts, ends, strict=True)

@@ -19,16 +19,20 @@ usage boost in [0, 1] (`charlie.usage`).
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from charlie import embeddings
+from charlie.config import Settings
+from charlie.embeddings import Embedder
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.index import Index, lock_of, scope_token
@@ -55,6 +59,13 @@ class SearchConfig:
     keyword_terms: int = 12  # how many of the query's most meaningful terms to search
     title_weight: float = 2.0  # BM25 weight of a title hit against a body hit
     candidates: int = 100  # per signal, before fusion and the usage boost
+    # keyword side: a term found in more than this share of the chunks (and in more than
+    # `common_min_chunks`) is *common*: it still counts in every chunk's BM25, but only the
+    # chunks holding one of the other terms are ranked. Scoring every chunk that has
+    # "kitchen" is what made the keyword side slow at 100k notes; a chunk with nothing but
+    # common terms almost never ranks in the top few hundred anyway. 1.0: none is common.
+    common_share: float = 0.05
+    common_min_chunks: int = 1000
 
 
 @dataclass
@@ -125,53 +136,59 @@ class Searcher:
         self.usage = usage or UsageModel(
             half_life_days=home.settings.usage_half_life_days, weight=home.settings.usage_weight
         )
-        self._idf: dict[str, float] = {}
-        self._idf_generation: object = None
+        self._counts: dict[str, int] = {}  # term → chunks it occurs in, for this generation
+        self._counts_generation: object = None
 
     # ------------------------------------------------------------ signals
 
-    def idf(self, term: str) -> float:
-        """BM25's IDF of `term` in the index, as FTS5 matches it; 0 when it never occurs."""
+    def count(self, term: str) -> int:
+        """How many chunks `term` occurs in, as FTS5 matches it (cached per index state)."""
         vectors = self.index.vectors()
-        if self._idf_generation is not vectors:
-            self._idf, self._idf_generation = {}, vectors
-        if term not in self._idf:
+        if self._counts_generation is not vectors:
+            self._counts, self._counts_generation = {}, vectors
+        if term not in self._counts:
             expression = match_expression([term])
-            total = len(vectors.chunk_ids)
             count = 0
-            if expression is not None and total:
+            if expression is not None and len(vectors.chunk_ids):
                 count = self.index.db.execute(
                     "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
                     (in_text(expression),),
                 ).fetchone()[0]
-            self._idf[term] = (
-                float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
-            )
-        return self._idf[term]
+            self._counts[term] = int(count)
+        return self._counts[term]
+
+    def idf(self, term: str) -> float:
+        """BM25's IDF of `term` in the index, as FTS5 matches it; 0 when it never occurs."""
+        count = self.count(term)
+        total = len(self.index.vectors().chunk_ids)
+        return float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
+
+    def common(self, terms: list[str]) -> list[str]:
+        """Those of `terms` found in so many chunks that they only add to the score of the
+        chunks the others match (`SearchConfig.common_share`); never the rarest term."""
+        total = len(self.index.vectors().chunk_ids)
+        most = max(self.config.common_share * total, self.config.common_min_chunks)
+        if self.config.common_share >= 1.0 or not terms or most >= total:
+            return []
+        counts = {term: self.count(term) for term in terms}
+        rarest = min(terms, key=lambda term: counts[term])
+        return [term for term in terms if counts[term] > most and term != rarest]
 
     def _vector_side(self, query: str, project_ids: Sequence[int]) -> dict[int, tuple[float, int]]:
         vectors = self.index.vectors()
         if not len(vectors.chunk_ids):
             return {}
+        spans = vectors.rows_of(project_ids) if project_ids else None  # only their slices
+        if spans == []:
+            return {}
         q = self.index.embedder.embed([query])[0]
-        if project_ids:  # only those projects' slices of the matrix are multiplied
-            spans = vectors.rows_of(project_ids)
-            if not spans:
-                return {}
-            rows = np.concatenate([np.arange(a, b) for a, b in spans])
-            sims = np.concatenate([vectors.matrix[a:b] @ q for a, b in spans])
-        else:
-            rows = np.arange(len(vectors.chunk_ids))
-            sims = vectors.matrix @ q
-        depth = min(len(sims), self.config.candidates * 4)
-        top = np.argpartition(-sims, depth - 1)[:depth]
-        top = top[np.argsort(-sims[top])]
+        # The best chunks, a few per wanted note, since a note's chunks often rank together.
+        rows, sims = vectors.table.top(q, self.config.candidates * 4, spans)
         found: dict[int, tuple[float, int]] = {}
-        for i in top:
-            row = rows[i]
+        for row, sim in zip(rows.tolist(), sims.tolist(), strict=True):
             note = int(vectors.note_ids[row])
             if note not in found:
-                found[note] = (float(sims[i]), int(vectors.chunk_ids[row]))
+                found[note] = (sim, int(vectors.chunk_ids[row]))
                 if len(found) >= self.config.candidates:
                     break
         return found
@@ -179,17 +196,32 @@ class Searcher:
     def _keyword_side(
         self, terms: list[str], project_ids: Sequence[int]
     ) -> dict[int, tuple[float, int]]:
-        expression = match_expression(terms)
+        common = self.common(terms)
+        expression = match_expression([term for term in terms if term not in common])
         if expression is None:
             return {}
-        match = in_text(expression)
+        # The chunks with a term that is not common: with a common one (every term scored)
+        # and without (no common term there to score), so BM25 is the whole query's.
+        matches = [in_text(expression)]
+        also = match_expression(common)
+        if also is not None:
+            rare, scored = matches[0], in_text(also)
+            matches = [f"({rare}) AND ({scored})", f"({rare}) NOT ({scored})"]
         if project_ids:  # in the MATCH, so FTS5 intersects instead of filtering every hit
-            match += f" AND scope : ({' OR '.join(scope_token(p) for p in project_ids)})"
+            scope = f"scope : ({' OR '.join(scope_token(p) for p in project_ids)})"
+            matches = [f"({match}) AND {scope}" for match in matches]
+        ranked = " UNION ALL ".join(
+            "SELECT rowid, bm25(chunks_fts, ?, 1.0, 0.0, 0.0) AS rank FROM chunks_fts "
+            "WHERE chunks_fts MATCH ?"
+            for _ in matches
+        )
         rows = self.index.db.execute(
-            "SELECT chunks.note_id, -f.rank, f.rowid FROM (SELECT rowid, "
-            "bm25(chunks_fts, ?, 1.0, 0.0, 0.0) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
-            " ORDER BY rank LIMIT ?) AS f JOIN chunks ON chunks.id = f.rowid",
-            (self.config.title_weight, match, self.config.candidates * 4),
+            f"SELECT chunks.note_id, -f.rank, f.rowid FROM ({ranked} ORDER BY rank LIMIT ?) "
+            "AS f JOIN chunks ON chunks.id = f.rowid",
+            (
+                *(x for match in matches for x in (self.config.title_weight, match)),
+                self.config.candidates * 4,
+            ),
         ).fetchall()
         found: dict[int, tuple[float, int]] = {}
         for note_id, score, chunk_id in rows:
@@ -398,6 +430,14 @@ def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
 
 
 INDEX_CHECK_SECONDS = 10.0
+# home.shared keys (one process's state, which the web app shares across requests):
+CHECKED = "index_checked_at"  # monotonic time the last full check of the files began
+STALE = "index_stale"  # project id (None: all) → (project, mark number): Charlie wrote there
+MARKS_MADE = "index_stale_marks"  # how many marks were made: each mark's number
+CHECKER = "index_checker"  # the background check's thread, once one was started
+CHECK_FAILED = "index_check_failed"  # the last background check raised: check in requests
+
+log = logging.getLogger("charlie.search")
 
 
 def in_text(expression: str) -> str:
@@ -407,25 +447,131 @@ def in_text(expression: str) -> str:
 
 def searcher_for(home: Home, *, max_age: float = INDEX_CHECK_SECONDS) -> Searcher:
     """A searcher over `home`'s notes, with the embedding model loaded once per process (in
-    `home.shared`) and the index re-checked against the files when the last check is older
-    than `max_age` seconds (0: every time) or Charlie has written a note since it began. The
-    check stats every note file — about 0.2 s for 10k notes on 2 cores — so a long-running
-    process does it at most that often; parallel requests wait for one check, not run one
-    each."""
-    with lock_of(home):
-        embedder = home.shared.get("embedder")
-        if embedder is None:
-            embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
-        index = Index(home, embedder)
-        checked = home.shared.get("index_checked_at", float("-inf"))
-        stale = home.shared.get("index_stale_at", float("-inf"))
-        if time.monotonic() - checked >= max_age or stale >= checked:
-            began = time.monotonic()  # a note written during the check makes it stale again
-            index.refresh()
-            home.shared["index_checked_at"] = began
+    `home.shared`) and the index kept up to date with the note files.
+
+    Checking the index against the files stats every note file (about 0.8 s at 100k notes
+    on 2 cores), so it is kept off the request path where it can be:
+    - the first search of a process, every search when `max_age` is 0, and the first one
+      after a background check failed (so that its error reaches the person) check every
+      project first; parallel requests wait for one check, not run one each;
+    - a project Charlie has written a note in since (`mark_stale`) is checked first, alone,
+      so the note is found at once;
+    - otherwise, when the last check is older than `max_age` seconds, a thread checks the
+      files in the background: this search uses the index as it is, the next ones find
+      what the check found (hand edits, files added by another program).
+    """
+    embedder = _embedder(home)
+    index = Index(home, embedder)
+    checked = home.shared.get(CHECKED)
+    if checked is None or max_age <= 0 or home.shared.get(CHECK_FAILED):
+        with lock_of(home):
+            checked = home.shared.get(CHECKED)  # another thread may have checked meanwhile
+            if checked is None or max_age <= 0 or home.shared.get(CHECK_FAILED):
+                _check_all(home, index)
+                return Searcher(home, index)
+    if _marks(home):  # cleared only once checked: a parallel request waits for the check
+        with lock_of(home):
+            marked = _marks(home)
+            if None in marked:
+                _check_all(home, index)
+            elif marked:
+                index.refresh([project for project, _ in marked.values() if project is not None])
+                _clear_marks(home, marked)
+    if time.monotonic() - checked >= max_age:
+        _check_in_background(home, embedder)
     return Searcher(home, index)
 
 
-def mark_stale(home: Home) -> None:
-    """Make the next `searcher_for` re-check the files (after Charlie itself wrote a note)."""
-    home.shared["index_stale_at"] = time.monotonic()
+def mark_stale(home: Home, project: Project | None = None) -> None:
+    """Charlie itself wrote a note (in `project`; None: anywhere): the next `searcher_for`
+    re-checks that project's files before searching, so the note is found at once."""
+    with _marks_lock(home):
+        number = home.shared[MARKS_MADE] = home.shared.get(MARKS_MADE, 0) + 1
+        key = None if project is None else project.id
+        home.shared.setdefault(STALE, {})[key] = (project, number)
+
+
+def wait_for_index_check(home: Home, timeout: float | None = None) -> bool:
+    """Wait for a background check of the index to end; whether none is running now."""
+    thread: threading.Thread | None = home.shared.get(CHECKER)
+    if thread is not None:
+        thread.join(timeout)
+    return thread is None or not thread.is_alive()
+
+
+def _embedder(home: Home) -> embeddings.Embedder:
+    embedder: embeddings.Embedder | None = home.shared.get("embedder")
+    if embedder is None:
+        with lock_of(home):
+            embedder = home.shared.get("embedder")
+            if embedder is None:
+                embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
+    return embedder
+
+
+def _marks_lock(home: Home) -> threading.Lock:
+    lock: threading.Lock = home.shared.setdefault("index_marks_lock", threading.Lock())
+    return lock
+
+
+Marks = dict[int | None, tuple[Project | None, int]]
+
+
+def _marks(home: Home) -> Marks:
+    """The projects marked stale and not checked since (a copy)."""
+    with _marks_lock(home):
+        return dict(home.shared.get(STALE, {}))
+
+
+def _clear_marks(home: Home, checked: Marks) -> None:
+    """Forget the marks that were `checked`, but not one made again since."""
+    with _marks_lock(home):
+        stale: Marks = home.shared.get(STALE, {})
+        for key, (_, number) in checked.items():
+            if key in stale and stale[key][1] == number:
+                del stale[key]
+
+
+def _check_all(home: Home, index: Index) -> None:
+    """Check every project's files now, in this thread (the caller holds the index lock)."""
+    marked = _marks(home)
+    began = time.monotonic()
+    index.refresh()
+    _clear_marks(home, marked)
+    home.shared[CHECKED] = began
+    home.shared.pop(CHECK_FAILED, None)
+
+
+def _check_in_background(home: Home, embedder: embeddings.Embedder) -> None:
+    """Start the background check, unless one is running."""
+    with _marks_lock(home):
+        running: threading.Thread | None = home.shared.get(CHECKER)
+        if running is not None and running.is_alive():
+            return
+        thread = threading.Thread(
+            target=_background_check,
+            args=(home.settings, home.shared, embedder),
+            name="charlie-index-check",
+            daemon=True,  # never keeps a process alive; SQLite's transactions stay whole
+        )
+        home.shared[CHECKER] = thread
+        thread.start()
+
+
+def _background_check(settings: Settings, shared: dict[str, Any], embedder: Embedder) -> None:
+    """Check every project's files with a connection and a lock of its own, as another
+    process would, so no search waits for it; then load the vectors if they changed, so
+    the next search does not have to."""
+    began = time.monotonic()
+    try:
+        with Home.open(settings, shared={"vectors": shared.get("vectors")}) as own:
+            index = Index(own, embedder)
+            index.refresh()
+            index.vectors()  # the cached ones, unless the index has changed
+            if index.generation == own.shared["vectors"][0]:
+                shared["vectors"] = own.shared["vectors"]
+    except Exception:  # shown by the next search, which checks in its own thread
+        log.exception("The background check of the search index failed")
+        shared[CHECK_FAILED] = True
+        return
+    shared[CHECKED] = max(began, shared.get(CHECKED, began))

@@ -10,7 +10,7 @@ from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
 from charlie.index import Index
 from charlie.projects import Project, create_project
-from charlie.search import QueryError, Searcher
+from charlie.search import QueryError, SearchConfig, Searcher
 from charlie.users import User, ensure_user
 
 NOTES = {
@@ -311,3 +311,25 @@ def test_a_keyword_search_in_a_project_matches_only_there_and_never_the_scope(
     token = f"p{other.id}"  # how the scope is stored: never found as a word of a note
     assert titles(searcher, token, alice, mode="keyword") == []
     assert searcher.idf(token) == 0.0
+
+
+def test_common_terms_add_to_the_score_but_do_not_widen_the_keyword_search(
+    home: Home, project: Project, embedder: LocalEmbedder, alice: User
+) -> None:
+    for i in range(6):
+        notes.create_note(project, f"Garden bed {i}", f"Garden bed {i} gets compost.", ["home"])
+    index = Index(home, embedder)
+    index.refresh()
+    every = Searcher(home, index, SearchConfig(common_share=1.0))
+    split = Searcher(home, index, SearchConfig(common_share=0.3, common_min_chunks=0))
+    assert split.common(["garden", "roses"]) == ["garden"]
+    assert split.common(["garden", "compost"]) == ["garden"]  # the rarest is never common
+    assert split.common(["garden"]) == [] and every.common(["garden", "roses"]) == []
+    wide = every.search("garden roses", alice, mode="keyword", explain=False).hits
+    narrow = split.search("garden roses", alice, mode="keyword", explain=False).hits
+    assert len(wide) == 7 and wide[0].title == "Garden"  # every note with "garden"
+    assert [h.title for h in narrow] == ["Garden"]  # only those with "roses" are ranked,
+    assert narrow[0].bm25 == pytest.approx(wide[0].bm25)  # each scored on every term
+    in_project = split.search("garden roses", alice, [project], mode="keyword").hits
+    assert [h.title for h in in_project] == ["Garden"]
+    assert sorted(in_project[0].terms) == ["garden", "roses"]  # both shown as matched

@@ -1,0 +1,101 @@
+import re
+from pathlib import Path
+from pydoc_data.topics import topics
+
+import numpy as np
+import pytest
+
+from charlie.embeddings import LocalEmbedder
+from charlie.vecsearch import VectorTable
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def unit_rows(rows: int, dim: int = 32, seed: int = 0) -> np.ndarray:
+    matrix = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def brute_force(matrix: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    sims = matrix @ q
+    return sorted(range(len(sims)), key=lambda i: (-sims[i], i))[:k]
+
+
+def test_a_small_table_is_searched_exactly_best_first() -> None:
+    matrix = unit_rows(500)
+    table = VectorTable(matrix)
+    assert table.reduced is None  # under exact_below: no first stage
+    q = matrix[7]
+    rows, sims = table.top(q, 10)
+    assert rows.tolist() == brute_force(matrix, q, 10)
+    assert rows[0] == 7 and sims[0] == pytest.approx(1.0)
+    assert np.all(np.diff(sims) <= 0)
+    np.testing.assert_allclose(sims, matrix[rows] @ q, rtol=1e-6)
+
+
+def test_rows_limit_the_search_to_those_ranges_and_keep_the_matrix_row_numbers() -> None:
+    matrix = unit_rows(1000)
+    q = matrix[950]
+    spans = [(100, 200), (900, 1000)]
+    for table in (VectorTable(matrix), VectorTable(matrix, exact_below=0, min_shortlist=50)):
+        rows, _ = table.top(q, 20, rows=spans)
+        allowed = [*range(100, 200), *range(900, 1000)]
+        assert all(100 <= r < 200 or 900 <= r < 1000 for r in rows)
+        truth = [allowed[i] for i in brute_force(matrix[allowed], q, 20)]
+        assert rows[0] == 950 and set(rows.tolist()) <= set(allowed)
+        if table.reduced is None:
+            assert rows.tolist() == truth
+
+
+def test_edge_cases_return_what_there_is() -> None:
+    matrix = unit_rows(50)
+    table = VectorTable(matrix)
+    rows, sims = table.top(matrix[0], 500)
+    assert sorted(rows.tolist()) == list(range(50)) and len(sims) == 50
+    assert table.top(matrix[0], 0)[0].size == 0
+    assert table.top(matrix[0], 5, rows=[])[0].size == 0
+    assert table.top(matrix[0], 5, rows=[(10, 10), (60, 80)])[0].size == 0  # empty, past end
+    with pytest.raises(ValueError, match="dimensions"):
+        table.top(np.ones(8, dtype=np.float32), 5)
+    empty = VectorTable(np.empty((0, 32), dtype=np.float32))
+    assert empty.top(matrix[0], 5)[0].size == 0
+
+
+def test_the_two_stage_search_returns_exact_cosines_of_its_rows() -> None:
+    matrix = unit_rows(3000, dim=64)
+    table = VectorTable(matrix, dims=16, exact_below=0, min_shortlist=100)
+    assert table.reduced is not None and table.reduced.rows.shape == (3000, 16)
+    q = matrix[42]
+    rows, sims = table.top(q, 10)
+    assert rows[0] == 42
+    np.testing.assert_allclose(sims, matrix[rows] @ q, rtol=1e-6)
+    assert np.all(np.diff(sims) <= 0)
+
+
+def varied_texts() -> list[str]:
+    """About 3,000 real sentences: the Python reference (pydoc topics) and Charlie's docs."""
+    text = " ".join(topics.values()) + " ".join(p.read_text() for p in sorted(DOCS.glob("*.md")))
+    sentences = (" ".join(s.split()) for s in re.split(r"(?<=[.!?])\s+|\n\n+", text))
+    return list(dict.fromkeys(s for s in sentences if 40 < len(s) < 300))
+
+
+@pytest.fixture(scope="module")
+def embedded() -> np.ndarray:
+    texts = varied_texts()
+    assert len(texts) > 2500
+    return LocalEmbedder().embed(texts[:3200])
+
+
+def test_two_stage_finds_the_brute_force_top_k_on_real_embeddings(embedded: np.ndarray) -> None:
+    """Real MiniLM vectors; the shortlist as small a share of the rows as at 100k notes."""
+    matrix, queries = embedded[:-200], embedded[-200:]  # queries are not in the table
+    table = VectorTable(matrix, exact_below=0, min_shortlist=1, shortlist_per_result=10)
+    for k in (5, 10, 20):
+        identical, recall = 0, 0.0
+        for q in queries:
+            truth = brute_force(matrix, q, k)
+            rows, _sims = table.top(q, k)
+            identical += rows.tolist() == truth
+            recall += len(set(truth) & set(rows.tolist())) / k
+        assert recall / len(queries) >= 0.995, k
+        assert identical >= 0.95 * len(queries), k
