@@ -1,0 +1,178 @@
+"""Conversation recall at scale on 2 cores: a project holding 200,000 messages.
+
+What it measures, each with the shipped code (`charlie.importing`, `charlie.message_index`,
+`charlie.recall`):
+
+- **import with embeddings**: the LoCoMo dev turns (2,960 distinct messages) imported into
+  an empty project and indexed with the packaged model — messages/s, storage and indexing;
+- **scale**: N messages (default 200,000) made by cycling through those turns, one per
+  ~5 minutes of 2 years, imported into one project and indexed. Their vectors are the
+  packaged model's vectors of their texts, each distinct text embedded once (the texts
+  repeat, so embedding them all again would only cost time); everything else — SQLite,
+  FTS5, the contexts, the in-memory tables — is built for all N;
+- **indexing one new message**: a message added to that project and indexed (real model,
+  neighbours' context rewritten), median of 50;
+- **recall latency**: the LoCoMo dev questions asked against that project, query embedding
+  included, after one warm-up question (vectors loaded): p50 / p99.
+
+    .venv/bin/python benchmarks/recall_speed.py [--messages 200000] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import locomo_jsonl  # noqa: E402
+
+from charlie import conversations, importing  # noqa: E402
+from charlie.config import load_settings  # noqa: E402
+from charlie.embeddings import LocalEmbedder, Vectors  # noqa: E402
+from charlie.home import Home  # noqa: E402
+from charlie.index import Index  # noqa: E402
+from charlie.message_index import MessageIndex  # noqa: E402
+from charlie.projects import create_project  # noqa: E402
+from charlie.recall import Recaller  # noqa: E402
+from charlie.users import ensure_user  # noqa: E402
+
+
+class OncePerText:
+    """The packaged model, embedding each distinct text once (same name, same vectors)."""
+
+    def __init__(self, model: LocalEmbedder) -> None:
+        self.model = model
+        self.cache: dict[str, np.ndarray] = {}
+        self.name, self.dim = model.name, model.dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        new = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        for text, vector in zip(new, self.model.embed(new), strict=True):
+            self.cache[text] = vector
+        return np.stack([self.cache[t] for t in texts]) if texts else self.model.embed([])
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def write_history(path: Path, turns: list[dict[str, str]], count: int) -> None:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    step = timedelta(days=730) / count
+    with path.open("w", encoding="utf-8") as out:
+        for n in range(count):
+            turn = turns[n % len(turns)]
+            at = (start + step * n).isoformat()
+            line = {"id": f"m{n}", "speaker": turn["speaker"], "text": turn["text"], "time": at}
+            out.write(json.dumps(line) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--data", type=Path, default=locomo_jsonl.DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/recall-speed.json")
+    args = parser.parse_args()
+
+    data = json.loads(args.data.read_text())
+    turns = [t for item in data for t in locomo_jsonl.messages(item["conversation"])]
+    questions = [
+        q["query"] for item in data for q in locomo_jsonl.queries(item["sample_id"], item["qa"])
+    ]
+    work = Path(tempfile.mkdtemp(prefix="charlie-recall-speed-"))
+    os.environ["CHARLIE_HOME"] = str(work / "home")
+    home = Home.open(load_settings())
+    model = LocalEmbedder()
+    model.embed(["warm up"])
+    figures: dict[str, object] = {"messages": args.messages, "load_before": os.getloadavg()}
+
+    # 1. import with real embeddings: distinct messages
+    small = work / "small.jsonl"
+    write_history(small, turns, len(turns))
+    channel = conversations.shared_channel(home, create_project(home, "small"))
+    began = time.perf_counter()
+    importing.import_jsonl(home, channel, small)
+    stored = time.perf_counter() - began
+    index = MessageIndex(Index(home, model))
+    indexed = index.refresh()
+    took = time.perf_counter() - began
+    figures["import_with_embeddings_per_s"] = indexed / took
+    figures["import_storage_share"] = stored / took
+    print(
+        f"import with embeddings: {indexed} messages in {took:.1f} s = {indexed / took:.0f}/s "
+        f"(storage {stored:.1f} s)",
+        flush=True,
+    )
+
+    # 2. a project of N messages
+    big = work / "big.jsonl"
+    write_history(big, turns, args.messages)
+    channel = conversations.shared_channel(home, create_project(home, "big"))
+    began = time.perf_counter()
+    importing.import_jsonl(home, channel, big)
+    figures["storage_only_per_s"] = args.messages / (time.perf_counter() - began)
+    cached = OncePerText(model)
+    cached.cache = {}
+    began = time.perf_counter()
+    MessageIndex(Index(home, cached)).refresh()  # type: ignore[arg-type]
+    figures["index_n_seconds_cached_vectors"] = time.perf_counter() - began
+    print(
+        f"{args.messages} messages stored at {figures['storage_only_per_s']:.0f}/s, indexed in "
+        f"{figures['index_n_seconds_cached_vectors']:.0f} s (each distinct text embedded once)",
+        flush=True,
+    )
+
+    # 3. indexing one new message, real model
+    index = MessageIndex(Index(home, model))
+    user = ensure_user(home.db, "bench")
+    recaller = Recaller(home, index)
+    recaller.recall(user, [channel], "warm up", limit=10)  # loads the vectors, builds the table
+    singles = []
+    for n in range(50):
+        conversations.add_message(home, channel, "user", f"{turns[n]['text']} ({n})", user=user)
+        began = time.perf_counter()
+        index.refresh()
+        singles.append((time.perf_counter() - began) * 1000)
+    figures["index_one_message_ms"] = {
+        "p50": statistics.median(singles),
+        "p99": percentile(singles, 99),
+    }
+    print(f"index one new message: p50 {statistics.median(singles):.1f} ms", flush=True)
+
+    # 4. recall latency
+    recaller.recall(user, [channel], questions[0], limit=10)
+    times = []
+    for question in questions:
+        began = time.perf_counter()
+        recaller.recall(user, [channel], question, limit=10, around=1)
+        times.append((time.perf_counter() - began) * 1000)
+    figures["recall_ms"] = {
+        "p50": statistics.median(times),
+        "p99": percentile(times, 99),
+        "questions": len(times),
+    }
+    figures["load_after"] = os.getloadavg()
+    print(
+        f"recall in one project of {args.messages} messages: p50 {statistics.median(times):.1f} ms, "
+        f"p99 {percentile(times, 99):.1f} ms ({len(times)} questions); load {os.getloadavg()}"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2))
+    home.close()
+
+
+if __name__ == "__main__":
+    main()
