@@ -99,10 +99,13 @@ def variants() -> dict[str, RecallConfig]:
         "vector": replace(base, alpha=1.0),
         "keyword": replace(base, alpha=0.0),
         "fusion, no neighbours' words": replace(base, context_weight=0.0),
+        "fusion, BM25 of keyword finds only": replace(base, score_all=False),
+        "fusion, common terms kept": replace(base, common_share=1.0),
+        "fusion, terms in over 2% left out": replace(base, common_share=0.02),
     }
-    for alpha in (0.3, 0.4, 0.6, 0.7):
+    for alpha in (0.4, 0.6):
         out[f"fusion alpha={alpha}"] = replace(base, alpha=alpha)
-    for weight in (0.5, 2.0):
+    for weight in (0.5,):
         out[f"fusion context weight {weight}"] = replace(base, context_weight=weight)
     return out
 

@@ -166,7 +166,8 @@ def main() -> None:
     }
     figures["load_after"] = os.getloadavg()
     print(
-        f"recall in one project of {args.messages} messages: p50 {statistics.median(times):.1f} ms, "
+        f"recall in one project of {args.messages} messages: "
+        f"p50 {statistics.median(times):.1f} ms, "
         f"p99 {percentile(times, 99):.1f} ms ({len(times)} questions); load {os.getloadavg()}"
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)

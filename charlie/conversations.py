@@ -176,15 +176,15 @@ def around(home: Home, channel: Channel, message_id: int, before: int, after: in
     ).fetchone()
     if target is None:
         return []
-    key = (channel.conversation_id, target[0], target[0], target[1])
+    key = (channel.conversation_id, target[0], target[1])
     earlier = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at < ? OR "
-        "(created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT ?",
+        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at, id) < (?, ?) "
+        "ORDER BY created_at DESC, id DESC LIMIT ?",
         (*key, before),
     ).fetchall()
     later = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at > ? OR "
-        "(created_at = ? AND id >= ?)) ORDER BY created_at, id LIMIT ?",
+        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at, id) >= (?, ?) "
+        "ORDER BY created_at, id LIMIT ?",
         (*key, after + 1),
     ).fetchall()
     return [_message(row) for row in [*reversed(earlier), *later]]

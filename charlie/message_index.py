@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,12 +37,15 @@ import numpy.typing as npt
 
 from charlie import index_file
 from charlie.index import Index
+from charlie.vecsearch import EXACT_BELOW, VectorTable
 
 CONTEXT_GAP = 6 * 3600.0  # seconds: messages further apart are not each other's context
 BATCH = 512  # messages embedded and written per transaction
 UPTO = "messages_upto"
 MODEL = "messages_embedder"
 GENERATION = "messages_generation"
+CHECKED = "messages_checked_at"  # in home.shared: when this process last checked it all
+CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
 
 
 def conversation_token(conversation_id: int) -> str:
@@ -83,6 +87,8 @@ class ConversationVectors:
     at: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty(0, np.float64))
     store: npt.NDArray[np.float32] = field(default_factory=lambda: np.empty((0, 0), np.float32))
     count: int = 0
+    table: VectorTable | None = None  # the two-stage search over the first `tabled` rows
+    tabled: int = 0
 
     def __post_init__(self) -> None:
         self.store = np.empty((0, self.dim), np.float32)
@@ -109,6 +115,27 @@ class ConversationVectors:
 
     def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         return self.ids[: self.count], self.at[: self.count]
+
+    def top(self, query: npt.NDArray[np.float32], k: int) -> dict[int, float]:
+        """The `k` messages most similar to `query`: message id → exact cosine.
+
+        A large conversation is searched in two stages (`charlie.vecsearch`) over the rows
+        it had when its table was built, and exactly over the few added since; the table is
+        built again once those grow past a tenth of it."""
+        tail = self.count - self.tabled
+        if self.count >= EXACT_BELOW and (self.table is None or tail > self.tabled // 10):
+            self.table, self.tabled = VectorTable(self.store[: self.count]), self.count
+        found: dict[int, float] = {}
+        if self.table is not None:
+            rows, sims = self.table.top(query, k)
+            found = {int(self.ids[r]): float(s) for r, s in zip(rows, sims, strict=True)}
+        start = self.tabled if self.table is not None else 0
+        sims = self.store[start : self.count] @ query
+        depth = min(len(sims), k)
+        if depth:
+            best = np.argpartition(-sims, depth - 1)[:depth]
+            found |= {int(self.ids[start + i]): float(sims[i]) for i in best}
+        return found
 
 
 @dataclass
@@ -167,19 +194,26 @@ class MessageIndex:
             return self.refresh()
 
     def _empty(self, db: sqlite3.Connection) -> None:
+        self.home.shared.pop(CHECKED, None)
         db.execute("DELETE FROM messages")
         db.execute("DELETE FROM messages_fts")
         self._set_state(UPTO, "0")
         self._set_state(GENERATION, uuid.uuid4().hex)
 
     def _refresh(self) -> int:
-        (vectors,) = self.db.execute("SELECT count(*) FROM messages").fetchone()
-        (words,) = self.db.execute("SELECT count(*) FROM messages_fts").fetchone()
-        if self._state(MODEL) != self.embedder.name or vectors != words:
+        stale = self._state(MODEL) != self.embedder.name
+        checked = self.home.shared.get(CHECKED, float("-inf"))
+        if not stale and time.monotonic() - checked >= CHECK_SECONDS:  # not on every recall
+            (vectors,) = self.db.execute("SELECT count(*) FROM messages").fetchone()
+            (words,) = self.db.execute("SELECT count(*) FROM messages_fts").fetchone()
+            stale = vectors != words  # words lost (a damaged table rebuilt empty)
+            if not stale:
+                self._drop_gone()
+                self.home.shared[CHECKED] = time.monotonic()
+        if stale:
             with index_file.transaction(self.db) as db:
                 self._empty(db)
                 self._set_state(MODEL, self.embedder.name)
-        self._drop_gone()
         added = 0
         while True:
             upto = int(self._state(UPTO) or 0)

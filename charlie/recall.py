@@ -61,6 +61,8 @@ class RecallConfig:
     context_weight: float = 1.0
     time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
     order_band: float = 0.8  # "the first time": reorder hits within this share of the best
+    score_all: bool = True  # the BM25 of every candidate, not only the keyword side's best
+    common_share: float = 0.1  # terms in more of the messages are left out of the keyword side
 
 
 @dataclass
@@ -146,9 +148,28 @@ class Recaller:
 
     def idf(self, term: str) -> float:
         """BM25's IDF of `term` among the indexed messages; 0 when it never occurs."""
-        if term not in self._idf:
+        return self._counts(term)[0]
+
+    def common(self, term: str) -> bool:
+        """Whether `term` is in more than `common_share` of the messages."""
+        return self._counts(term)[1] > self.config.common_share
+
+    def _counts(self, term: str) -> tuple[float, float]:
+        """(IDF, share of the messages holding it), counted once per process until the
+        index has changed noticeably (FTS5 counts every match: a common term costs ms)."""
+        db = self.index.db
+        state = db.execute(
+            "SELECT group_concat(value) FROM index_state WHERE key IN (?, ?)",
+            ("messages_generation", "messages_upto"),
+        ).fetchone()[0]
+        generation, _, upto = (state or "").rpartition(",")
+        key = (generation, int(upto or 0) // 1000)
+        cached = self.home.shared.get("message_term_counts")
+        if cached is None or cached[0] != key:
+            cached = self.home.shared["message_term_counts"] = (key, {})
+        counts: dict[str, tuple[float, float]] = cached[1]
+        if term not in counts:
             expression = match_expression([term])
-            db = self.index.db
             (total,) = db.execute("SELECT count(*) FROM messages").fetchone()
             count = 0
             if expression is not None and total:
@@ -156,10 +177,9 @@ class Recaller:
                     "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
                     (_in_words(expression),),
                 ).fetchone()[0]
-            self._idf[term] = (
-                float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
-            )
-        return self._idf[term]
+            idf = float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
+            counts[term] = (idf, count / total if total else 0.0)
+        return counts[term]
 
     def recall(
         self,
@@ -214,6 +234,8 @@ class Recaller:
                 *top_terms(words, self.idf, self.config.keyword_terms),
             ]
         )
+        rare = [t for t in terms if not self.common(t)]  # a common term widens, barely scores
+        terms = rare or sorted(terms, key=self.idf, reverse=True)[:1]
         result = RecallResult(text, [], terms, when, [c.label for c in channels], truncated)
 
         query = self.index.embedder.embed([words])[0]
@@ -222,17 +244,18 @@ class Recaller:
         spans = when.spans if when is not None else ()
         cosine: dict[int, float] = {}
         for table in tables:  # the best per conversation; the time asked about on its own too
-            ids, at = table.view()
-            sims = table.matrix @ query
-            cosine |= _best(ids, sims, self.config.candidates)
+            cosine |= table.top(query, self.config.candidates)
             if spans:
-                inside = _inside(at, spans)
-                cosine |= _best(ids[inside], sims[inside], self.config.candidates)
+                ids, at = table.view()
+                inside = np.flatnonzero(_inside(at, spans))
+                sims = table.matrix[inside] @ query
+                cosine |= _best(ids[inside], sims, self.config.candidates)
         bm25 = self._keyword(terms, list(by_id), spans)
         for message_id in bm25.keys() - cosine.keys():  # both signals for every candidate
             cosine[message_id] = _cosine_of(tables, message_id, query)
-        missing = [i for i in cosine if i not in bm25]
-        bm25 |= self._keyword(terms, list(by_id), (), only=missing)
+        if self.config.score_all:  # BM25 of the vector side's finds too, not just the best
+            missing = [i for i in cosine if i not in bm25]
+            bm25 |= self._keyword(terms, list(by_id), (), only=missing)
 
         top = max(bm25.values(), default=0.0) or 1.0
         alpha = self.config.alpha
