@@ -99,7 +99,7 @@ def variants() -> dict[str, RecallConfig]:
         "vector": replace(base, alpha=1.0),
         "keyword": replace(base, alpha=0.0),
         "fusion, no neighbours' words": replace(base, context_weight=0.0),
-        "fusion, BM25 of keyword finds only": replace(base, score_all=False),
+        "fusion, keyword side matching at most 500": replace(base, max_matches=500),
         "fusion, common terms kept": replace(base, common_share=1.0),
         "fusion, terms in over 2% left out": replace(base, common_share=0.02),
     }

@@ -26,6 +26,7 @@ when its message is read.
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,8 +62,8 @@ class RecallConfig:
     context_weight: float = 1.0
     time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
     order_band: float = 0.8  # "the first time": reorder hits within this share of the best
-    score_all: bool = True  # the BM25 of every candidate, not only the keyword side's best
     common_share: float = 0.1  # terms in more of the messages are left out of the keyword side
+    max_matches: int = 5000  # the keyword side matches at most about this many messages
 
 
 @dataclass
@@ -150,13 +151,28 @@ class Recaller:
         """BM25's IDF of `term` among the indexed messages; 0 when it never occurs."""
         return self._counts(term)[0]
 
-    def common(self, term: str) -> bool:
-        """Whether `term` is in more than `common_share` of the messages."""
-        return self._counts(term)[1] > self.config.common_share
+    def searched_terms(self, terms: list[str]) -> list[str]:
+        """The terms the keyword side matches, rarest first: not those in more than
+        `common_share` of the messages (a speaker's name is in half a conversation: it
+        widens the search and barely scores), and only while their messages add up to at
+        most `max_matches` — FTS5 scores every message a term matches, so this bounds the
+        work of a recall however long the conversation. The rarest term is always kept."""
+        known = sorted((t for t in terms if self._counts(t)[2]), key=lambda t: self._counts(t)[2])
+        kept: list[str] = []
+        matches = 0
+        for term in known:
+            _, share, count = self._counts(term)
+            if kept and (
+                share > self.config.common_share or matches + count > self.config.max_matches
+            ):
+                continue
+            kept.append(term)
+            matches += count
+        return kept
 
-    def _counts(self, term: str) -> tuple[float, float]:
-        """(IDF, share of the messages holding it), counted once per process until the
-        index has changed noticeably (FTS5 counts every match: a common term costs ms)."""
+    def _counts(self, term: str) -> tuple[float, float, int]:
+        """(IDF, share of the messages holding it, how many), counted once per process until
+        the index has changed noticeably (FTS5 counts every match: a common term costs ms)."""
         db = self.index.db
         state = db.execute(
             "SELECT group_concat(value) FROM index_state WHERE key IN (?, ?)",
@@ -167,7 +183,7 @@ class Recaller:
         cached = self.home.shared.get("message_term_counts")
         if cached is None or cached[0] != key:
             cached = self.home.shared["message_term_counts"] = (key, {})
-        counts: dict[str, tuple[float, float]] = cached[1]
+        counts: dict[str, tuple[float, float, int]] = cached[1]
         if term not in counts:
             expression = match_expression([term])
             (total,) = db.execute("SELECT count(*) FROM messages").fetchone()
@@ -178,7 +194,7 @@ class Recaller:
                     (_in_words(expression),),
                 ).fetchone()[0]
             idf = float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
-            counts[term] = (idf, count / total if total else 0.0)
+            counts[term] = (idf, count / total if total else 0.0, int(count))
         return counts[term]
 
     def recall(
@@ -234,8 +250,7 @@ class Recaller:
                 *top_terms(words, self.idf, self.config.keyword_terms),
             ]
         )
-        rare = [t for t in terms if not self.common(t)]  # a common term widens, barely scores
-        terms = rare or sorted(terms, key=self.idf, reverse=True)[:1]
+        terms = self.searched_terms(terms)
         result = RecallResult(text, [], terms, when, [c.label for c in channels], truncated)
 
         query = self.index.embedder.embed([words])[0]
@@ -250,12 +265,15 @@ class Recaller:
                 inside = np.flatnonzero(_inside(at, spans))
                 sims = table.matrix[inside] @ query
                 cosine |= _best(ids[inside], sims, self.config.candidates)
-        bm25 = self._keyword(terms, list(by_id), spans)
+        matches = self._matches(terms, list(by_id))  # every match: the terms keep them few
+        bm25 = _top(matches, self.config.candidates)
+        if spans and matches:  # the best matches from the time asked about, on their own too
+            ids = np.fromiter(matches, np.int64, len(matches))
+            inside = ids[_inside(_times_of(tables, ids), spans)]
+            bm25 |= _top({int(i): matches[int(i)] for i in inside}, self.config.candidates)
         for message_id in bm25.keys() - cosine.keys():  # both signals for every candidate
             cosine[message_id] = _cosine_of(tables, message_id, query)
-        if self.config.score_all:  # BM25 of the vector side's finds too, not just the best
-            missing = [i for i in cosine if i not in bm25]
-            bm25 |= self._keyword(terms, list(by_id), (), only=missing)
+        bm25 = {i: matches[i] for i in cosine if i in matches}
 
         top = max(bm25.values(), default=0.0) or 1.0
         alpha = self.config.alpha
@@ -317,41 +335,21 @@ class Recaller:
             )
         return result
 
-    def _keyword(
-        self,
-        terms: list[str],
-        conversation_ids: list[int],
-        spans: Sequence[tuple[datetime, datetime]],
-        *,
-        only: Sequence[int] | None = None,
-    ) -> dict[int, float]:
-        """BM25 (higher is better) of the best matches in these conversations — within
-        `spans` when given, or of just the messages `only` when given."""
+    def _matches(self, terms: list[str], conversation_ids: list[int]) -> dict[int, float]:
+        """BM25 (higher is better) of every message of these conversations that matches
+        any of `terms` (`searched_terms` keeps them few)."""
         expression = match_expression(terms)
-        if expression is None or not conversation_ids or only == []:
+        if expression is None or not conversation_ids:
             return {}
         match = _in_words(expression)
         match += f" AND scope : ({' OR '.join(conversation_token(c) for c in conversation_ids)})"
         c = self.config
-        weights = (c.speaker_weight, c.text_weight, c.context_weight)
-        sql = (
-            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) AS score FROM messages_fts "
-            "WHERE messages_fts MATCH ?"
+        rows = self.index.db.execute(
+            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) FROM messages_fts "
+            "WHERE messages_fts MATCH ?",
+            (c.speaker_weight, c.text_weight, c.context_weight, match),
         )
-        params: list[object] = [*weights, match]
-        if only is not None:
-            sql += f" AND rowid IN ({','.join('?' * len(only))})"
-            params += list(only)
-        elif spans:
-            sql += (
-                " AND rowid IN (SELECT id FROM messages WHERE "
-                + " OR ".join("(at >= ? AND at < ?)" for _ in spans)
-                + ")"
-            )
-            params += [t.timestamp() for span in spans for t in span]
-        sql += " ORDER BY score DESC LIMIT ?"
-        params.append(c.candidates if only is None else len(only))
-        return {int(r[0]): float(r[1]) for r in self.index.db.execute(sql, params)}
+        return dict(rows.fetchall())
 
     def _earliest(self, by_id: dict[int, Channel]) -> datetime | None:
         found = [
@@ -367,6 +365,24 @@ class Recaller:
 def _in_words(expression: str) -> str:
     """A MATCH expression limited to a message's words, never its scope token."""
     return f"{{speaker text context}} : ({expression})"
+
+
+def _top(scores: dict[int, float], k: int) -> dict[int, float]:
+    if len(scores) <= k:
+        return dict(scores)
+    return dict(heapq.nlargest(k, scores.items(), key=lambda item: item[1]))
+
+
+def _times_of(tables: Sequence[ConversationVectors], ids: np.ndarray) -> np.ndarray:
+    """The time (seconds) of each message in `ids`, from the loaded tables (NaN if absent)."""
+    out = np.full(len(ids), np.nan)
+    for table in tables:
+        known, at = table.view()
+        rows = np.searchsorted(known, ids).clip(0, max(len(known) - 1, 0))
+        if len(known):
+            found = known[rows] == ids
+            out[found] = at[rows[found]]
+    return out
 
 
 def _best(ids: np.ndarray, sims: np.ndarray, k: int) -> dict[int, float]:
