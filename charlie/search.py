@@ -24,9 +24,10 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import numpy as np
 
@@ -35,16 +36,19 @@ from charlie.config import Settings
 from charlie.embeddings import Embedder
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.index import Index, lock_of, scope_token
+from charlie.index import Index, Vectors, lock_of, scope_token
 from charlie.keywords import literals, match_expression, top_terms, with_parts
 from charlie.projects import Project
 from charlie.usage import UsageModel
 from charlie.users import User
 
 Mode = Literal["vector", "keyword", "fallback", "fusion"]
+T = TypeVar("T")
 MODES: tuple[Mode, ...] = ("vector", "keyword", "fallback", "fusion")
 DEFAULT_MODE: Mode = "fusion"
 MAX_QUERY_CHARS = 2000
+TERM_COUNTS = "term_counts"  # home.shared: (the vectors they were counted for, term → chunks)
+MAX_COUNTED_TERMS = 100_000  # then the cache starts again
 
 
 class QueryError(CharlieError):
@@ -64,8 +68,9 @@ class SearchConfig:
     # chunks holding one of the other terms are ranked. Scoring every chunk that has
     # "kitchen" is what made the keyword side slow at 100k notes; a chunk with nothing but
     # common terms almost never ranks in the top few hundred anyway. 1.0: none is common.
-    common_share: float = 0.05
+    common_share: float = 0.02
     common_min_chunks: int = 1000
+    parallel: bool = True  # fusion: the keyword side in a thread of its own, beside the vectors
 
 
 @dataclass
@@ -136,17 +141,18 @@ class Searcher:
         self.usage = usage or UsageModel(
             half_life_days=home.settings.usage_half_life_days, weight=home.settings.usage_weight
         )
-        self._counts: dict[str, int] = {}  # term → chunks it occurs in, for this generation
-        self._counts_generation: object = None
 
     # ------------------------------------------------------------ signals
 
     def count(self, term: str) -> int:
-        """How many chunks `term` occurs in, as FTS5 matches it (cached per index state)."""
+        """How many chunks `term` occurs in, as FTS5 matches it. Kept until the index
+        changes, in `home.shared`: a web request's new searcher finds its terms counted."""
         vectors = self.index.vectors()
-        if self._counts_generation is not vectors:
-            self._counts, self._counts_generation = {}, vectors
-        if term not in self._counts:
+        cached = self.home.shared.get(TERM_COUNTS)
+        if cached is None or cached[0] is not vectors or len(cached[1]) >= MAX_COUNTED_TERMS:
+            cached = self.home.shared[TERM_COUNTS] = (vectors, {})
+        counts: dict[str, int] = cached[1]
+        if term not in counts:
             expression = match_expression([term])
             count = 0
             if expression is not None and len(vectors.chunk_ids):
@@ -154,8 +160,8 @@ class Searcher:
                     "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
                     (in_text(expression),),
                 ).fetchone()[0]
-            self._counts[term] = int(count)
-        return self._counts[term]
+            counts[term] = int(count)
+        return counts[term]
 
     def idf(self, term: str) -> float:
         """BM25's IDF of `term` in the index, as FTS5 matches it; 0 when it never occurs."""
@@ -174,8 +180,9 @@ class Searcher:
         rarest = min(terms, key=lambda term: counts[term])
         return [term for term in terms if counts[term] > most and term != rarest]
 
-    def _vector_side(self, query: str, project_ids: Sequence[int]) -> dict[int, tuple[float, int]]:
-        vectors = self.index.vectors()
+    def _vector_side(
+        self, query: str, project_ids: Sequence[int], vectors: Vectors
+    ) -> dict[int, tuple[float, int]]:
         if not len(vectors.chunk_ids):
             return {}
         spans = vectors.rows_of(project_ids) if project_ids else None  # only their slices
@@ -279,29 +286,48 @@ class Searcher:
         result = SearchResult(text, mode, [], keyword_terms, found_literals, truncated=truncated)
         project_ids = [p.id for p in projects]
 
-        candidates: dict[int, _Candidate] = {}
-        if mode != "keyword":
-            for note_id, (cos, chunk) in self._vector_side(text, project_ids).items():
-                candidates[note_id] = _Candidate(note_id, vector=cos, vector_chunk=chunk)
-            result.best_cosine = max((c.vector or 0.0 for c in candidates.values()), default=0.0)
-        use_keyword = mode in ("keyword", "fusion")
-        if mode == "fallback":
-            if found_literals:
-                result.fallback_reason = f"the query has literals: {', '.join(found_literals)}"
-            elif (result.best_cosine or 0.0) < self.config.threshold:
-                result.fallback_reason = (
-                    f"best cosine {result.best_cosine:.3f} < threshold {self.config.threshold}"
-                )
-            use_keyword = result.fallback_reason is not None
-        if use_keyword:
-            result.keyword_used = True
-            for note_id, (score, chunk) in self._keyword_side(keyword_terms, project_ids).items():
-                candidate = candidates.setdefault(note_id, _Candidate(note_id))
-                candidate.bm25, candidate.keyword_chunk = score, chunk
+        vectors = self.index.vectors()
+        # Fusion always needs both signals: the keyword side's query runs in a thread of its
+        # own while this one embeds the query and multiplies (SQLite, onnxruntime and numpy
+        # all let go of the GIL), and from here until it is done this thread uses no SQL.
+        parallel = mode == "fusion" and self.config.parallel
+        with _Deferred(
+            partial(self._keyword_side, keyword_terms, project_ids), parallel
+        ) as keyword:
+            candidates = self._vector_candidates(mode, text, project_ids, vectors, result)
+            use_keyword = mode in ("keyword", "fusion")
+            if mode == "fallback":
+                if found_literals:
+                    result.fallback_reason = f"the query has literals: {', '.join(found_literals)}"
+                elif (result.best_cosine or 0.0) < self.config.threshold:
+                    result.fallback_reason = (
+                        f"best cosine {result.best_cosine:.3f} < threshold {self.config.threshold}"
+                    )
+                use_keyword = result.fallback_reason is not None
+            if use_keyword:
+                result.keyword_used = True
+                for note_id, (score, chunk) in keyword.result().items():
+                    candidate = candidates.setdefault(note_id, _Candidate(note_id))
+                    candidate.bm25, candidate.keyword_chunk = score, chunk
 
         similarity = self._combine(mode, candidates, result.keyword_used)
         result.hits = self._rank(candidates, similarity, user, limit, keyword_terms, explain)
         return result
+
+    def _vector_candidates(
+        self,
+        mode: Mode,
+        text: str,
+        project_ids: Sequence[int],
+        vectors: Vectors,
+        result: SearchResult,
+    ) -> dict[int, _Candidate]:
+        candidates: dict[int, _Candidate] = {}
+        if mode != "keyword":
+            for note_id, (cos, chunk) in self._vector_side(text, project_ids, vectors).items():
+                candidates[note_id] = _Candidate(note_id, vector=cos, vector_chunk=chunk)
+            result.best_cosine = max((c.vector or 0.0 for c in candidates.values()), default=0.0)
+        return candidates
 
     def _combine(
         self, mode: Mode, candidates: dict[int, _Candidate], keyword_used: bool
@@ -410,6 +436,42 @@ class Searcher:
                 row = self.index.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
                 text = row.fetchone()  # None if another process has just re-indexed the note
                 hit.snippet = _snippet(text[0], hit.terms or terms) if text else ""
+
+
+class _Deferred(Generic[T]):
+    """`call()`, run in a thread of its own from the start when `parallel`, else in the
+    caller's thread when its result is first asked for. Leaving the `with` block waits for
+    the thread, so nothing runs on after a search has failed."""
+
+    def __init__(self, call: Callable[[], T], parallel: bool) -> None:
+        self._call = call
+        self._value: T | None = None
+        self._error: Exception | None = None
+        self._parallel = parallel
+        self._thread = threading.Thread(target=self._run, name="charlie-search", daemon=True)
+        if parallel:
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except Exception as exc:  # raised again in the caller's thread by `result`
+            self._error = exc
+
+    def result(self) -> T:
+        if not self._parallel:
+            return self._call()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+    def __enter__(self) -> _Deferred[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._parallel:
+            self._thread.join()
 
 
 def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:

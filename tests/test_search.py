@@ -1,6 +1,7 @@
 import json
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -333,3 +334,32 @@ def test_common_terms_add_to_the_score_but_do_not_widen_the_keyword_search(
     in_project = split.search("garden roses", alice, [project], mode="keyword").hits
     assert [h.title for h in in_project] == ["Garden"]
     assert sorted(in_project[0].terms) == ["garden", "roses"]  # both shown as matched
+
+
+def test_fusion_runs_the_keyword_side_beside_the_vectors_with_the_same_results(
+    home: Home, index: Index, alice: User
+) -> None:
+    one_by_one = Searcher(home, index, SearchConfig(parallel=False))
+    beside = Searcher(home, index)
+    assert beside.config.parallel
+    for query in ("oak worktops", "JWT refresh_token rotation", "train to Bergen"):
+        a, b = one_by_one.search(query, alice), beside.search(query, alice)
+        assert [(h.key, h.score, h.vector, h.bm25, h.snippet) for h in a.hits] == [
+            (h.key, h.score, h.vector, h.bm25, h.snippet) for h in b.hits
+        ]
+
+
+def test_a_failure_of_the_keyword_side_in_its_thread_reaches_the_caller(
+    home: Home, index: Index, alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    searcher = Searcher(home, index)
+
+    def broken(*args: object) -> dict[int, tuple[float, int]]:
+        raise QueryError("the keyword side broke")
+
+    monkeypatch.setattr(searcher, "_keyword_side", broken)
+    threads = threading.active_count()
+    with pytest.raises(QueryError, match="keyword side broke"):
+        searcher.search("oak worktops", alice)
+    assert threading.active_count() == threads  # nothing left running
+    assert searcher.search("oak worktops", alice, mode="vector").hits[0].title == "Kitchen plan"
