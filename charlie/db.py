@@ -282,6 +282,28 @@ def m008_imported_messages(db: sqlite3.Connection) -> None:
     )
 
 
+def m009_api_tokens(db: sqlite3.Connection) -> None:
+    """Personal bearer tokens other apps use to act as a person (`charlie.tokens`), each
+    stored as the sha256 of its secret; a revoked one is kept, marked, so its owner can
+    see when it stopped working."""
+    run_script(
+        db,
+        """
+        CREATE TABLE api_tokens (
+            id INTEGER PRIMARY KEY,
+            user_id INTEGER NOT NULL REFERENCES users(id),
+            label TEXT NOT NULL DEFAULT '',
+            hash TEXT NOT NULL UNIQUE,
+            read_only INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            last_used_at TEXT,
+            revoked_at TEXT
+        );
+        CREATE INDEX api_tokens_user ON api_tokens(user_id);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -291,6 +313,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m006_discord,
     m007_incomplete_replies,
     m008_imported_messages,
+    m009_api_tokens,
 ]
 
 

@@ -108,6 +108,10 @@ class DistillationError(CharlieError):
     """The model's distillation could not be turned into valid memory."""
 
 
+class Unauthorized(CharlieError):
+    """A request carried no valid credentials: an unknown, malformed or revoked token."""
+
+
 class Forbidden(CharlieError):
     """Something only a household administrator may do."""
 

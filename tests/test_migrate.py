@@ -111,6 +111,11 @@ ROWS: dict[str, list[str]] = {
         MESSAGE + "(5, 1, 1, 0, 'user', NULL, 'Ana', 'Lisbon in May', '[]', '2025-05-01')",
         "UPDATE messages SET source_id = 'chat-1', distill = 0 WHERE id = 5",
     ],
+    "m009_api_tokens": [
+        "INSERT INTO api_tokens VALUES (1, 1, 'laptop', 'hash1', 0, '2026-01-11', NULL, NULL)",
+        "INSERT INTO api_tokens VALUES (2, 2, '', 'hash2', 1, '2026-01-11', '2026-01-12', "
+        "'2026-01-13')",
+    ],
 }
 
 
@@ -139,6 +144,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "discord_link_codes",
         "discord_bindings",
         "discord_suggestion_messages",
+        "api_tokens",
     }
     assert columns(conn, "messages") == [
         "id",
