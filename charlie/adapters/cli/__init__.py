@@ -51,6 +51,7 @@ def _register() -> None:
         notes,
         projects,
         recall,
+        tokens,
         users,
         voice,
     )
@@ -63,6 +64,7 @@ def _register() -> None:
     cli.add_command(notes.reindex_command)
     cli.add_command(notes.search_command)
     cli.add_command(users.users_group)
+    cli.add_command(tokens.tokens_group)
     cli.add_command(voice.voice_command)
     cli.add_command(voice.say_command)
     cli.add_command(doctor.doctor_command)

@@ -27,6 +27,7 @@ from charlie import (
     projects,
     sessions,
     suggestions,
+    tokens,
     toolkit,
     trace,
     usage,
@@ -192,6 +193,41 @@ def discord_code(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     made = links.new_code(home.db, session.user)
     linked = len(links.discord_ids(home.db, session.user))
     return {"code": made.code, "expires_at": made.expires_at, "linked": linked}
+
+
+# ---------------------------------------------------------------- tokens for other apps
+
+
+class NewToken(BaseModel):
+    label: str = Field(default="", max_length=200)
+    read_only: bool = False
+
+
+def token_json(token: tokens.Token) -> dict[str, Any]:
+    return asdict(token) | {"active": token.active}
+
+
+@router.get("/tokens")
+def list_tokens(
+    session: SessionDep, home: HomeDep, everyone: Annotated[bool, Query(alias="all")] = False
+) -> dict[str, Any]:
+    """The caller's tokens (never their secrets); an administrator may ask for everyone's."""
+    if everyone and not session.user.is_admin:
+        raise Forbidden("Only a household administrator can see everyone's tokens.")
+    found = tokens.list_tokens(home.db, None if everyone else session.user)
+    return {"tokens": [token_json(t) for t in found]}
+
+
+@router.post("/tokens", status_code=201)
+def create_token(body: NewToken, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """A new token for the caller. The secret is in this answer only: it is never stored."""
+    made, secret = tokens.create(home.db, session.user, label=body.label, read_only=body.read_only)
+    return {"token": token_json(made), "secret": secret}
+
+
+@router.delete("/tokens/{token_id}")
+def revoke_token(token_id: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    return {"token": token_json(tokens.revoke(home.db, token_id, by=session.user))}
 
 
 @router.get("/health")

@@ -31,6 +31,7 @@ from charlie.errors import (
     NotFound,
     PrivacyError,
     SettingsError,
+    Unauthorized,
     VoiceUnavailable,
 )
 from charlie.home import Home
@@ -53,6 +54,7 @@ STATUS: list[tuple[type[Exception], int]] = [
     (NotFound, 404),
     (Conflict, 409),
     (InvalidName, 400),
+    (Unauthorized, 401),
     (PrivacyError, 403),
     (Forbidden, 403),
     (sessions.TooManyAttempts, 429),
