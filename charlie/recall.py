@@ -27,6 +27,7 @@ when its message is read.
 from __future__ import annotations
 
 import heapq
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ class RecallConfig:
     time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
     order_band: float = 0.8  # "the first time": reorder hits within this share of the best
     common_share: float = 0.1  # terms in more of the messages are left out of the keyword side
-    max_matches: int = 5000  # the keyword side matches at most about this many messages
+    max_matches: int = 2000  # the keyword side matches at most about this many messages
 
 
 @dataclass
@@ -156,16 +157,20 @@ class Recaller:
         `common_share` of the messages (a speaker's name is in half a conversation: it
         widens the search and barely scores), and only while their messages add up to at
         most `max_matches` — FTS5 scores every message a term matches, so this bounds the
-        work of a recall however long the conversation. The rarest term is always kept."""
+        work of a recall however long the conversation. The rarest term is kept whatever
+        its share if it matches at most five times that; a question with no rarer term is
+        left to the vector side."""
         known = sorted((t for t in terms if self._counts(t)[2]), key=lambda t: self._counts(t)[2])
         kept: list[str] = []
         matches = 0
+        budget = self.config.max_matches
         for term in known:
             _, share, count = self._counts(term)
-            if kept and (
-                share > self.config.common_share or matches + count > self.config.max_matches
-            ):
-                continue
+            if kept:
+                if share > self.config.common_share or matches + count > budget:
+                    continue
+            elif count > 5 * budget:  # the rarest, however common, within five budgets
+                break
             kept.append(term)
             matches += count
         return kept
@@ -182,11 +187,12 @@ class Recaller:
         key = (generation, int(upto or 0) // 1000)
         cached = self.home.shared.get("message_term_counts")
         if cached is None or cached[0] != key:
-            cached = self.home.shared["message_term_counts"] = (key, {})
+            (everything,) = db.execute("SELECT count(*) FROM messages").fetchone()
+            cached = self.home.shared["message_term_counts"] = (key, {"": (0.0, 0.0, everything)})
         counts: dict[str, tuple[float, float, int]] = cached[1]
         if term not in counts:
             expression = match_expression([term])
-            (total,) = db.execute("SELECT count(*) FROM messages").fetchone()
+            total = counts[""][2]
             count = 0
             if expression is not None and total:
                 count = db.execute(
@@ -265,7 +271,8 @@ class Recaller:
                 inside = np.flatnonzero(_inside(at, spans))
                 sims = table.matrix[inside] @ query
                 cosine |= _best(ids[inside], sims, self.config.candidates)
-        matches = self._matches(terms, list(by_id))  # every match: the terms keep them few
+        # the best matches, and the BM25 of the vector side's (every match for a time asked)
+        matches = self._matches(terms, list(by_id), None if spans else list(cosine))
         bm25 = _top(matches, self.config.candidates)
         if spans and matches:  # the best matches from the time asked about, on their own too
             ids = np.fromiter(matches, np.int64, len(matches))
@@ -335,21 +342,31 @@ class Recaller:
             )
         return result
 
-    def _matches(self, terms: list[str], conversation_ids: list[int]) -> dict[int, float]:
-        """BM25 (higher is better) of every message of these conversations that matches
-        any of `terms` (`searched_terms` keeps them few)."""
+    def _matches(
+        self, terms: list[str], conversation_ids: list[int], wanted: list[int] | None
+    ) -> dict[int, float]:
+        """BM25 (higher is better) of the messages of these conversations that match any of
+        `terms`: the `candidates` best and those `wanted` — or every match when `wanted` is
+        None. One MATCH either way; the ranking happens inside SQLite."""
         expression = match_expression(terms)
         if expression is None or not conversation_ids:
             return {}
         match = _in_words(expression)
         match += f" AND scope : ({' OR '.join(conversation_token(c) for c in conversation_ids)})"
         c = self.config
-        rows = self.index.db.execute(
-            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) FROM messages_fts "
-            "WHERE messages_fts MATCH ?",
-            (c.speaker_weight, c.text_weight, c.context_weight, match),
+        scored = (
+            "SELECT rowid AS id, -bm25(messages_fts, ?, ?, ?, 0.0) AS score FROM messages_fts "
+            "WHERE messages_fts MATCH ?"
         )
-        return dict(rows.fetchall())
+        params: list[object] = [c.speaker_weight, c.text_weight, c.context_weight, match]
+        if wanted is not None:
+            scored = (
+                f"SELECT id, score FROM (SELECT id, score, row_number() OVER "
+                f"(ORDER BY score DESC) AS place FROM ({scored})) "
+                "WHERE place <= ? OR id IN (SELECT value FROM json_each(?))"
+            )
+            params += [c.candidates, json.dumps(wanted)]
+        return dict(self.index.db.execute(scored, params).fetchall())
 
     def _earliest(self, by_id: dict[int, Channel]) -> datetime | None:
         found = [
