@@ -1,8 +1,8 @@
 // Settings: the current project's response style, cadence and allowed write tools; new
-// projects; what this Charlie is connected to.
+// projects; tokens for other apps; what this Charlie is connected to.
 
-import { enc, get, patch, post } from './api.js';
-import { $, h, toast } from './dom.js';
+import { api, enc, get, patch, post } from './api.js';
+import { $, h, toast, when } from './dom.js';
 
 export const WRITE_TOOLS = [
   { name: 'create_note', label: 'Create notes' },
@@ -20,6 +20,7 @@ export function createSettings(app) {
   const newError = $('#new-project-error');
   const doctor = createDoctor();
   health.after(doctor.panel);
+  const appTokens = createTokens();
 
   function field(id, label, control, hint) {
     return [
@@ -184,7 +185,8 @@ export function createSettings(app) {
           : h('p', { class: 'callout callout-error' }, `There is no project ${channel}.`),
       );
     }
-    box.append(discordCard());
+    box.append(discordCard(), appTokens.card);
+    appTokens.refresh();
     renderHealth();
   }
 
@@ -225,6 +227,174 @@ export function createSettings(app) {
       result,
       h('div', { class: 'actions' }, button),
     );
+  }
+
+  // Tokens for other apps: an MCP client (or a script) acts as this person with a bearer
+  // token. Its secret is in the answer that makes it, and shown here that once.
+  function createTokens() {
+    const mcpUrl = `${window.location.origin}/mcp`;
+    const list = h('ul', { class: 'token-list', id: 'token-list', 'aria-live': 'polite' });
+    const label = h('input', {
+      id: 'token-label',
+      maxlength: 80,
+      placeholder: 'Claude Desktop',
+      autocomplete: 'off',
+    });
+    const readOnly = h('input', { id: 'token-read-only', type: 'checkbox' });
+    const errorLine = h('p', { class: 'form-error', role: 'alert', hidden: true });
+    const secretBox = h('div', { class: 'token-secret callout', id: 'token-secret', hidden: true });
+    const form = h(
+      'form',
+      { id: 'token-form', class: 'token-form' },
+      h(
+        'label',
+        { for: 'token-label' },
+        'What is it for? ',
+        h('span', { class: 'hint' }, '(optional)'),
+      ),
+      label,
+      h('label', { class: 'check' }, readOnly, ' Read-only: the app may read, never change'),
+      errorLine,
+      h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Make a token')),
+    );
+    const card = h(
+      'section',
+      { class: 'card', id: 'app-tokens', 'aria-labelledby': 'app-tokens-heading' },
+      h('h2', { id: 'app-tokens-heading' }, 'Tokens for other apps (MCP)'),
+      h(
+        'p',
+        { class: 'muted small' },
+        'Another app (an MCP client such as Claude Desktop, or a script) can use Charlie as ' +
+          'you, private channel included, with a token. Give each app its own; revoke one and ' +
+          'only that app loses its way in.',
+      ),
+      h('p', { class: 'small' }, 'MCP address: ', h('code', { id: 'mcp-url' }, mcpUrl)),
+      list,
+      secretBox,
+      form,
+    );
+
+    function showSecret(made) {
+      const secret = h('code', { class: 'secret', id: 'token-secret-value' }, made.secret);
+      const copy = h('button', { type: 'button', id: 'token-copy' }, 'Copy');
+      copy.addEventListener('click', async () => {
+        try {
+          await navigator.clipboard.writeText(made.secret);
+          toast('Token copied.');
+        } catch {
+          window.getSelection().selectAllChildren(secret); // copy by hand from here
+          toast('Select and copy the token by hand.', 'error');
+        }
+      });
+      const done = h('button', { type: 'button', class: 'button-quiet' }, 'Done');
+      done.addEventListener('click', hideSecret);
+      const forWhat = made.token.label ? ` for ${made.token.label}` : '';
+      secretBox.replaceChildren(
+        h('p', {}, h('strong', {}, `Your new token${forWhat}:`)),
+        h('p', { class: 'secret-line' }, secret, copy),
+        h(
+          'p',
+          { class: 'small' },
+          'Copy it now: it will not be shown again. The app sends it as ',
+          h('code', {}, 'Authorization: Bearer …'),
+          ' to ',
+          h('code', {}, mcpUrl),
+          '.',
+        ),
+        h('div', { class: 'actions' }, done),
+      );
+      secretBox.hidden = false;
+    }
+
+    function hideSecret() {
+      secretBox.replaceChildren();
+      secretBox.hidden = true;
+    }
+
+    function item(token) {
+      const name = h('span', { class: 'token-label' }, token.label || 'Unnamed token');
+      const badges = [
+        token.read_only ? h('span', { class: 'badge' }, 'read-only') : null,
+        token.active ? null : h('span', { class: 'badge badge-error' }, 'revoked'),
+      ];
+      const used = token.last_used_at ? `last used ${when(token.last_used_at)}` : 'never used';
+      const facts = token.active
+        ? `Made ${when(token.created_at)} · ${used}`
+        : `Made ${when(token.created_at)} · ${used} · revoked ${when(token.revoked_at)}`;
+      const row = h(
+        'li',
+        { dataset: { token: token.id } },
+        h('div', {}, name, badges, h('div', { class: 'muted small' }, facts)),
+      );
+      if (token.active) row.append(revokeButton(token));
+      return row;
+    }
+
+    // Revoking cannot be undone: the first press asks, the second (within 5 s) revokes.
+    function revokeButton(token) {
+      const button = h('button', { type: 'button', class: 'button-small' }, 'Revoke');
+      let armed = null;
+      button.addEventListener('click', async () => {
+        if (!armed) {
+          button.textContent = 'Revoke for good?';
+          armed = setTimeout(() => {
+            armed = null;
+            button.textContent = 'Revoke';
+          }, 5000);
+          return;
+        }
+        clearTimeout(armed);
+        button.disabled = true;
+        try {
+          await api('DELETE', `/api/tokens/${enc(token.id)}`);
+          toast(`Revoked ${token.label || 'the token'}; apps using it are refused now.`);
+          await refresh();
+        } catch (error) {
+          button.disabled = false;
+          toast(error.message, 'error');
+        }
+      });
+      return button;
+    }
+
+    async function refresh() {
+      try {
+        const found = (await get('/api/tokens')).tokens;
+        list.replaceChildren(
+          ...(found.length
+            ? found.map(item)
+            : [h('li', { class: 'muted small' }, 'No tokens yet.')]),
+        );
+      } catch (error) {
+        list.replaceChildren(h('li', { class: 'form-error' }, error.message));
+      }
+    }
+
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      errorLine.hidden = true;
+      try {
+        const made = await post('/api/tokens', {
+          label: label.value.trim(),
+          read_only: readOnly.checked,
+        });
+        label.value = '';
+        readOnly.checked = false;
+        showSecret(made);
+        await refresh();
+      } catch (error) {
+        errorLine.hidden = false;
+        errorLine.textContent = error.message;
+      }
+    });
+
+    return {
+      card,
+      refresh() {
+        hideSecret(); // coming back to Settings: the secret was shown once already
+        return refresh();
+      },
+    };
   }
 
   function renderHealth() {
