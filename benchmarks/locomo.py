@@ -105,7 +105,7 @@ def variants() -> dict[str, RecallConfig]:
     }
     for alpha in (0.4, 0.6):
         out[f"fusion alpha={alpha}"] = replace(base, alpha=alpha)
-    for weight in (0.5,):
+    for weight in (1.0,):
         out[f"fusion context weight {weight}"] = replace(base, context_weight=weight)
     return out
 

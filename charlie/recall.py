@@ -60,7 +60,7 @@ class RecallConfig:
     keyword_terms: int = 12
     speaker_weight: float = 1.0  # BM25 column weights: speaker, own text, neighbours' text
     text_weight: float = 1.0
-    context_weight: float = 1.0
+    context_weight: float = 0.5  # LoCoMo dev: 0.5 lifts recall@5 by 1.5 points over 1.0
     time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
     order_band: float = 0.8  # "the first time": reorder hits within this share of the best
     common_share: float = 0.1  # terms in more of the messages are left out of the keyword side
