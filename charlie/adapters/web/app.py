@@ -1,5 +1,10 @@
 """The FastAPI application: sessions, CSRF, errors, body limits, and the PWA's files.
 
+Other front ends that speak HTTP plug in without this adapter importing them: each entry
+point in the `charlie.web` group (the MCP server, at /mcp) is a function of the settings and
+the cache of expensive things giving a Starlette app, served at /<entry name>, whose
+lifespan runs with this app's.
+
 Every route calls the same core functions the CLI does. Each request opens the data home
 (a SQLite connection) and closes it; expensive things (the embedding model, the vectors)
 live in one cache shared by all requests.
@@ -10,7 +15,8 @@ from __future__ import annotations
 import mimetypes
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +104,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # full disk reads still work instead of failing to recreate them.
         keeper = Home.open(settings, shared=app.state.shared)
         try:
-            yield
+            async with AsyncExitStack() as running:
+                for plugin in plugins.values():
+                    await running.enter_async_context(plugin.router.lifespan_context(plugin))
+                yield
         finally:
             keeper.close()
             app.state.llm.close()
@@ -113,6 +122,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.shared = {}
+    plugins = {
+        entry.name: entry.load()(settings, app.state.shared)
+        for entry in entry_points(group="charlie.web")
+    }
     app.state.llm = LLMClient.from_settings(settings)
     app.state.voice = Voice(settings)  # loads its models on first use
     app.state.streams = StreamSlots()  # answers streaming now, per person
@@ -159,6 +172,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             response.headers["Cache-Control"] = "no-cache"  # the PWA updates at once
         return response
 
+    for name, plugin in plugins.items():
+        app.add_route(f"/{name}", plugin, include_in_schema=False)
     if STATIC.is_dir():
         app.mount("/", StaticFiles(directory=STATIC, html=True), name="pwa")
     app.add_middleware(BodyLimit, limit=MAX_BODY)
