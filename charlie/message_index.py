@@ -48,6 +48,17 @@ CHECKED = "messages_checked_at"  # in home.shared: when this process last checke
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
 
 
+MAX_RUNS = 64  # a time asked about in more runs of rows than this is searched exactly
+
+
+def _runs(mask: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """The [start, end) runs of rows where `mask` is true."""
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(
+        zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True)
+    )
+
+
 def conversation_token(conversation_id: int) -> str:
     """The conversation as one FTS5 token (`c12`), so a recall in some conversations makes
     FTS5 intersect posting lists rather than read every match's row."""
@@ -116,25 +127,42 @@ class ConversationVectors:
     def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         return self.ids[: self.count], self.at[: self.count]
 
-    def top(self, query: npt.NDArray[np.float32], k: int) -> dict[int, float]:
-        """The `k` messages most similar to `query`: message id → exact cosine.
+    def top(
+        self,
+        query: npt.NDArray[np.float32],
+        k: int,
+        inside: npt.NDArray[np.bool_] | None = None,
+    ) -> dict[int, float]:
+        """The `k` messages most similar to `query` (only those where `inside` is true, when
+        given): message id → exact cosine.
 
         A large conversation is searched in two stages (`charlie.vecsearch`) over the rows
         it had when its table was built, and exactly over the few added since; the table is
-        built again once those grow past a tenth of it."""
+        built again once those grow past a tenth of it. A time asked about is searched as
+        the runs of rows it covers (messages are mostly indexed in time order)."""
         tail = self.count - self.tabled
         if self.count >= EXACT_BELOW and (self.table is None or tail > self.tabled // 10):
             self.table, self.tabled = VectorTable(self.store[: self.count]), self.count
         found: dict[int, float] = {}
-        if self.table is not None:
-            rows, sims = self.table.top(query, k)
-            found = {int(self.ids[r]): float(s) for r, s in zip(rows, sims, strict=True)}
         start = self.tabled if self.table is not None else 0
-        sims = self.store[start : self.count] @ query
+        if self.table is not None:
+            head = None if inside is None else _runs(inside[: self.tabled])
+            if head is None or len(head) <= MAX_RUNS:
+                rows, sims = self.table.top(query, k, head)
+            else:  # scattered: the exact product of just those rows
+                rows = np.flatnonzero(inside[: self.tabled])  # type: ignore[index]
+                sims = self.store[rows] @ query
+                best = np.argpartition(-sims, min(k, len(sims)) - 1)[:k] if len(sims) else rows
+                rows, sims = rows[best], sims[best]
+            found = {int(self.ids[r]): float(s) for r, s in zip(rows, sims, strict=True)}
+        rest = np.arange(start, self.count)
+        if inside is not None:
+            rest = rest[inside[start : self.count]]
+        sims = self.store[rest] @ query
         depth = min(len(sims), k)
         if depth:
             best = np.argpartition(-sims, depth - 1)[:depth]
-            found |= {int(self.ids[start + i]): float(sims[i]) for i in best}
+            found |= {int(self.ids[rest[i]]): float(sims[i]) for i in best}
         return found
 
 

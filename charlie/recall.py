@@ -27,9 +27,9 @@ when its message is read.
 from __future__ import annotations
 
 import heapq
-import json
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -64,7 +64,7 @@ class RecallConfig:
     time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
     order_band: float = 0.6  # "the first time": reorder hits within this share of the best
     common_share: float = 0.1  # terms in more of the messages are left out of the keyword side
-    max_matches: int = 2000  # the keyword side matches at most about this many messages
+    max_matches: int = 1500  # the keyword side matches at most about this many messages
 
 
 @dataclass
@@ -158,7 +158,7 @@ class Recaller:
         widens the search and barely scores), and only while their messages add up to at
         most `max_matches` — FTS5 scores every message a term matches, so this bounds the
         work of a recall however long the conversation. The rarest term is kept whatever
-        its share if it matches at most five times that; a question with no rarer term is
+        its share if it matches at most four times that; a question with no rarer term is
         left to the vector side."""
         known = sorted((t for t in terms if self._counts(t)[2]), key=lambda t: self._counts(t)[2])
         kept: list[str] = []
@@ -169,7 +169,7 @@ class Recaller:
             if kept:
                 if share > self.config.common_share or matches + count > budget:
                     continue
-            elif count > 5 * budget:  # the rarest, however common, within five budgets
+            elif count > 4 * budget:  # the rarest, however common, within four budgets
                 break
             kept.append(term)
             matches += count
@@ -195,9 +195,10 @@ class Recaller:
             total = counts[""][2]
             count = 0
             if expression is not None and total:
-                count = db.execute(
-                    "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
-                    (_in_words(expression),),
+                count = db.execute(  # past four budgets a term is never searched: stop there
+                    "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts "
+                    "MATCH ? LIMIT ?)",
+                    (_in_words(expression), 4 * self.config.max_matches + 1),
                 ).fetchone()[0]
             idf = float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
             counts[term] = (idf, count / total if total else 0.0, int(count))
@@ -259,20 +260,20 @@ class Recaller:
         terms = self.searched_terms(terms)
         result = RecallResult(text, [], terms, when, [c.label for c in channels], truncated)
 
-        query = self.index.embedder.embed([words])[0]
-        loaded = self.index.vectors()
+        loaded = self.index.vectors()  # before the keyword side starts reading the file too
         tables = [loaded.conversations[i] for i in by_id if i in loaded.conversations]
         spans = when.spans if when is not None else ()
-        cosine: dict[int, float] = {}
-        for table in tables:  # the best per conversation; the time asked about on its own too
-            cosine |= table.top(query, self.config.candidates)
-            if spans:
-                ids, at = table.view()
-                inside = np.flatnonzero(_inside(at, spans))
-                sims = table.matrix[inside] @ query
-                cosine |= _best(ids[inside], sims, self.config.candidates)
-        # the best matches, and the BM25 of the vector side's (every match for a time asked)
-        matches = self._matches(terms, list(by_id), None if spans else list(cosine))
+        # The keyword side runs beside the embedding and the vector side: SQLite, onnxruntime
+        # and numpy all let go of the GIL, and the budget keeps the matches few.
+        with _Beside(lambda: self._matches(terms, list(by_id))) as keyword:
+            query = self.index.embedder.embed([words])[0]
+            cosine: dict[int, float] = {}
+            for table in tables:  # the best per conversation; the time asked about too
+                cosine |= table.top(query, self.config.candidates)
+                if spans:
+                    inside = _inside(table.view()[1], spans)
+                    cosine |= table.top(query, self.config.candidates, inside)
+            matches = keyword.result()
         bm25 = _top(matches, self.config.candidates)
         if spans and matches:  # the best matches from the time asked about, on their own too
             ids = np.fromiter(matches, np.int64, len(matches))
@@ -342,31 +343,21 @@ class Recaller:
             )
         return result
 
-    def _matches(
-        self, terms: list[str], conversation_ids: list[int], wanted: list[int] | None
-    ) -> dict[int, float]:
-        """BM25 (higher is better) of the messages of these conversations that match any of
-        `terms`: the `candidates` best and those `wanted` — or every match when `wanted` is
-        None. One MATCH either way; the ranking happens inside SQLite."""
+    def _matches(self, terms: list[str], conversation_ids: list[int]) -> dict[int, float]:
+        """BM25 (higher is better) of every message of these conversations that matches any
+        of `terms` (`searched_terms` keeps them within the budget)."""
         expression = match_expression(terms)
         if expression is None or not conversation_ids:
             return {}
         match = _in_words(expression)
         match += f" AND scope : ({' OR '.join(conversation_token(c) for c in conversation_ids)})"
         c = self.config
-        scored = (
-            "SELECT rowid AS id, -bm25(messages_fts, ?, ?, ?, 0.0) AS score FROM messages_fts "
-            "WHERE messages_fts MATCH ?"
+        rows = self.index.db.execute(
+            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) FROM messages_fts "
+            "WHERE messages_fts MATCH ?",
+            (c.speaker_weight, c.text_weight, c.context_weight, match),
         )
-        params: list[object] = [c.speaker_weight, c.text_weight, c.context_weight, match]
-        if wanted is not None:
-            scored = (
-                f"SELECT id, score FROM (SELECT id, score, row_number() OVER "
-                f"(ORDER BY score DESC) AS place FROM ({scored})) "
-                "WHERE place <= ? OR id IN (SELECT value FROM json_each(?))"
-            )
-            params += [c.candidates, json.dumps(wanted)]
-        return dict(self.index.db.execute(scored, params).fetchall())
+        return dict(rows.fetchall())
 
     def _earliest(self, by_id: dict[int, Channel]) -> datetime | None:
         found = [
@@ -382,6 +373,36 @@ class Recaller:
 def _in_words(expression: str) -> str:
     """A MATCH expression limited to a message's words, never its scope token."""
     return f"{{speaker text context}} : ({expression})"
+
+
+class _Beside:
+    """`call()` in a thread of its own, from the start; `result()` waits for it and raises
+    what it raised. Leaving the `with` block waits too, so nothing runs on after a failure."""
+
+    def __init__(self, call: Callable[[], dict[int, float]]) -> None:
+        self._call = call
+        self._value: dict[int, float] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="charlie-recall", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # raised again in the caller's thread by `result`
+            self._error = exc
+
+    def result(self) -> dict[int, float]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def __enter__(self) -> _Beside:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join()
 
 
 def _top(scores: dict[int, float], k: int) -> dict[int, float]:
@@ -400,14 +421,6 @@ def _times_of(tables: Sequence[ConversationVectors], ids: np.ndarray) -> np.ndar
             found = known[rows] == ids
             out[found] = at[rows[found]]
     return out
-
-
-def _best(ids: np.ndarray, sims: np.ndarray, k: int) -> dict[int, float]:
-    if not len(sims):
-        return {}
-    depth = min(len(sims), k)
-    top = np.argpartition(-sims, depth - 1)[:depth]
-    return {int(ids[i]): float(sims[i]) for i in top}
 
 
 def _inside(at: np.ndarray, spans: Sequence[tuple[datetime, datetime]]) -> np.ndarray:

@@ -8,6 +8,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import Cli
 
@@ -263,3 +264,30 @@ def test_a_chat_turn_indexes_its_messages(home: Home, llm, charlie: Cli) -> None
     found = charlie("recall", "spare key flowerpot", "--json").stdout
     speakers = [r["speaker"] for r in json.loads(found)["results"][:2]]
     assert sorted(speakers) == ["Charlie", "alice"]
+
+
+def test_a_time_asked_about_is_searched_in_a_large_conversation_as_brute_force_would() -> None:
+    from charlie.message_index import MAX_RUNS, ConversationVectors
+    from charlie.vecsearch import EXACT_BELOW
+
+    rng = np.random.default_rng(7)
+    n, dim = EXACT_BELOW + 5000, 384
+    vectors = (rng.standard_normal((n, 24)) @ rng.standard_normal((24, dim))).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    table = ConversationVectors(dim)
+    table.append(list(range(1, n - 99)), list(range(n - 100)), vectors[: n - 100])
+    table.top(vectors[0], 10)  # builds the two-stage table over these rows
+    table.append(list(range(n - 99, n + 1)), list(range(n - 100, n)), vectors[n - 100 :])
+    query = rng.standard_normal(dim).astype(np.float32)
+    query /= np.linalg.norm(query)
+    runs = np.zeros(n, bool)
+    runs[3000:9000] = runs[n - 50 :] = True  # a month, and the newest messages
+    scattered = rng.random(n) < 0.3  # more runs than MAX_RUNS: searched exactly
+    assert len(np.flatnonzero(np.diff(scattered.astype(int)))) > MAX_RUNS
+    for inside in (runs, scattered, None):
+        mask = np.ones(n, bool) if inside is None else inside
+        sims = np.where(mask, vectors @ query, -np.inf)
+        expected = {int(i) + 1 for i in np.argsort(-sims)[:20]}
+        got = table.top(query, 20, inside)  # 20 of the table, and up to 20 of the rows since
+        assert set(sorted(got, key=got.__getitem__, reverse=True)[:20]) == expected
+        assert all(abs(got[i] - float(vectors[i - 1] @ query)) < 1e-5 for i in got)
