@@ -57,6 +57,10 @@ _FIXES: dict[str, str] = {
         "set CHARLIE_TRUSTED_PROXIES to the addresses of your reverse proxies, comma-separated "
         "(e.g. 127.0.0.1), or leave it empty when browsers connect to Charlie directly"
     ),
+    "mcp_allowed_hosts": (
+        "set CHARLIE_MCP_ALLOWED_HOSTS to the host names people reach Charlie by, "
+        "comma-separated (e.g. charlie.home.arpa)"
+    ),
     "voice_stt_engine": "set CHARLIE_VOICE_STT_ENGINE to 'whisper' (the one built so far)",
     "voice_stt_model": (
         "set CHARLIE_VOICE_STT_MODEL to a Whisper model name (tiny.en, base, small, …) "
@@ -123,6 +127,11 @@ class Settings(BaseSettings):
         description="Reverse proxies whose X-Forwarded-For is believed (comma-separated "
         "addresses or networks); empty: none, the connecting address is the client's.",
     )
+    mcp_allowed_hosts: str = Field(
+        "",
+        description="Host names /mcp answers to besides IP addresses and localhost "
+        "(comma-separated, e.g. charlie.home.arpa): DNS-rebinding protection.",
+    )
     discord_token: SecretStr | None = Field(
         None, description="The Discord bot's token (charlie[discord]; never logged)."
     )
@@ -187,6 +196,15 @@ class Settings(BaseSettings):
                 ipaddress.ip_network(name, strict=False)
             except ValueError as exc:
                 raise ValueError(f"{name!r} is not an IP address or network") from exc
+        return ",".join(names)
+
+    @field_validator("mcp_allowed_hosts")
+    @classmethod
+    def _hosts(cls, value: str) -> str:
+        names = [n.strip().lower() for n in value.split(",") if n.strip()]
+        for name in names:
+            if not all(part and part.replace("-", "").isalnum() for part in name.split(".")):
+                raise ValueError(f"{name!r} is not a host name")
         return ",".join(names)
 
     @field_validator("home")

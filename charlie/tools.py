@@ -219,7 +219,8 @@ def _coerce(tool: str, name: str, schema: dict[str, Any], value: Any) -> Any:
     if kind == "array" and isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     if not ok:
-        raise ToolError(f"{tool}: argument {name} must be a {kind}, not {value!r}.")
+        article = "an" if kind[:1] in "aeiou" else "a"
+        raise ToolError(f"{tool}: argument {name} must be {article} {kind}, not {value!r}.")
     if "enum" in schema and value not in schema["enum"]:
         raise ToolError(f"{tool}: argument {name} must be one of {', '.join(schema['enum'])}.")
     return value

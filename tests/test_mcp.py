@@ -167,7 +167,7 @@ def test_over_stdio_search_read_write_and_decide_as_the_named_person(charlie_hom
     )
     assert not (charlie_home / "projects" / "archive" / "notes" / "x.md").exists()
     assert out["bad"].is_error
-    assert text(out["bad"]) == "Error: search_notes: argument limit must be a integer, not 'many'."
+    assert text(out["bad"]) == "Error: search_notes: argument limit must be an integer, not 'many'."
     assert out["missing"].is_error
     assert text(out["missing"]).startswith("Error: There is no note 'nothing-here'")
     assert ALICE_SECRET in text(out["private"])
@@ -396,3 +396,20 @@ def test_over_http_pages_of_other_sites_and_rebound_names_are_refused(served: Se
     no_token = httpx.post(served.url, json=body, headers={"Accept": "application/json"})
     assert no_token.status_code == 401
     assert no_token.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+
+
+def test_the_web_apps_mcp_answers_to_the_names_it_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from starlette.testclient import TestClient
+
+    from charlie.adapters.mcp.http import web_app
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    for allowed, expected in (("", 421), ("charlie.home.arpa", 401)):
+        monkeypatch.setenv("CHARLIE_MCP_ALLOWED_HOSTS", allowed)
+        app = web_app(load_settings(), {})
+        with TestClient(app, base_url="http://charlie.home.arpa") as client:
+            answer = client.post("/mcp", json=body, headers=headers)
+        assert answer.status_code == expected, answer.text

@@ -146,5 +146,7 @@ def mcp_app(
 
 
 def web_app(settings: Settings, shared: dict[str, Any]) -> Starlette:
-    """What `charlie serve` serves at /mcp (the `charlie.web` entry point named "mcp")."""
-    return mcp_app(settings, shared=shared)
+    """What `charlie serve` serves at /mcp (the `charlie.web` entry point named "mcp"): it
+    answers to IP addresses, localhost and the names in CHARLIE_MCP_ALLOWED_HOSTS."""
+    names = [n for n in settings.mcp_allowed_hosts.split(",") if n]
+    return mcp_app(settings, names, shared=shared)
