@@ -211,10 +211,14 @@ class Index:
     def recover(self, exc: sqlite3.DatabaseError) -> None:
         """After `exc` from the index file: reopen it if another process has replaced it,
         and if it is damaged start a new one and fill it from the note files. Any other
-        failure (a full disk, a busy file) is raised as the error to show the person."""
+        failure (a full disk, a busy file) is raised as the error to show the person.
+
+        Either way the notes are then checked against the file: a file another process has
+        just made may still be filling, and its notes must be there before this search
+        (what is already indexed is not indexed twice)."""
         with self.lock:
-            if self._recover_file(exc):
-                self.refresh()
+            self._recover_file(exc)
+            self.refresh()
 
     def _recover_file(self, exc: sqlite3.DatabaseError) -> bool:
         """Reopen or replace the index file after `exc`; whether it was replaced."""
@@ -396,6 +400,17 @@ class Index:
             with index_file.transaction(db):
                 row = 0
                 for (note, sha, mtime, size), (_, chunks) in zip(batch, pieces, strict=True):
+                    same = db.execute(
+                        "SELECT id FROM notes WHERE project_id = ? AND name = ? AND sha256 = ?",
+                        (project.id, note.name, sha),
+                    ).fetchone()
+                    if same is not None:  # another process stored this very note meanwhile:
+                        row += len(chunks or [""])  # keep its rows (a search may hold their ids)
+                        db.execute(
+                            "UPDATE notes SET mtime_ns = ?, size = ? WHERE id = ?",
+                            (mtime, size, same[0]),
+                        )
+                        continue
                     existed = self._delete_named(project.id, note.name)
                     cursor = db.execute(
                         "INSERT INTO notes (project_id, project, name, title, tags, path, mtime_ns,"
