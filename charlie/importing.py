@@ -29,7 +29,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +53,7 @@ INSERT = (
     "content, created_at, source_id, distill) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING"
 )
+FUTURE_SLACK = timedelta(days=1)  # clocks differ; a message from after tomorrow is refused
 
 
 class BadLine(ValueError):
@@ -209,6 +210,13 @@ def _text(item: dict[str, Any], key: str) -> str:
         raise BadLine(f'"{key}" must be a string, not {_kind(value)}')
     if not value.strip():
         raise BadLine(f'"{key}" is empty')
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate, written as an escape (\ud800)
+        piece = ascii(exc.object[exc.start : exc.end])  # shown escaped: it cannot be printed
+        raise BadLine(f'"{key}" holds {piece}, which is not text') from None
+    if "\x00" in value:
+        raise BadLine(f'"{key}" holds a NUL character')
     return value
 
 
@@ -223,9 +231,12 @@ def _time(value: object) -> str:
         parsed = datetime.fromisoformat(value.strip())
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
-        return parsed.astimezone(UTC).isoformat(timespec="milliseconds")
+        parsed = parsed.astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise BadLine(f'"time" {_shown(value)} is not an ISO-8601 time {example}') from exc
+    if parsed > datetime.now(UTC) + FUTURE_SLACK:  # it would stay "the latest" for ever
+        raise BadLine(f'"time" {_shown(value)} is in the future')
+    return parsed.isoformat(timespec="milliseconds")
 
 
 def _source_id(value: object, speaker: str, role: str, time: str, text: str) -> str:

@@ -175,7 +175,7 @@ def test_times_become_utc_in_the_database_format_and_take_their_place(
     ]
 
 
-YEARS = st.datetimes(datetime(2, 1, 1), datetime(9998, 12, 31), timezones=st.timezones())
+YEARS = st.datetimes(datetime(2, 1, 1), datetime(2025, 12, 31), timezones=st.timezones())
 
 
 @given(YEARS, YEARS)
@@ -377,3 +377,24 @@ def test_help_shows_the_line_format(charlie: Cli) -> None:
         result = charlie(*command, "--help")
         assert result.exit_code == 0 and result.stdout.startswith("Usage: ")
     assert '"text" and "time" are required' in charlie("import", "jsonl", "--help").stdout
+
+
+def test_a_lone_surrogate_a_nul_or_a_future_time_is_a_broken_line(
+    charlie: Cli, kitchen: Home, tmp_path: Path
+) -> None:
+    path = tmp_path / "h.jsonl"
+    lines = [
+        json.dumps(HISTORY[0]),
+        '{"id": "b", "speaker": "Sam", "text": "lone \\ud800 surrogate", "time": "2023-01-01"}',
+        json.dumps({"id": "c", "speaker": "Sam", "text": "nul \x00 here", "time": "2023-01-01"}),
+        json.dumps({"id": "d", "speaker": "Sam", "text": "far", "time": "9999-12-31T23:59:59Z"}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = charlie("import", "jsonl", str(path), "-p", "kitchen")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (
+        "Imported 1 message into project kitchen (3 lines skipped)."
+    )
+    assert "line 2: \"text\" holds '\\ud800', which is not text" in result.stdout
+    assert 'line 3: "text" holds a NUL character' in result.stdout
+    assert 'line 4: "time" "9999-12-31T23:59:59Z" is in the future' in result.stdout
