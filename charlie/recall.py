@@ -146,26 +146,33 @@ class Recaller:
         self.usage = usage or UsageModel(
             half_life_days=home.settings.usage_half_life_days, weight=home.settings.usage_weight
         )
-        self._idf: dict[str, float] = {}
 
-    def idf(self, term: str) -> float:
-        """BM25's IDF of `term` among the indexed messages; 0 when it never occurs."""
-        return self._counts(term)[0]
+    def idf(self, term: str, scope: Sequence[int]) -> float:
+        """BM25's IDF of `term` among the messages of the conversations `scope`; 0 when it
+        never occurs there."""
+        return self._counts(term, tuple(scope))[0]
 
-    def searched_terms(self, terms: list[str]) -> list[str]:
+    def searched_terms(self, terms: list[str], scope: Sequence[int]) -> list[str]:
         """The terms the keyword side matches, rarest first: not those in more than
         `common_share` of the messages (a speaker's name is in half a conversation: it
         widens the search and barely scores), and only while their messages add up to at
         most `max_matches` — FTS5 scores every message a term matches, so this bounds the
         work of a recall however long the conversation. The rarest term is kept whatever
         its share if it matches at most four times that; a question with no rarer term is
-        left to the vector side."""
-        known = sorted((t for t in terms if self._counts(t)[2]), key=lambda t: self._counts(t)[2])
+        left to the vector side.
+
+        Everything is counted in the conversations searched (`scope`) only: what is said
+        elsewhere — in someone's private channel — must not decide which terms are kept,
+        as the terms are shown."""
+        key = tuple(scope)
+        known = sorted(
+            (t for t in terms if self._counts(t, key)[2]), key=lambda t: self._counts(t, key)[2]
+        )
         kept: list[str] = []
         matches = 0
         budget = self.config.max_matches
         for term in known:
-            _, share, count = self._counts(term)
+            _, share, count = self._counts(term, key)
             if kept:
                 if share > self.config.common_share or matches + count > budget:
                     continue
@@ -175,9 +182,10 @@ class Recaller:
             matches += count
         return kept
 
-    def _counts(self, term: str) -> tuple[float, float, int]:
-        """(IDF, share of the messages holding it, how many), counted once per process until
-        the index has changed noticeably (FTS5 counts every match: a common term costs ms)."""
+    def _counts(self, term: str, scope: tuple[int, ...]) -> tuple[float, float, int]:
+        """(IDF, share of the messages holding it, how many) in the conversations `scope`,
+        counted once per process until the index has changed noticeably (FTS5 counts every
+        match: a common term costs milliseconds)."""
         db = self.index.db
         state = db.execute(
             "SELECT group_concat(value) FROM index_state WHERE key IN (?, ?)",
@@ -187,22 +195,27 @@ class Recaller:
         key = (generation, int(upto or 0) // 1000)
         cached = self.home.shared.get("message_term_counts")
         if cached is None or cached[0] != key:
-            (everything,) = db.execute("SELECT count(*) FROM messages").fetchone()
-            cached = self.home.shared["message_term_counts"] = (key, {"": (0.0, 0.0, everything)})
-        counts: dict[str, tuple[float, float, int]] = cached[1]
-        if term not in counts:
+            cached = self.home.shared["message_term_counts"] = (key, {})
+        counts: dict[tuple[str, tuple[int, ...]], tuple[float, float, int]] = cached[1]
+        if ("", scope) not in counts:
+            marks = ",".join("?" * len(scope))
+            (everything,) = db.execute(
+                f"SELECT count(*) FROM messages WHERE conversation_id IN ({marks})", scope
+            ).fetchone()
+            counts["", scope] = (0.0, 0.0, int(everything))
+        if (term, scope) not in counts:
             expression = match_expression([term])
-            total = counts[""][2]
+            total = counts["", scope][2]
             count = 0
             if expression is not None and total:
                 count = db.execute(  # past four budgets a term is never searched: stop there
                     "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts "
                     "MATCH ? LIMIT ?)",
-                    (_in_words(expression), 4 * self.config.max_matches + 1),
+                    (_in_scope(_in_words(expression), scope), 4 * self.config.max_matches + 1),
                 ).fetchone()[0]
             idf = float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
-            counts[term] = (idf, count / total if total else 0.0, int(count))
-        return counts[term]
+            counts[term, scope] = (idf, count / total if total else 0.0, int(count))
+        return counts[term, scope]
 
     def recall(
         self,
@@ -249,15 +262,16 @@ class Recaller:
         truncated = len(text) > MAX_QUERY_CHARS
         text = text[:MAX_QUERY_CHARS]
         by_id = {c.conversation_id: c for c in channels}
+        scope = sorted(by_id)
         when, rest = parse_when(text, now or datetime.now(UTC), earliest=self._earliest(by_id))
         words = rest if any(ch.isalnum() for ch in rest) else text
         terms = with_parts(
             [
                 *(lit.text for lit in literals(words)),
-                *top_terms(words, self.idf, self.config.keyword_terms),
+                *top_terms(words, lambda t: self.idf(t, scope), self.config.keyword_terms),
             ]
         )
-        terms = self.searched_terms(terms)
+        terms = self.searched_terms(terms, scope)
         result = RecallResult(text, [], terms, when, [c.label for c in channels], truncated)
 
         loaded = self.index.vectors()  # before the keyword side starts reading the file too
@@ -349,8 +363,7 @@ class Recaller:
         expression = match_expression(terms)
         if expression is None or not conversation_ids:
             return {}
-        match = _in_words(expression)
-        match += f" AND scope : ({' OR '.join(conversation_token(c) for c in conversation_ids)})"
+        match = _in_scope(_in_words(expression), conversation_ids)
         c = self.config
         rows = self.index.db.execute(
             "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) FROM messages_fts "
@@ -368,6 +381,11 @@ class Recaller:
         ]
         times = [datetime.fromisoformat(t) for t in found if t]
         return min(times) if times else None
+
+
+def _in_scope(match: str, conversation_ids: Sequence[int]) -> str:
+    """`match` limited to these conversations (their scope tokens, in the MATCH itself)."""
+    return f"{match} AND scope : ({' OR '.join(conversation_token(c) for c in conversation_ids)})"
 
 
 def _in_words(expression: str) -> str:

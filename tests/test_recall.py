@@ -291,3 +291,17 @@ def test_a_time_asked_about_is_searched_in_a_large_conversation_as_brute_force_w
         got = table.top(query, 20, inside)  # 20 of the table, and up to 20 of the rows since
         assert set(sorted(got, key=got.__getitem__, reverse=True)[:20]) == expected
         assert all(abs(got[i] - float(vectors[i - 1] @ query)) < 1e-5 for i in got)
+
+
+def test_what_others_said_privately_never_shapes_the_terms_shown(household) -> None:
+    """The terms a recall shows are counted in the conversations searched only: a word
+    said only in alice's private channel looks to bob like a word nobody said."""
+    home, alice, bob, boat = household
+    recaller = recaller_for(home)
+    for channel in (boat, private_channel(home, bob)):
+        channels = conversations_for(home, bob, channel, everywhere=True)
+        private_word = recaller.recall(bob, channels, "passport drawer", now=NOW)
+        made_up = recaller.recall(bob, channels, "xylophonezz quokkaqq", now=NOW)
+        assert private_word.terms == made_up.terms == []
+    own = conversations_for(home, alice, private_channel(home, alice))
+    assert "passport" in recaller.recall(alice, own, "passport drawer", now=NOW).terms
