@@ -24,6 +24,7 @@ from charlie import (
     conversations,
     distill,
     memory,
+    message_index,
     notes,
     projects,
     recall,
@@ -325,7 +326,7 @@ def index_messages(home: Home) -> Iterator[Event]:
     nothing to the time to the first token). A failure loses nothing: the messages are
     stored, and the next turn or recall indexes them."""
     try:
-        recall.recaller_for(home).index.refresh()
+        message_index.catch_up(recall.recaller_for(home).index)
     except CharlieError as exc:
         yield Notice(
             f"This exchange is saved but not yet searchable ({exc}); it is indexed with "

@@ -24,6 +24,7 @@ only ever reads the conversations it is given (`charlie.recall` decides which).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -31,13 +32,19 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from charlie import index_file
+from charlie.config import Settings
+from charlie.embeddings import Embedder
+from charlie.home import Home
 from charlie.index import Index
 from charlie.vecsearch import EXACT_BELOW, VectorTable
+
+log = logging.getLogger("charlie.message_index")
 
 CONTEXT_GAP = 6 * 3600.0  # seconds: messages further apart are not each other's context
 BATCH = 512  # messages embedded and written per transaction
@@ -200,19 +207,28 @@ class MessageIndex:
 
     # ------------------------------------------------------------ indexing
 
-    def refresh(self) -> int:
-        """Index every stored message not indexed yet, and drop those that are gone; how
-        many were indexed. A damaged index file is replaced and filled again."""
-        with self.lock:
-            try:
-                self.index.refresh(projects=[])  # reopens a file another process replaced
-                return self._refresh()
-            except sqlite3.DatabaseError as exc:
-                self.index.recover(exc)
-            try:
-                return self._refresh()
-            except sqlite3.DatabaseError as exc:
-                raise self.index.unusable(exc) from exc
+    def refresh(self, limit: int | None = None) -> int:
+        """Index the stored messages not indexed yet (about `limit` at most; all when None)
+        and drop those that are gone; how many were indexed. A damaged index file is
+        replaced and filled again. Embedding runs outside the index lock, so a recall in
+        another thread never waits for someone else's catch-up."""
+        try:
+            self.index.refresh(projects=[])  # reopens a file another process replaced
+            return self._refresh(limit)
+        except sqlite3.DatabaseError as exc:
+            self.index.recover(exc)
+        try:
+            return self._refresh(limit)
+        except sqlite3.DatabaseError as exc:
+            raise self.index.unusable(exc) from exc
+
+    def pending(self) -> bool:
+        """Whether some stored message is not indexed yet."""
+        upto = int(self._state(UPTO) or 0)
+        return (
+            self.home.db.execute("SELECT 1 FROM messages WHERE id > ?", (upto,)).fetchone()
+            is not None
+        )
 
     def rebuild(self) -> int:
         """Forget every indexed message and index them all again."""
@@ -228,7 +244,28 @@ class MessageIndex:
         self._set_state(UPTO, "0")
         self._set_state(GENERATION, uuid.uuid4().hex)
 
-    def _refresh(self) -> int:
+    def _refresh(self, limit: int | None) -> int:
+        with self.lock:
+            self._check()
+        added = seen = 0
+        while limit is None or seen < limit:
+            upto = int(self._state(UPTO) or 0)
+            rows = [
+                _Row(r[0], r[1], r[2], r[3], r[4])
+                for r in self.home.db.execute(
+                    "SELECT id, conversation_id, speaker, content, created_at FROM messages "
+                    "WHERE id > ? ORDER BY id LIMIT ?",
+                    (upto, BATCH if limit is None else min(BATCH, limit - seen)),
+                )
+            ]
+            if not rows:
+                break
+            seen += len(rows)
+            added += self._store(rows)
+        return added
+
+    def _check(self) -> None:
+        """Every 10 s per process: lost words, deleted messages, another model."""
         stale = self._state(MODEL) != self.embedder.name
         checked = self.home.shared.get(CHECKED, float("-inf"))
         if not stale and time.monotonic() - checked >= CHECK_SECONDS:  # not on every recall
@@ -242,27 +279,16 @@ class MessageIndex:
             with index_file.transaction(self.db) as db:
                 self._empty(db)
                 self._set_state(MODEL, self.embedder.name)
-        added = 0
-        while True:
-            upto = int(self._state(UPTO) or 0)
-            rows = [
-                _Row(r[0], r[1], r[2], r[3], r[4])
-                for r in self.home.db.execute(
-                    "SELECT id, conversation_id, speaker, content, created_at FROM messages "
-                    "WHERE id > ? ORDER BY id LIMIT ?",
-                    (upto, BATCH),
-                )
-            ]
-            if not rows:
-                return added
-            added += self._store(rows)
 
     def _store(self, rows: list[_Row]) -> int:
         vectors = self.embedder.embed([own_text(r.speaker, r.content) for r in rows])
         contexts = self._contexts(rows)
-        with index_file.transaction(self.db) as db:
-            upto = int(self._state(UPTO) or 0)  # another process may have indexed them
+        with self.lock, index_file.transaction(self.db) as db:
+            upto = int(self._state(UPTO) or 0)  # another thread or process may have indexed them
             fresh = [(r, v) for r, v in zip(rows, vectors, strict=True) if r.id > upto]
+            db.executemany(  # words an older, half-undone index left behind
+                "DELETE FROM messages_fts WHERE rowid = ?", [(r.id,) for r, _ in fresh]
+            )
             db.executemany(
                 "INSERT OR REPLACE INTO messages (id, conversation_id, at, vector) "
                 "VALUES (?, ?, ?, ?)",
@@ -385,3 +411,37 @@ class MessageIndex:
                 table.append([r[0] for r in mine], [r[2] for r in mine], matrix)
             loaded.upto = rows[-1][0]
             return loaded
+
+
+CATCHER = "message_index_catching_up"  # in home.shared: the background catch-up's thread
+
+
+def catch_up(index: MessageIndex, limit: int | None = None) -> int:
+    """What a request does before it recalls: index at most `limit` (default: one batch)
+    new messages itself and
+    leave any more (a large import, an index being rebuilt) to one background thread per
+    process, so the request answers from what is indexed instead of waiting for it all."""
+    added = index.refresh(BATCH if limit is None else limit)
+    if index.pending():
+        home = index.home
+        with index.lock:
+            running: threading.Thread | None = home.shared.get(CATCHER)
+            if running is None or not running.is_alive():
+                thread = threading.Thread(
+                    target=_catch_up_all,
+                    args=(home.settings, home.shared, index.embedder),
+                    name="charlie-message-index",
+                    daemon=True,  # never keeps a process alive; SQLite's transactions stay whole
+                )
+                home.shared[CATCHER] = thread
+                thread.start()
+    return added
+
+
+def _catch_up_all(settings: Settings, shared: dict[str, Any], embedder: Embedder) -> None:
+    """Index every message not indexed yet, with connections of its own."""
+    try:
+        with Home.open(settings, shared=shared) as own:
+            MessageIndex(Index(own, embedder)).refresh()
+    except Exception:  # the next recall tries again in its own thread, and says what failed
+        log.exception("Indexing the messages in the background failed")

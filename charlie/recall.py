@@ -41,7 +41,7 @@ from charlie.errors import CharlieError, Forbidden
 from charlie.home import Home
 from charlie.index import Index, lock_of
 from charlie.keywords import literals, match_expression, top_terms, with_parts
-from charlie.message_index import ConversationVectors, MessageIndex, conversation_token
+from charlie.message_index import ConversationVectors, MessageIndex, catch_up, conversation_token
 from charlie.timeexpr import When, parse_when
 from charlie.usage import UsageModel, message_key
 from charlie.users import User
@@ -240,12 +240,12 @@ class Recaller:
             if channel.owner is not None and channel.owner.id != user.id:
                 raise Forbidden("That private channel is not yours: only its owner can search it.")
         try:
-            self.index.refresh()
+            catch_up(self.index)
             return self._recall(user, channels, text, limit, around, now)
         except sqlite3.DatabaseError as exc:
             self.index.index.recover(exc)
         try:
-            self.index.refresh()
+            catch_up(self.index)
             return self._recall(user, channels, text, limit, around, now)
         except sqlite3.DatabaseError as exc:
             raise self.index.index.unusable(exc) from exc

@@ -305,3 +305,21 @@ def test_what_others_said_privately_never_shapes_the_terms_shown(household) -> N
         assert private_word.terms == made_up.terms == []
     own = conversations_for(home, alice, private_channel(home, alice))
     assert "passport" in recaller.recall(alice, own, "passport drawer", now=NOW).terms
+
+
+def test_a_long_backlog_is_indexed_in_the_background_while_recall_answers(
+    household, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie import message_index
+
+    monkeypatch.setattr(message_index, "BATCH", 8)
+    home, alice, _, boat = household
+    for n in range(40):
+        say(home, boat, "bob", f"Note {n} about the bilge pump.", f"2023-09-01T10:{n:02d}Z")
+    found = recaller_for(home).recall(alice, [boat], "mooring fee", now=NOW)
+    assert found.hits[0].message.content == "The mooring fee went up to 900 a year."
+    catcher = home.shared[message_index.CATCHER]
+    catcher.join(120)
+    (indexed,) = home.index_db.execute("SELECT count(*) FROM messages").fetchone()  # type: ignore[union-attr]
+    assert indexed == 48
+    assert len(recaller_for(home).recall(alice, [boat], "bilge pump", now=NOW, limit=50).hits) >= 40
