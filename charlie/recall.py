@@ -63,7 +63,7 @@ class RecallConfig:
     context_weight: float = 0.5  # LoCoMo dev: 0.5 lifts recall@5 by 1.5 points over 1.0
     time_weight: float = 1.0  # a message from the time asked about scores × (1 + this)
     order_band: float = 0.6  # "the first time": reorder hits within this share of the best
-    common_share: float = 0.1  # terms in more of the messages are left out of the keyword side
+    common_share: float = 0.2  # terms in more of the messages searched are left out (keyword side)
     max_matches: int = 1500  # the keyword side matches at most about this many messages
 
 
