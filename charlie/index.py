@@ -256,11 +256,13 @@ class Index:
 
     # ------------------------------------------------------------ state
 
-    def _state(self, key: str) -> str | None:
+    def state(self, key: str) -> str | None:
+        """A value of the index's own state (`index_state`), None when never set."""
         row = self.db.execute("SELECT value FROM index_state WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def _set_state(self, key: str, value: str) -> None:
+    def set_state(self, key: str, value: str) -> None:
+        """Set a value of the index's state (inside the caller's transaction, if any)."""
         self.db.execute(
             "INSERT INTO index_state VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = ?",
             (key, value, value),
@@ -269,7 +271,7 @@ class Index:
     @property
     def model(self) -> str | None:
         """The embedding model that built the stored vectors."""
-        return self._state("embedder")
+        return self.state("embedder")
 
     # ------------------------------------------------------------ refresh
 
@@ -308,7 +310,7 @@ class Index:
                 if (slug, project_id) not in known:
                     self._remove_project(slug, project_id, report)
         if self.model != self.embedder.name:
-            self._set_state("embedder", self.embedder.name)
+            self.set_state("embedder", self.embedder.name)
         if report.changed:
             self._bump()
         return report
@@ -500,17 +502,17 @@ class Index:
 
     def _bump(self) -> None:
         """Mark the index changed, so every process's cached vectors are reloaded."""
-        self._set_state("generation", uuid.uuid4().hex)
+        self.set_state("generation", uuid.uuid4().hex)
 
     @property
     def generation(self) -> str:
         """A mark that changes whenever the indexed notes do, whichever process changed them."""
-        return self._state("generation") or ""
+        return self.state("generation") or ""
 
     def vectors(self) -> Vectors:
         """All chunk vectors in memory, shared through the home's cache until the index changes
         (another process's refresh included: the generation mark lives in the database)."""
-        generation = self._state("generation") or ""
+        generation = self.state("generation") or ""
         cached = self.home.shared.get("vectors")
         if cached is not None and cached[0] == generation:
             return cast(Vectors, cached[1])
@@ -518,7 +520,7 @@ class Index:
             db = self.db
             db.execute("BEGIN")  # the mark and the rows from one snapshot
             try:
-                generation = self._state("generation") or ""
+                generation = self.state("generation") or ""
                 rows = db.execute(
                     "SELECT chunks.id, chunks.note_id, notes.project_id, chunks.vector FROM "
                     "chunks JOIN notes ON notes.id = chunks.note_id "

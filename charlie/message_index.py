@@ -196,14 +196,10 @@ class MessageIndex:
         return self.index.db
 
     def _state(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM index_state WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return self.index.state(key)
 
     def _set_state(self, key: str, value: str) -> None:
-        self.db.execute(
-            "INSERT INTO index_state VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = ?",
-            (key, value, value),
-        )
+        self.index.set_state(key, value)
 
     # ------------------------------------------------------------ indexing
 
