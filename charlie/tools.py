@@ -165,6 +165,8 @@ class Tool:
     def bind(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check `arguments` against the signature; raise `ToolError` saying what is wrong."""
         props, required = self.parameters["properties"], self.parameters["required"]
+        # null for an optional argument means "not given" (models and MCP clients send it)
+        arguments = {k: v for k, v in arguments.items() if v is not None or k in required}
         unknown = sorted(set(arguments) - set(props))
         if unknown:
             raise ToolError(

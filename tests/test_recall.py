@@ -323,3 +323,14 @@ def test_a_long_backlog_is_indexed_in_the_background_while_recall_answers(
     (indexed,) = home.index_db.execute("SELECT count(*) FROM messages").fetchone()  # type: ignore[union-attr]
     assert indexed == 48
     assert len(recaller_for(home).recall(alice, [boat], "bilge pump", now=NOW, limit=50).hits) >= 40
+
+
+def test_null_for_an_optional_tool_argument_means_not_given(household) -> None:
+    from charlie.tools import run_tool
+
+    home, alice, _, boat = household
+    tool = toolkit.registry().tools["search_conversation"]
+    outcome = run_tool(tool, ToolContext(home, boat, alice), {"query": "mooring", "limit": None})
+    assert not outcome.error and "mooring fee" in outcome.content
+    refused = run_tool(tool, ToolContext(home, boat, alice), {"query": None})
+    assert refused.error
