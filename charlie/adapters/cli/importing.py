@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from charlie import importing
+from charlie import exports, importing
 from charlie.adapters.cli.common import (
     distilled_line,
     message_index,
@@ -67,6 +67,136 @@ def jsonl_command(
             click.echo(json.dumps(_as_json(report, channel, distill, distilled, failure)))
         if failure is not None:
             raise CharlieError(failure)
+
+
+def _export_command(service: str) -> click.Command:
+    """`charlie import chatgpt|claude`: the same options for either service's export."""
+    name = exports.NAMES[service]
+
+    @click.argument("file", type=click.Path(path_type=Path))
+    @click.option("-p", "--project", metavar="PROJECT", help="The project to import into.")
+    @click.option("--private", is_flag=True, help="Import into your private channel instead.")
+    @click.option(
+        "--user", "user_name", metavar="NAME", help="Who you are (default: CHARLIE_USER)."
+    )
+    @click.option(
+        "--by-title",
+        metavar="PATTERN",
+        help="Only conversations whose title holds PATTERN (any case; * and ? as wildcards).",
+    )
+    @click.option("--list", "listing", is_flag=True, help="List the conversations; import none.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+    def command(
+        file: Path,
+        project: str | None,
+        private: bool,
+        user_name: str | None,
+        by_title: str | None,
+        listing: bool,
+        as_json: bool,
+    ) -> None:
+        export = exports.read_export(file, service)
+        chosen = exports.matching(export.conversations, by_title)
+        if listing:
+            _list(export, chosen, as_json)
+            return
+        if not project and not private:
+            raise CharlieError("Say where the messages go: -p PROJECT, or --private.")
+        with opened_home() as home:
+            channel, user = resolve_channel(home, project, private, user_name, create=False)
+            done = exports.import_conversations(home, channel, service, chosen, user.name)
+            message_index(home).refresh()  # every new message is searchable once this returns
+        if as_json:
+            click.echo(json.dumps(_export_json(export, done, channel)))
+        else:
+            _print_export(export, done, channel)
+
+    command.__doc__ = f"""Import the conversations of a {name} export.
+
+    FILE is the zip {name} sends, or the conversations.json inside it. Each conversation's
+    messages go into the channel as they were shown (for ChatGPT, the branch last seen:
+    earlier edits and regenerations are left out); yours are spoken by you, the answers by
+    {name}. Conversations that cannot be read are listed and skipped. Importing the same
+    export again adds nothing.
+    """
+    return click.command(service)(command)
+
+
+def _day(conversation: exports.Conversation) -> str:
+    return (conversation.created or "")[:10] or "?"
+
+
+def _list(export: exports.Export, chosen: list[exports.Conversation], as_json: bool) -> None:
+    if as_json:
+        items = [
+            {"id": c.id, "title": c.title, "created": c.created, "messages": len(c.messages)}
+            for c in chosen
+        ]
+        click.echo(json.dumps({"format": export.service, "conversations": items}))
+        return
+    for c in chosen:
+        click.echo(
+            f"{_day(c)}  {c.title}  ({len(c.messages):,} {_plural(len(c.messages), 'message')})"
+        )
+    click.echo(
+        f"{len(chosen):,} {_plural(len(chosen), 'conversation')} in this "
+        f"{exports.NAMES[export.service]} export"
+        + (f" ({len(export.skipped):,} unreadable)." if export.skipped else ".")
+    )
+
+
+def _print_export(
+    export: exports.Export, done: list[exports.ConversationReport], channel: Channel
+) -> None:
+    added = sum(d.report.added for d in done)
+    already = sum(d.report.already for d in done)
+    aside = f" ({already:,} already there)" if already else ""
+    click.echo(
+        f"Imported {added:,} {_plural(added, 'message')} from {len(done):,} "
+        f"{exports.NAMES[export.service]} {_plural(len(done), 'conversation')} "
+        f"into {channel.label}{aside}."
+    )
+    for d in done:
+        c, r = d.conversation, d.report
+        notes = [f"{r.added:,} added"] + ([f"{r.already:,} already there"] if r.already else [])
+        click.echo(f"  {_day(c)}  {c.title}: {', '.join(notes)}")
+        for _, reason in r.problems[:SHOWN_PROBLEMS]:
+            click.echo(f"    skipped {reason}")
+    if export.skipped:
+        click.echo(
+            f"Skipped {len(export.skipped):,} {_plural(len(export.skipped), 'conversation')}:"
+        )
+        for name, reason in export.skipped[:SHOWN_PROBLEMS]:
+            click.echo(f"  {name}: {reason}")
+        if len(export.skipped) > SHOWN_PROBLEMS:
+            click.echo(f"  … and {len(export.skipped) - SHOWN_PROBLEMS:,} more")
+
+
+def _export_json(
+    export: exports.Export, done: list[exports.ConversationReport], channel: Channel
+) -> dict[str, object]:
+    return {
+        "format": export.service,
+        "channel": channel.label,
+        "added": sum(d.report.added for d in done),
+        "already": sum(d.report.already for d in done),
+        "conversations": [
+            {
+                "id": d.conversation.id,
+                "title": d.conversation.title,
+                "created": d.conversation.created,
+                "added": d.report.added,
+                "already": d.report.already,
+                "problems": [reason for _, reason in d.report.problems],
+            }
+            for d in done
+        ],
+        "skipped": [{"conversation": name, "reason": why} for name, why in export.skipped],
+    }
+
+
+for _service in (exports.CHATGPT, exports.CLAUDE):
+    import_group.add_command(_export_command(_service))
 
 
 def _print(report: importing.ImportReport, channel: Channel) -> None:

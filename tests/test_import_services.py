@@ -1,0 +1,217 @@
+"""`charlie import chatgpt|claude`: another assistant's export, as the person saw it, stored
+once, in time, into one channel."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Cli
+
+from charlie import conversations, exports
+from charlie.conversations import private_channel, shared_channel
+from charlie.errors import CharlieError
+from charlie.home import Home
+from charlie.projects import create_project, get_project
+from charlie.users import ensure_user
+
+FIXTURES = Path(__file__).parent / "fixtures" / "exports"
+CHATGPT = FIXTURES / "chatgpt-conversations.json"
+CLAUDE = FIXTURES / "claude-conversations.json"
+
+
+def zipped(path: Path, folder: Path) -> Path:
+    """The export as the service sends it: a zip with conversations.json among other files."""
+    out = folder / "export-2024.bin"  # the name says nothing: the content tells
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("user.json", '{"id": "user-1"}')
+        archive.writestr("conversations.json", path.read_text(encoding="utf-8"))
+    return out
+
+
+def stored(home: Home) -> list[dict[str, Any]]:
+    return [dict(r) for r in home.db.execute("SELECT * FROM messages ORDER BY created_at, id")]
+
+
+@pytest.fixture
+def kitchen(home: Home) -> Home:
+    create_project(home, "Kitchen")
+    return home
+
+
+def test_chatgpt_keeps_the_branch_last_seen_in_order() -> None:
+    export = exports.read_export(CHATGPT, exports.CHATGPT)
+    assert export.service == exports.CHATGPT
+    assert [c.title for c in export.conversations] == ["Kitchen worktop", "Garden plans"]
+    kitchen = export.conversations[0]
+    assert [(m.id, m.role, m.speaker, m.text) for m in kitchen.messages] == [
+        ("u1", "user", None, "Oak or marble for the worktop?"),
+        ("a1", "assistant", "ChatGPT", "Oak is warmer; marble stains."),
+        ("u2", "user", None, "[image]\n\nAnd the price of this oak?"),
+        ("a3", "assistant", "ChatGPT", "About 300 a metre."),
+    ]
+    # the edited question had no time: it takes the one before it, so the order holds
+    assert kitchen.messages[2].time == kitchen.messages[1].time
+    assert kitchen.created == "2023-11-14T22:13:20.000+00:00"
+
+
+def test_empty_and_broken_chatgpt_conversations_are_skipped_with_a_reason() -> None:
+    export = exports.read_export(CHATGPT)
+    assert export.skipped == [
+        ("Empty chat", "no messages"),
+        ("Broken one", "message nowhere is not in its mapping"),
+        ("Looping", "its messages loop back on themselves at l2"),
+    ]
+
+
+def test_claude_text_and_content_blocks() -> None:
+    export = exports.read_export(CLAUDE)
+    assert export.service == exports.CLAUDE
+    [lisbon, sourdough] = export.conversations
+    assert (lisbon.title, lisbon.created) == ("Trip to Lisbon", "2024-03-01T09:00:00.000000Z")
+    assert [(m.id, m.role, m.speaker, m.text) for m in lisbon.messages] == [
+        ("m-1", "user", None, "Three days in Lisbon: where first?"),
+        ("m-2", "assistant", "Claude", "Start in Alfama.\n\nThen Belém for the tarts."),
+    ]
+    assert [m.text for m in sourdough.messages] == [
+        "Why is my loaf flat?",
+        "Your starter may be weak.",
+    ]
+    assert export.skipped == [("22222222-bbbb-4000-8000-000000000002", "no messages")]
+
+
+def test_the_format_is_told_from_the_content(tmp_path: Path) -> None:
+    with pytest.raises(CharlieError, match=r"is a Claude export .*`charlie import claude`"):
+        exports.read_export(CLAUDE, exports.CHATGPT)
+    with pytest.raises(CharlieError, match="is a ChatGPT export"):
+        exports.read_export(zipped(CHATGPT, tmp_path), exports.CLAUDE)
+    other = tmp_path / "conversations.json"
+    other.write_text('[{"id": "x", "messages": []}]')
+    with pytest.raises(CharlieError, match='a ChatGPT conversation has "mapping"'):
+        exports.read_export(other, exports.CHATGPT)
+    other.write_text('{"conversations": []}')
+    with pytest.raises(CharlieError, match="should be a list of conversations"):
+        exports.read_export(other)
+    empty_zip = tmp_path / "e.zip"
+    with zipfile.ZipFile(empty_zip, "w") as archive:
+        archive.writestr("user.json", "{}")
+    with pytest.raises(CharlieError, match=r"zip without conversations\.json"):
+        exports.read_export(empty_zip)
+
+
+def test_a_claude_export_given_as_chatgpt_is_refused(charlie: Cli, kitchen: Home) -> None:
+    result = charlie("import", "chatgpt", str(CLAUDE), "-p", "kitchen")
+    assert result.exit_code == 1
+    assert "is a Claude export" in result.stderr
+    assert "charlie import claude" in result.stderr
+    assert stored(kitchen) == []
+
+
+def test_import_chatgpt_zip_into_a_project(charlie: Cli, kitchen: Home, tmp_path: Path) -> None:
+    result = charlie("import", "chatgpt", str(zipped(CHATGPT, tmp_path)), "-p", "kitchen")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "Imported 6 messages from 2 ChatGPT conversations into project kitchen.\n"
+        "  2023-11-14  Kitchen worktop: 4 added\n"
+        "  2023-11-18  Garden plans: 2 added\n"
+        "Skipped 3 conversations:\n"
+        "  Empty chat: no messages\n"
+        "  Broken one: message nowhere is not in its mapping\n"
+        "  Looping: its messages loop back on themselves at l2\n"
+    )
+    rows = stored(kitchen)
+    assert [(r["role"], r["speaker"], r["source_id"]) for r in rows] == [
+        ("user", "alice", "chatgpt:conv-kitchen:u1"),
+        ("assistant", "ChatGPT", "chatgpt:conv-kitchen:a1"),
+        ("user", "alice", "chatgpt:conv-kitchen:u2"),
+        ("assistant", "ChatGPT", "chatgpt:conv-kitchen:a3"),
+        ("user", "alice", "chatgpt:conv-garden:g1"),
+        ("assistant", "ChatGPT", "chatgpt:conv-garden:g2"),
+    ]
+    channel = shared_channel(kitchen, get_project(kitchen, "kitchen"))
+    assert {r["conversation_id"] for r in rows} == {channel.conversation_id}
+    assert rows[0]["created_at"] == "2023-11-14T22:15:00.500+00:00"
+
+
+def test_importing_twice_adds_nothing(charlie: Cli, kitchen: Home) -> None:
+    assert charlie("import", "claude", str(CLAUDE), "-p", "kitchen").exit_code == 0
+    before = stored(kitchen)
+    again = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--json")
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert (report["format"], report["added"], report["already"]) == ("claude", 0, 4)
+    assert [c["title"] for c in report["conversations"]] == ["Trip to Lisbon", "Sourdough"]
+    assert report["skipped"] == [
+        {"conversation": "22222222-bbbb-4000-8000-000000000002", "reason": "no messages"}
+    ]
+    assert stored(kitchen) == before
+    assert [r["source_id"] for r in before][:2] == [
+        "claude:11111111-aaaa-4000-8000-000000000001:m-1",
+        "claude:11111111-aaaa-4000-8000-000000000001:m-2",
+    ]
+
+
+def test_list_shows_the_conversations_and_imports_nothing(charlie: Cli, home: Home) -> None:
+    result = charlie("import", "chatgpt", str(CHATGPT), "--list")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "2023-11-14  Kitchen worktop  (4 messages)\n"
+        "2023-11-18  Garden plans  (2 messages)\n"
+        "2 conversations in this ChatGPT export (3 unreadable).\n"
+    )
+    listed = json.loads(charlie("import", "claude", str(CLAUDE), "--list", "--json").stdout)
+    assert listed["conversations"][0] == {
+        "id": "11111111-aaaa-4000-8000-000000000001",
+        "title": "Trip to Lisbon",
+        "created": "2024-03-01T09:00:00.000000Z",
+        "messages": 2,
+    }
+    assert stored(home) == []
+
+
+def test_by_title_picks_by_substring_or_glob(charlie: Cli, kitchen: Home) -> None:
+    listed = charlie("import", "chatgpt", str(CHATGPT), "--list", "--by-title", "GARDEN")
+    assert listed.stdout.splitlines()[0] == "2023-11-18  Garden plans  (2 messages)"
+    globbed = charlie("import", "claude", str(CLAUDE), "--list", "--by-title", "*lis?on")
+    assert [line.split("  ")[1] for line in globbed.stdout.splitlines()[:-1]] == ["Trip to Lisbon"]
+    result = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--by-title", "sour")
+    assert result.exit_code == 0, result.output
+    assert [r["content"] for r in stored(kitchen)] == [
+        "Why is my loaf flat?",
+        "Your starter may be weak.",
+    ]
+
+
+def test_private_import_goes_to_that_persons_channel_only(charlie: Cli, home: Home) -> None:
+    result = charlie("import", "claude", str(CLAUDE), "--private", "--user", "bob")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        "Imported 4 messages from 2 Claude conversations into bob's private channel.\n"
+    )
+    bob = ensure_user(home.db, "bob")
+    alice = ensure_user(home.db, "alice")
+    mine = conversations.recent(home, private_channel(home, bob), 10)
+    assert [(m.speaker, m.user_id) for m in mine] == [
+        ("bob", bob.id),
+        ("Claude", None),
+        ("bob", bob.id),
+        ("Claude", None),
+    ]
+    assert conversations.recent(home, private_channel(home, alice), 10) == []
+    assert {(r["private"], r["project_id"]) for r in stored(home)} == {(1, None)}
+
+
+def test_imported_messages_can_be_recalled(charlie: Cli, kitchen: Home) -> None:
+    assert charlie("import", "claude", str(CLAUDE), "-p", "kitchen").exit_code == 0
+    found = charlie("recall", "tarts", "-p", "kitchen")
+    assert found.exit_code == 0, found.output
+    assert "Belém" in found.stdout
+
+
+def test_where_to_import_must_be_said(charlie: Cli, home: Home) -> None:
+    result = charlie("import", "claude", str(CLAUDE))
+    assert result.exit_code == 1
+    assert result.stderr == "Error: Say where the messages go: -p PROJECT, or --private.\n"
