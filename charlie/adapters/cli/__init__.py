@@ -44,6 +44,7 @@ def cli() -> None:
 
 def _register() -> None:
     from charlie.adapters.cli import (
+        archive,
         backup,
         chat,
         doctor,
@@ -72,6 +73,8 @@ def _register() -> None:
     cli.add_command(importing.import_group)
     cli.add_command(recall.recall_command)
     cli.add_command(backup.backup_command)
+    cli.add_command(archive.export_command)
+    cli.add_command(archive.restore_command)
     # Other front ends add their commands (`charlie serve`, …) as plugins, so this
     # adapter never imports them.
     for entry in entry_points(group="charlie.commands"):

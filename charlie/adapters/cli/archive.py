@@ -1,0 +1,76 @@
+"""`charlie export` and `charlie restore`: projects in a zip, to keep or to take elsewhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from charlie import archive
+from charlie.adapters.cli.common import opened_home
+
+
+@click.command("export")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The zip file to write.",
+)
+@click.option(
+    "-p",
+    "--project",
+    "projects",
+    metavar="PROJECT",
+    multiple=True,
+    help="A project to export (repeat for more; default: every shared project).",
+)
+@click.option("--private", is_flag=True, help="Add your own private channel.")
+@click.option("--user", "user_name", metavar="NAME", help="Who you are (default: CHARLIE_USER).")
+def export_command(
+    output: Path, projects: tuple[str, ...], private: bool, user_name: str | None
+) -> None:
+    """Export projects to a zip: their files as they are, their conversations (readable,
+    and as JSONL that `charlie import jsonl` reads), their memory's revisions and the usage
+    events. With --private, your private channel too (never anyone else's). A manifest
+    lists every file's sha256; `charlie restore` checks them all.
+    """
+    with opened_home() as home:
+        who = user_name or home.settings.user
+        result = archive.export_archive(
+            home, output, slugs=list(projects) or None, exporter=who, private=private
+        )
+    shown = ", ".join(result.projects) or "no projects"
+    mine = f" and {result.private}'s private channel" if result.private else ""
+    click.echo(f"Exported {shown}{mine} to {result.path}")
+    click.echo(f"  {result.files} files, {result.messages} messages")
+    for line in result.skipped:
+        click.echo(f"Skipped {line}", err=True)
+
+
+@click.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--merge",
+    is_flag=True,
+    help="Restore into a data home that holds things already (nothing there is replaced).",
+)
+def restore_command(file: Path, merge: bool) -> None:
+    """Restore an archive made by `charlie export` into the data home (CHARLIE_HOME), which
+    must be empty unless --merge is given. Every file is checked against the archive's
+    manifest first; a damaged or changed archive restores nothing. The search index is not
+    in the archive: run `charlie reindex` afterwards to make what was restored searchable.
+    """
+    checked = archive.open_archive(file)
+    with opened_home() as home:
+        result = archive.restore(home, checked, merge=merge)
+    click.echo(
+        f"Restored {len(result.projects)} project{'' if len(result.projects) == 1 else 's'} "
+        f"({', '.join(result.projects) or 'none'}): "
+        f"{result.files} files, {result.messages} messages ({result.already} already there), "
+        f"{result.revisions} memory revisions, {result.usage_events} usage events."
+    )
+    for line in result.skipped:
+        click.echo(f"Skipped {line}")
+    click.echo("Run `charlie reindex` to make the restored notes and messages searchable.")
