@@ -8,16 +8,19 @@ import difflib
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import httpx
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 
 from charlie import (
     __version__,
+    archive,
     chat,
     conversations,
     doctor,
@@ -228,6 +231,37 @@ def create_token(body: NewToken, session: SessionDep, home: HomeDep) -> dict[str
 @router.delete("/tokens/{token_id}")
 def revoke_token(token_id: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     return {"token": token_json(tokens.revoke(home.db, token_id, by=session.user))}
+
+
+# ---------------------------------------------------------------- export
+
+
+@router.get("/export")
+def export(session: SessionDep, home: HomeDep) -> FileResponse:
+    """The caller's own copy of the household: every shared project and their private
+    channel (never anyone else's), as the zip `charlie export --private` writes. It is built
+    in a temporary folder and removed once sent."""
+    folder = tempfile.TemporaryDirectory(prefix="charlie-export-")
+    name = session.user.name
+    try:
+        result = archive.export_archive(
+            home, Path(folder.name) / "export.zip", exporter=name, private=True
+        )
+    except BaseException:
+        folder.cleanup()
+        raise
+    day = export_day()
+    return FileResponse(
+        result.path,
+        media_type="application/zip",
+        filename=f"charlie-export-{name}-{day}.zip",
+        background=BackgroundTask(folder.cleanup),
+    )
+
+
+def export_day() -> str:
+    """Today's date (UTC) as the download's name shows it: YYYYmmdd."""
+    return datetime.now(UTC).strftime("%Y%m%d")
 
 
 @router.get("/health")

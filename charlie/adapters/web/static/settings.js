@@ -185,7 +185,7 @@ export function createSettings(app) {
           : h('p', { class: 'callout callout-error' }, `There is no project ${channel}.`),
       );
     }
-    box.append(discordCard(), appTokens.card);
+    box.append(discordCard(), appTokens.card, dataCard());
     appTokens.refresh();
     renderHealth();
   }
@@ -225,6 +225,32 @@ export function createSettings(app) {
           'channel. Get a code here, then send it to the bot.',
       ),
       result,
+      h('div', { class: 'actions' }, button),
+    );
+  }
+
+  // Your data: the zip `charlie export --private` writes, for the person signed in. A link with
+  // `download` lets the browser save it as it arrives (the session cookie goes with it).
+  function dataCard() {
+    const link = h('a', { href: '/api/export', download: '', hidden: true });
+    const button = h('button', { type: 'button', id: 'export-button' }, 'Export my data');
+    button.addEventListener('click', () => {
+      link.click();
+      toast('Your export is downloading.');
+    });
+    return h(
+      'section',
+      { class: 'card', id: 'your-data', 'aria-labelledby': 'your-data-heading' },
+      h('h2', { id: 'your-data-heading' }, 'Your data'),
+      h(
+        'p',
+        { class: 'muted small' },
+        'Download a zip of every shared project (notes, memory, conversations) and your own ' +
+          'private channel, never anyone else’s. ',
+        h('code', {}, 'charlie restore'),
+        ' brings it back.',
+      ),
+      link,
       h('div', { class: 'actions' }, button),
     );
   }
