@@ -41,6 +41,19 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+@contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction: committed when the block ends, rolled back if it raises."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.in_transaction:  # SQLite may have rolled back already (a full disk, damage)
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 def run_script(db: sqlite3.Connection, script: str) -> None:
     """Run SQL statements one by one, inside the caller's transaction.
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -266,7 +264,7 @@ def _store(home: Home, rows: list[tuple[Any, ...]], report: ImportReport) -> Non
     if not rows:
         return
     added: list[int] = []
-    with database.storage_errors(home.settings.db_path), _transaction(home.db):
+    with database.storage_errors(home.settings.db_path), database.transaction(home.db):
         for row in rows:
             cursor = home.db.execute(INSERT, row)
             if cursor.rowcount == 1 and cursor.lastrowid is not None:
@@ -274,18 +272,6 @@ def _store(home: Home, rows: list[tuple[Any, ...]], report: ImportReport) -> Non
     report.added += len(added)
     report.already += len(rows) - len(added)
     report.message_ids += added
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if db.in_transaction:  # SQLite may have rolled back already (a full disk)
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def distill_pending(home: Home, channel: Channel, llm: LLMClient) -> Iterator[DistillResult]:

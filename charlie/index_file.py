@@ -18,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from charlie import db as database
-from charlie.db import now, run_script
+from charlie.db import now, run_script, transaction
 from charlie.errors import CharlieError
 from charlie.keywords import FTS5_TOKENIZE
 
@@ -125,19 +125,6 @@ def delete_files(path: Path) -> None:
 def error_code(exc: sqlite3.Error) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
     return None if code is None else code & 0xFF
-
-
-@contextmanager
-def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A write transaction: committed when the block ends, rolled back if it raises."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        if db.in_transaction:  # SQLite may have rolled back already (a damaged page)
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 def is_damage(exc: sqlite3.Error) -> bool:

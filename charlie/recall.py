@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import heapq
 import sqlite3
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -37,6 +36,7 @@ import numpy as np
 
 from charlie import conversations, embeddings, projects
 from charlie.conversations import Channel, Message
+from charlie.deferred import Deferred
 from charlie.errors import CharlieError, Forbidden
 from charlie.home import Home
 from charlie.index import Index, lock_of
@@ -279,7 +279,7 @@ class Recaller:
         spans = when.spans if when is not None else ()
         # The keyword side runs beside the embedding and the vector side: SQLite, onnxruntime
         # and numpy all let go of the GIL, and the budget keeps the matches few.
-        with _Beside(lambda: self._matches(terms, list(by_id))) as keyword:
+        with Deferred(lambda: self._matches(terms, list(by_id)), True) as keyword:
             query = self.index.embedder.embed([words])[0]
             cosine: dict[int, float] = {}
             for table in tables:  # the best per conversation; the time asked about too
@@ -391,36 +391,6 @@ def _in_scope(match: str, conversation_ids: Sequence[int]) -> str:
 def _in_words(expression: str) -> str:
     """A MATCH expression limited to a message's words, never its scope token."""
     return f"{{speaker text context}} : ({expression})"
-
-
-class _Beside:
-    """`call()` in a thread of its own, from the start; `result()` waits for it and raises
-    what it raised. Leaving the `with` block waits too, so nothing runs on after a failure."""
-
-    def __init__(self, call: Callable[[], dict[int, float]]) -> None:
-        self._call = call
-        self._value: dict[int, float] = {}
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="charlie-recall", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self._value = self._call()
-        except BaseException as exc:  # raised again in the caller's thread by `result`
-            self._error = exc
-
-    def result(self) -> dict[int, float]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def __enter__(self) -> _Beside:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._thread.join()
 
 
 def _top(scores: dict[int, float], k: int) -> dict[int, float]:

@@ -24,15 +24,16 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Literal
 
 import numpy as np
 
 from charlie import embeddings
 from charlie.config import Settings
+from charlie.deferred import Deferred
 from charlie.embeddings import Embedder
 from charlie.errors import CharlieError
 from charlie.home import Home
@@ -43,7 +44,6 @@ from charlie.usage import UsageModel
 from charlie.users import User
 
 Mode = Literal["vector", "keyword", "fallback", "fusion"]
-T = TypeVar("T")
 MODES: tuple[Mode, ...] = ("vector", "keyword", "fallback", "fusion")
 DEFAULT_MODE: Mode = "fusion"
 MAX_QUERY_CHARS = 2000
@@ -291,9 +291,7 @@ class Searcher:
         # own while this one embeds the query and multiplies (SQLite, onnxruntime and numpy
         # all let go of the GIL), and from here until it is done this thread uses no SQL.
         parallel = mode == "fusion" and self.config.parallel
-        with _Deferred(
-            partial(self._keyword_side, keyword_terms, project_ids), parallel
-        ) as keyword:
+        with Deferred(partial(self._keyword_side, keyword_terms, project_ids), parallel) as keyword:
             candidates = self._vector_candidates(mode, text, project_ids, vectors, result)
             use_keyword = mode in ("keyword", "fusion")
             if mode == "fallback":
@@ -436,42 +434,6 @@ class Searcher:
                 row = self.index.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
                 text = row.fetchone()  # None if another process has just re-indexed the note
                 hit.snippet = _snippet(text[0], hit.terms or terms) if text else ""
-
-
-class _Deferred(Generic[T]):
-    """`call()`, run in a thread of its own from the start when `parallel`, else in the
-    caller's thread when its result is first asked for. Leaving the `with` block waits for
-    the thread, so nothing runs on after a search has failed."""
-
-    def __init__(self, call: Callable[[], T], parallel: bool) -> None:
-        self._call = call
-        self._value: T | None = None
-        self._error: Exception | None = None
-        self._parallel = parallel
-        self._thread = threading.Thread(target=self._run, name="charlie-search", daemon=True)
-        if parallel:
-            self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._call()
-        except Exception as exc:  # raised again in the caller's thread by `result`
-            self._error = exc
-
-    def result(self) -> T:
-        if not self._parallel:
-            return self._call()
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
-
-    def __enter__(self) -> _Deferred[T]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._parallel:
-            self._thread.join()
 
 
 def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
