@@ -28,7 +28,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charlie import __version__
-from charlie.adapters.web import api, voice
+from charlie.adapters.web import admin, api, documents, threads, voice
 from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
 from charlie.db import explain_storage
@@ -162,6 +162,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(api.router, prefix="/api")
     app.include_router(voice.router, prefix="/api")
+    app.include_router(threads.router, prefix="/api")
+    app.include_router(admin.router, prefix="/api")
+    app.include_router(documents.router, prefix="/api")
 
     @app.middleware("http")
     async def safety_headers(request: Request, call_next: Any) -> Any:
