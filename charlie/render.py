@@ -1,0 +1,237 @@
+"""A reply as safe HTML: markdown read by markdown-it-py, code coloured by Pygments, and
+the result checked against an explicit allow-list by nh3 before anyone sees it.
+
+Three walls, each enough on its own against the usual injections, so that a bug in one
+does not open the page to a reply (docs/rendering.md says why it is done on the server):
+
+1. markdown-it runs with raw HTML off: `<script>` or `<img onerror=…>` in a reply is text.
+   A link to anything but an http, https or mailto address keeps its words only
+   (`allowed_address`). An image is shown as a link to it, never as a picture: a picture
+   would be fetched unasked, telling its server that the reply was read.
+2. Pygments escapes every character of the code it colours, and names its tokens with CSS
+   classes only (`hl-k`, `hl-s2`…): no inline style ever reaches the page.
+3. nh3 (ammonia) keeps only the tags, attributes, classes and URL schemes listed in
+   `allowed()`; every link opens in a new tab with `rel="noopener noreferrer"`, and a task
+   list's checkbox is always a disabled checkbox.
+
+Headings move down two levels (`#` is `<h3>`): inside a message, a heading is a section of
+that message, never a title of the page around it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
+from mdit_py_plugins.tasklists import tasklists_plugin
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.token import STANDARD_TYPES
+from pygments.util import ClassNotFound
+
+LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+TOKEN_PREFIX = "hl-"  # Pygments' token classes, e.g. `hl-k` for a keyword (style.css colours them)
+MAX_HIGHLIGHT_CHARS = 50_000  # a longer code block is shown as it is, uncoloured
+HEADING_SHIFT = 2  # `#` → <h3>, … `####` and below → <h6>
+BLOCK_TAGS = frozenset({"p", "br", "hr", "h3", "h4", "h5", "h6", "blockquote", "pre"})
+INLINE_TAGS = frozenset({"strong", "em", "s", "del", "code", "span", "a"})
+LIST_TAGS = frozenset({"ul", "ol", "li", "input"})  # input: a task list's checkbox
+TABLE_TAGS = frozenset({"table", "thead", "tbody", "tr", "th", "td"})
+_LANGUAGE = re.compile(r"[^\w+#.-]")
+
+
+class Markdown(MarkdownIt):
+    """markdown-it whose links are all parsed, then checked once by `_check_links`.
+
+    markdown-it's own check would leave a refused link as its raw markdown, and the bare-URL
+    plugin (mdit-py-plugins 0.7) loses the words before a link it is refused (`xmpp:`).
+    Checking after parsing keeps the words of every refused link, and nothing else.
+    """
+
+    def validateLink(self, url: str) -> bool:
+        return True
+
+
+def allowed_address(url: str) -> bool:
+    """Whether a link may lead to `url`: http, https and mailto addresses only."""
+    scheme, colon, _ = url.strip().partition(":")
+    return bool(colon) and scheme.lower() in LINK_SCHEMES
+
+
+def render_markdown(text: str) -> str:
+    """`text` (a reply, in markdown) as HTML that is safe to put into the page as it is."""
+    return sanitize(_parser().render(text))
+
+
+def sanitize(html: str) -> str:
+    """`html` with everything outside `allowed()` taken out (the last wall, on its own)."""
+    return _cleaner().clean(html)
+
+
+# ---------------------------------------------------------------- the parser
+
+
+@cache
+def _parser() -> Markdown:
+    """Built once per process: markdown-it compiles its rules on construction."""
+    md = Markdown("commonmark", {"html": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.use(tasklists_plugin)  # `- [ ]` / `- [x]`: disabled checkboxes
+    md.use(gfm_autolink_plugin)  # a bare https://… or name@example.org is a link
+    md.core.ruler.push("charlie_links", _check_links)
+    md.core.ruler.push("charlie_headings", _shift_headings)
+    md.add_render_rule("fence", _fence)
+    md.add_render_rule("code_block", _code_block)
+    return md
+
+
+def _check_links(state: StateCore) -> None:
+    """A link to anything but an allowed address becomes its words alone; an image becomes
+    a link to the picture, its description as the words (never fetched unasked)."""
+    for block in state.tokens:
+        if block.type == "inline" and block.children:
+            block.children = _checked(block.children)
+
+
+def _checked(tokens: list[Token]) -> list[Token]:
+    kept: list[Token] = []
+    opened: list[bool] = []  # for each link still open: whether it was kept
+    for token in tokens:
+        if token.type == "image":
+            kept.extend(_image_link(token, inside_link=any(opened)))
+        elif token.type == "link_open":
+            opened.append(allowed_address(str(token.attrGet("href") or "")))
+            if opened[-1]:
+                kept.append(token)
+        elif token.type == "link_close":
+            if opened.pop() if opened else True:
+                kept.append(token)
+        else:
+            kept.append(token)
+    return kept
+
+
+def _image_link(image: Token, *, inside_link: bool) -> list[Token]:
+    """The words of an image (its address when it has none), linked to it where allowed."""
+    address = str(image.attrGet("src") or "")
+    words = _checked(image.children or []) or [Token("text", "", 0, content=address)]
+    if inside_link or not allowed_address(address):  # links never nest
+        return words
+    return [
+        Token("link_open", "a", 1, attrs={"href": address}),
+        *words,
+        Token("link_close", "a", -1),
+    ]
+
+
+def _shift_headings(state: StateCore) -> None:
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            level = int(token.tag[1])
+            token.tag = f"h{min(level + HEADING_SHIFT, 6)}"
+
+
+def _fence(
+    self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    token = tokens[idx]
+    words = token.info.strip().split(maxsplit=1)
+    language = _LANGUAGE.sub("", words[0])[:40] if words else ""
+    return code_html(token.content, language)
+
+
+def _code_block(
+    self: RendererHTML, tokens: list[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    return code_html(tokens[idx].content, "")
+
+
+def code_html(code: str, language: str) -> str:
+    """A code block: coloured when Pygments knows `language`, and labelled with it."""
+    label = f' data-language="{escapeHtml(language)}"' if language else ""
+    return f"<pre{label}><code>{_highlighted(code, language)}</code></pre>\n"
+
+
+def _highlighted(code: str, language: str) -> str:
+    code = code.rstrip("\n")
+    if not language or len(code) > MAX_HIGHLIGHT_CHARS:
+        return escapeHtml(code)
+    try:
+        lexer = get_lexer_by_name(language, stripnl=False)
+    except ClassNotFound:
+        return escapeHtml(code)
+    return highlight(code, lexer, _formatter()).rstrip("\n")
+
+
+@cache
+def _formatter() -> HtmlFormatter[str]:
+    # nowrap: only the token spans; the <pre><code> around them is `code_html`'s.
+    return HtmlFormatter(nowrap=True, classprefix=TOKEN_PREFIX)
+
+
+# ---------------------------------------------------------------- the allow-list
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What may reach the page: nh3's options, named so that docs and tests can read them."""
+
+    tags: frozenset[str]
+    attributes: dict[str, set[str]]
+    classes: dict[str, set[str]]
+    values: dict[str, dict[str, set[str]]]  # attributes allowed only with these values
+    forced: dict[str, dict[str, str]]  # attributes set on every such tag, whatever was there
+    styles: frozenset[str]  # CSS properties kept in a `style` (a table column's alignment)
+
+
+@cache
+def allowed() -> Allowed:
+    token_classes = {TOKEN_PREFIX + short for short in STANDARD_TYPES.values() if short}
+    cell = {"style"}  # only `text-align`, see `styles`
+    return Allowed(
+        tags=BLOCK_TAGS | INLINE_TAGS | LIST_TAGS | TABLE_TAGS,
+        attributes={
+            "a": {"href", "title"},
+            "ol": {"start"},
+            "pre": {"data-language"},
+            "th": cell,
+            "td": cell,
+        },
+        classes={
+            "span": token_classes,
+            "ul": {"contains-task-list"},
+            "li": {"task-list-item"},
+            "input": {"task-list-item-checkbox"},
+        },
+        values={"input": {"checked": {"checked", ""}}},
+        forced={"a": {"target": "_blank"}, "input": {"type": "checkbox", "disabled": "disabled"}},
+        styles=frozenset({"text-align"}),
+    )
+
+
+@cache
+def _cleaner() -> nh3.Cleaner:
+    rules = allowed()
+    return nh3.Cleaner(
+        tags=set(rules.tags),
+        clean_content_tags={"script", "style"},
+        attributes=rules.attributes,
+        allowed_classes=rules.classes,
+        tag_attribute_values=rules.values,
+        set_tag_attribute_values=rules.forced,
+        filter_style_properties=set(rules.styles),
+        url_schemes=set(LINK_SCHEMES),
+        url_relative="deny",
+        link_rel="noopener noreferrer",
+        strip_comments=True,
+    )
