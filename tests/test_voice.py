@@ -277,11 +277,11 @@ def test_no_engine_left_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_without_the_extras_each_part_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for module in ("faster_whisper", "piper", "av", "edge_tts"):
+    for module in ("faster_whisper", "sanotts", "av", "edge_tts"):
         monkeypatch.setitem(sys.modules, module, None)  # as if not installed
     with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[voice\]'"):
         stt.WhisperTranscriber("tiny.en", home=tmp_path)
-    with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[piper\]'"):
+    with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[voice\]'"):
         tts.PiperSynthesizer()
     with pytest.raises(VoiceUnavailable, match=r"pip install 'charlie\[voice\]'"):
         tts.EdgeSynthesizer("en-US-AriaNeural")

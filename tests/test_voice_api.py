@@ -181,6 +181,14 @@ def test_voice_status_tells_the_pwa_what_it_needs(alice: TestClient) -> None:
     assert status["available"] is True and status["problem"] is None
     assert status["rate"] == RATE and status["silence_ms"] == 700
     assert list(status["tts"]) == ["piper", "espeak"]
+    speech = status["speech"]
+    assert speech["speaks"] == "piper" and speech["offline"] == "piper"
+    assert [(e["name"], e["state"], e["online"]) for e in speech["engines"]] == [
+        ("piper", "ready", False),
+        ("espeak", "ready", False),
+    ]
+    assert speech["advice"].startswith("Speaking with the built-in Piper voice, offline.")
+    assert "put edge first in CHARLIE_VOICE_TTS" in speech["advice"]
 
 
 def test_hands_free_listening_reports_speech_and_the_end_of_the_utterance(
@@ -243,7 +251,10 @@ def test_charlie_voice_and_say_from_the_command_line(
     said = tmp_path / "said.wav"
     result = charlie("say", "Hello from Charlie.", "-o", str(said))
     assert result.exit_code == 0
-    assert result.stdout.startswith("Wrote ") and "(piper)" in result.stdout
+    assert result.stdout.startswith("Wrote ")
+    assert result.stdout.endswith(
+        f"to {said}, spoken by piper (the built-in Piper voice, offline).\n"
+    )
     assert word_errors("Hello from Charlie.", _transcribe(said))[0] <= 1
 
     silent = tmp_path / "silent.wav"

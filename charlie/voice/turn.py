@@ -78,7 +78,8 @@ class Voice:
         self._transcriber = transcriber
         self._speaker = speaker
         self._vad_session: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the recogniser and the detector
+        self._speaker_lock = threading.Lock()  # apart, so speech never waits for Whisper
         self._warming = threading.Event()
 
     @property
@@ -91,7 +92,7 @@ class Voice:
 
     @property
     def speaker(self) -> Speaker:
-        with self._lock:
+        with self._speaker_lock:
             if self._speaker is None:
                 self._speaker = Speaker.from_settings(self.settings)
             return self._speaker
@@ -219,7 +220,7 @@ class _Speech:
                 said = self.voice.speaker.speak(sentence)
             except VoiceUnavailable as exc:
                 self.failed = True
-                yield chat.Notice(str(exc))
+                yield chat.Notice(f"{exc} The reply is in the chat.")
                 return
             yield SpeechChunk(self.index, sentence, said)
             self.index += 1

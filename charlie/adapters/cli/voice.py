@@ -10,6 +10,7 @@ from charlie.adapters.cli.chat import Printer
 from charlie.adapters.cli.common import channel_options, opened_home, opened_llm, resolve_channel
 from charlie.errors import CharlieError
 from charlie.voice import audio as audio_io
+from charlie.voice import tts
 from charlie.voice import turn as voice_turn
 from charlie.voice.audio import Audio
 
@@ -90,10 +91,17 @@ def voice_command(
 )
 @click.option("--spoken", is_flag=True, help="Shorten markdown to a few speakable sentences first.")
 def say_command(text: str, output: Path, spoken: bool) -> None:
-    """Speak TEXT with the first speech engine that works, into a WAV file."""
+    """Speak TEXT with the first speech engine that works, into a WAV file.
+
+    Says which engine spoke; when none can, says exactly what to install.
+    """
     with opened_home() as home:
-        said = voice_turn.Voice(home.settings).say(text, spoken=spoken)
+        voice = voice_turn.Voice(home.settings)
+        said = voice.say(text, spoken=spoken)
         _write(output, said.audio)
-        click.echo(f"Wrote {said.audio.seconds:.1f} s of speech ({said.engine}) to {output}.")
+        spoke = " and ".join(f"{name} ({tts.ABOUT[name]})" for name in said.engine.split(","))
+        click.echo(f"Wrote {said.audio.seconds:.1f} s of speech to {output}, spoken by {spoke}.")
         for skipped in said.skipped:
             click.echo(f"· skipped {skipped}", err=True)
+        if "espeak" in said.engine.split(","):  # robotic: say how to get a natural voice
+            click.echo(f"· {voice.speaker.survey().advice}", err=True)

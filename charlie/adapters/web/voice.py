@@ -10,6 +10,7 @@ spoken turn. One detector, one set of parameters, whatever the browser.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib.util
 import threading
 from collections.abc import Iterator
@@ -73,16 +74,19 @@ def chunk_json(chunk: SpeechChunk) -> dict[str, Any]:
 
 @router.get("/voice")
 def voice_status(request: Request, session: SessionDep) -> dict[str, Any]:
-    """Whether voice works here, with what, and the hands-free parameters."""
+    """Whether voice works here, with what, and the hands-free parameters. `speech` says
+    which engine will speak, which speaks offline, and how to get a better voice."""
     voice, settings = _voice(request), request.app.state.settings
     problem = installed()
+    survey = voice.speaker.survey()  # loads the speech engines (once), never speaks
     if problem is None:  # the app asks this after sign-in: load the models meanwhile
         threading.Thread(target=voice.warm, name="charlie-voice-warm", daemon=True).start()
     return {
         "available": problem is None,
         "problem": problem,
         "stt_model": settings.voice_stt_model,
-        "tts": voice.speaker.status() if problem is None else {},
+        "tts": voice.speaker.status(),
+        "speech": dataclasses.asdict(survey),
         "rate": audio_io.RATE,
         "silence_ms": voice.params.silence_ms,
         "max_seconds": voice.params.max_seconds,
