@@ -37,6 +37,7 @@ from charlie.conversations import Channel, Message
 from charlie.errors import (
     CharlieError,
     DistillationError,
+    Forbidden,
     LLMContextExceeded,
     LLMError,
     LLMStreamError,
@@ -154,6 +155,13 @@ def answer_cap(channel: Channel, llm: LLMClient) -> int:
     return configured or llm.max_tokens
 
 
+def model_for(channel: Channel, llm: LLMClient) -> LLMClient:
+    """The client for this channel: asking for the project's own model when its
+    project.toml names one (`model`), else the configured one."""
+    chosen = channel.project.config.model if channel.project else None
+    return llm.with_model(chosen) if chosen else llm
+
+
 def plan(channel: Channel, llm: LLMClient) -> Budget:
     """How the model's window is shared in this channel: the prompt, then the answer."""
     return Budget.of(llm.context_window(), answer_cap(channel, llm))
@@ -262,17 +270,118 @@ def turn(
     A distillation that cannot be written (a full disk) raises its `DatabaseError` after
     the reply is stored; one the model fails is a `Notice`.
     """
-    if channel.private and (channel.owner is None or channel.owner.id != user.id):
-        raise CharlieError("A private channel can only be used by its owner.")
+    _may_use(channel, user)
     if not text.strip() and not images:
         raise CharlieError("The message is empty: type something to send.")
     images = images or []
     image_parts = [image_part(path) for path in images]  # fail on a bad image before storing
     del image_parts
     memory.ensure_file(home, channel)
-    conversations.add_message(
+    asked = conversations.add_message(
         home, channel, "user", text, user=user, images=[str(p) for p in images]
     )
+    yield from _answer(
+        home, llm, channel, user, asked, images, registry, max_iterations, instruction
+    )
+
+
+def _may_use(channel: Channel, user: User) -> None:
+    if channel.private and (channel.owner is None or channel.owner.id != user.id):
+        raise CharlieError("A private channel can only be used by its owner.")
+
+
+def answerable(home: Home, channel: Channel, user: User, message_id: int) -> Message:
+    """The message `answer_again(message_id)` answers (a refusal that says why otherwise)."""
+    _may_use(channel, user)
+    message = conversations.get_message(home, channel, message_id)
+    if message.hidden:
+        raise CharlieError("That message is an alternative set aside: choose it first.")
+    if message.role == "assistant":
+        if not message.parent_id:
+            raise CharlieError("That reply answers no message of this thread: nothing to redo.")
+        asked = conversations.get_message(home, channel, message.parent_id)
+        if asked.role != "user":
+            raise CharlieError("That reply does not follow a message: nothing to regenerate.")
+    elif conversations.newest_id(home, channel) != message.id:
+        raise CharlieError(
+            "That message already has an answer: regenerate the reply, or edit the message."
+        )
+    else:
+        asked = message
+    return asked
+
+
+def answer_again(
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    message_id: int,
+    *,
+    registry: Registry | None = None,
+    max_iterations: int = MAX_ITERATIONS,
+) -> Iterator[Event]:
+    """Regenerate reply `message_id` — the old reply (and whatever followed it) is kept as an
+    alternative the person can page back to — or, given the person's own last message whose
+    turn failed, answer it now (retry)."""
+    asked = answerable(home, channel, user, message_id)
+    if asked.id != message_id:
+        conversations.set_aside(home, channel, conversations.get_message(home, channel, message_id))
+    memory.ensure_file(home, channel)
+    yield from _answer(home, llm, channel, user, asked, [], registry, max_iterations, "")
+
+
+def editable(home: Home, channel: Channel, user: User, message_id: int, text: str) -> Message:
+    """The message `edit_and_resend` replaces (a refusal that says why otherwise)."""
+    _may_use(channel, user)
+    if not text.strip():
+        raise CharlieError("The message is empty: type something to send.")
+    message = conversations.get_message(home, channel, message_id)
+    if message.role != "user" or message.user_id != user.id:
+        raise Forbidden("You can only edit your own messages.")
+    if message.hidden:
+        raise CharlieError("That message is an alternative set aside: choose it first.")
+    if message.parent_id is None:
+        raise CharlieError("An imported message can't be edited here.")
+    return message
+
+
+def edit_and_resend(
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    message_id: int,
+    text: str,
+    *,
+    registry: Registry | None = None,
+    max_iterations: int = MAX_ITERATIONS,
+) -> Iterator[Event]:
+    """Replace the person's message `message_id` with `text` and answer it. The old version
+    and every turn after it stay, as an alternative branch the person can page back to."""
+    message = editable(home, channel, user, message_id, text)
+    conversations.set_aside(home, channel, message)
+    asked = conversations.add_message(
+        home, channel, "user", text, user=user, parent_id=message.parent_id
+    )
+    memory.ensure_file(home, channel)
+    yield from _answer(home, llm, channel, user, asked, [], registry, max_iterations, "")
+
+
+def _answer(
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    asked: Message,
+    images: list[Path],
+    registry: Registry | None,
+    max_iterations: int,
+    instruction: str,
+) -> Iterator[Event]:
+    """The reply to `asked` (the newest message of the thread's kept branch), streamed."""
+    text = asked.content
+    llm = model_for(channel, llm)
     within = plan(channel, llm)
     messages, warning = context(home, channel, user, images, within=within, instruction=instruction)
     if warning:
@@ -292,7 +401,13 @@ def turn(
         kept = ""
         if loop.reply.strip():  # cut off mid-stream: keep what was shown, marked incomplete
             conversations.add_message(
-                home, channel, "assistant", loop.reply.strip(), trace=loop.trace, incomplete=True
+                home,
+                channel,
+                "assistant",
+                loop.reply.strip(),
+                trace=loop.trace,
+                incomplete=True,
+                parent_id=asked.id,
             )
             kept = (
                 "The reply was cut off: the part shown is kept, marked incomplete, and is not "
@@ -308,7 +423,13 @@ def turn(
         reply_text = "(The model returned an empty reply.)"
         yield Notice("The model returned an empty reply; try rephrasing or another model.")
     stored = conversations.add_message(
-        home, channel, "assistant", reply_text, trace=loop.trace, incomplete=loop.looped
+        home,
+        channel,
+        "assistant",
+        reply_text,
+        trace=loop.trace,
+        incomplete=loop.looped,
+        parent_id=asked.id,
     )
     toolkit.record_citations(loop.context)
     yield Reply(stored, loop.prompt_tokens, loop.llm_seconds)

@@ -8,9 +8,11 @@ stored before anything else happens to it, so a failing model never loses what w
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from charlie.db import now
+from charlie.db import now, transaction
+from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.projects import Project
 from charlie.trace import Step, steps_from_json, steps_to_json
@@ -21,13 +23,22 @@ ASSISTANT = "Charlie"
 
 @dataclass(frozen=True)
 class Channel:
+    """One thread of a shared project or of a private channel. `memory_id` is the project's
+    (or private channel's) first thread: memory revisions and the distillation claim are
+    keyed to it, so every thread feeds the same memory."""
+
     conversation_id: int
     project: Project | None = None
     owner: User | None = None
+    memory_id: int | None = None
 
     @property
     def private(self) -> bool:
         return self.owner is not None
+
+    @property
+    def memory_key(self) -> int:
+        return self.conversation_id if self.memory_id is None else self.memory_id
 
     @property
     def label(self) -> str:
@@ -49,30 +60,258 @@ class Message:
     trace: list[Step] | None = None  # the tool trace of a reply
     incomplete: bool = False  # a reply the server cut off mid-stream: kept, never distilled
     source_id: str | None = None  # the id an imported message had where it came from
+    parent_id: int | None = None  # the message this one follows (0: the first; None: imported)
+    hidden: bool = False  # off the branch the person kept: an alternative, never distilled
 
 
-def _conversation(home: Home, *, project_id: int | None, owner_id: int | None) -> int:
-    private = int(owner_id is not None)
-    column, value = ("owner_id", owner_id) if private else ("project_id", project_id)
+@dataclass(frozen=True)
+class Thread:
+    """A conversation as the thread list shows it."""
+
+    id: int
+    title: str
+    created_at: str
+    updated_at: str
+    messages: int
+    snippet: str  # the start of its last message
+    archived: bool = False
+    deleted: bool = False
+    source_id: str | None = None
+
+
+UNTITLED = "New chat"
+TITLE_CHARS = 60
+
+
+def _holder(project_id: int | None, owner_id: int | None) -> tuple[str, int, int]:
+    """The column naming whose threads these are, its value, and the `private` flag."""
+    if owner_id is not None:
+        return "owner_id", owner_id, 1
+    assert project_id is not None
+    return "project_id", project_id, 0
+
+
+def _first_thread(home: Home, *, project_id: int | None, owner_id: int | None) -> int:
+    """The holder's first thread, made when there is none (one statement: two processes
+    asking at once still make one)."""
+    column, value, private = _holder(project_id, owner_id)
+    stamp = now()
     home.db.execute(
-        "INSERT INTO conversations (project_id, owner_id, private, created_at) "
-        f"SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+        "INSERT INTO conversations (project_id, owner_id, private, created_at, updated_at) "
+        f"SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS "
         f"(SELECT 1 FROM conversations WHERE {column} = ? AND private = ?)",
-        (project_id, owner_id, private, now(), value, private),
+        (project_id, owner_id, private, stamp, stamp, value, private),
     )
     row = home.db.execute(
-        f"SELECT id FROM conversations WHERE {column} = ? AND private = ?", (value, private)
+        f"SELECT min(id) FROM conversations WHERE {column} = ? AND private = ?", (value, private)
     ).fetchone()
     return int(row[0])
 
 
-def shared_channel(home: Home, project: Project) -> Channel:
-    return Channel(_conversation(home, project_id=project.id, owner_id=None), project=project)
+def _thread_of(
+    home: Home, first: int, thread: int | None, *, project_id: int | None, owner_id: int | None
+) -> int:
+    """`thread` when it is one of the holder's threads (not in the trash); without one, the
+    thread most recently written in."""
+    column, value, private = _holder(project_id, owner_id)
+    if thread is None:
+        row = home.db.execute(
+            f"SELECT id FROM conversations WHERE {column} = ? AND private = ? "
+            "AND deleted_at IS NULL AND archived_at IS NULL "
+            "ORDER BY updated_at DESC, id DESC LIMIT 1",
+            (value, private),
+        ).fetchone()
+        return first if row is None else int(row[0])
+    row = home.db.execute(
+        f"SELECT deleted_at FROM conversations WHERE id = ? AND {column} = ? AND private = ?",
+        (thread, value, private),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"There is no thread {thread} here: `charlie threads` lists them.")
+    if row[0] is not None:
+        raise NotFound(f"Thread {thread} is in the trash: restore it to use it.")
+    return thread
 
 
-def private_channel(home: Home, user: User) -> Channel:
-    """`user`'s own private channel. Only ever built from the person who is asking."""
-    return Channel(_conversation(home, project_id=None, owner_id=user.id), owner=user)
+def shared_channel(home: Home, project: Project, thread: int | None = None) -> Channel:
+    """A thread of `project`: `thread` by id, or the one most recently written in."""
+    first = _first_thread(home, project_id=project.id, owner_id=None)
+    found = _thread_of(home, first, thread, project_id=project.id, owner_id=None)
+    return Channel(found, project=project, memory_id=first)
+
+
+def private_channel(home: Home, user: User, thread: int | None = None) -> Channel:
+    """A thread of `user`'s own private channel. Only ever built from the person asking."""
+    first = _first_thread(home, project_id=None, owner_id=user.id)
+    found = _thread_of(home, first, thread, project_id=None, owner_id=user.id)
+    return Channel(found, owner=user, memory_id=first)
+
+
+def new_thread(
+    home: Home,
+    channel: Channel,
+    *,
+    title: str | None = None,
+    source_id: str | None = None,
+    created_at: str | None = None,
+) -> Channel:
+    """A new, empty thread beside `channel`'s (same project or private channel, same
+    memory). With `source_id` (an imported conversation), the thread already imported
+    from it is returned instead of a second one."""
+    project_id = channel.project.id if channel.project else None
+    owner_id = channel.owner.id if channel.owner else None
+    stamp = created_at or now()
+    home.db.execute(
+        "INSERT OR IGNORE INTO conversations (project_id, owner_id, private, created_at, "
+        "updated_at, title, title_set, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            project_id,
+            owner_id,
+            int(channel.private),
+            stamp,
+            stamp,
+            _clean_title(title) if title else None,
+            int(bool(title)),
+            source_id,
+        ),
+    )
+    if source_id is not None:
+        column, value, private = _holder(project_id, owner_id)
+        row = home.db.execute(
+            f"SELECT id, deleted_at FROM conversations WHERE {column} = ? AND private = ? "
+            "AND source_id = ?",
+            (value, private, source_id),
+        ).fetchone()
+        if row["deleted_at"] is not None:  # imported again: out of the trash
+            home.db.execute("UPDATE conversations SET deleted_at = NULL WHERE id = ?", (row[0],))
+        thread_id = int(row[0])
+    else:
+        thread_id = int(home.db.execute("SELECT last_insert_rowid()").fetchone()[0])
+    return replace(channel, conversation_id=thread_id)
+
+
+def thread_channels(home: Home, channel: Channel) -> list[Channel]:
+    """Every thread beside `channel` (its own included) that is not in the trash."""
+    column, value, private = _holder(
+        channel.project.id if channel.project else None, channel.owner.id if channel.owner else None
+    )
+    rows = home.db.execute(
+        f"SELECT id FROM conversations WHERE {column} = ? AND private = ? "
+        "AND deleted_at IS NULL ORDER BY id",
+        (value, private),
+    ).fetchall()
+    return [replace(channel, conversation_id=int(r[0])) for r in rows]
+
+
+def thread_holding(home: Home, channel: Channel, message_id: int) -> Channel | None:
+    """The thread beside `channel` (not in the trash) that holds message `message_id`."""
+    row = home.db.execute(
+        "SELECT conversation_id FROM messages WHERE id = ?", (message_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    return next((t for t in thread_channels(home, channel) if t.conversation_id == row[0]), None)
+
+
+def threads(
+    home: Home, channel: Channel, *, archived: bool = False, trash: bool = False
+) -> list[Thread]:
+    """The threads beside `channel`, most recently written first: the active ones, or the
+    archived ones, or those in the trash."""
+    column, value, private = _holder(
+        channel.project.id if channel.project else None, channel.owner.id if channel.owner else None
+    )
+    where = (
+        "deleted_at IS NOT NULL"
+        if trash
+        else ("deleted_at IS NULL AND archived_at IS " + ("NOT NULL" if archived else "NULL"))
+    )
+    rows = home.db.execute(
+        "SELECT c.*, (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id "
+        "AND m.hidden = 0) AS n, (SELECT content FROM messages m WHERE m.conversation_id = c.id "
+        "AND m.hidden = 0 ORDER BY created_at DESC, id DESC LIMIT 1) AS last "
+        f"FROM conversations c WHERE {column} = ? AND private = ? AND {where} "
+        "ORDER BY updated_at DESC, id DESC",
+        (value, private),
+    ).fetchall()
+    return [_thread(row) for row in rows]
+
+
+def get_thread(home: Home, channel: Channel) -> Thread:
+    row = home.db.execute(
+        "SELECT c.*, (SELECT count(*) FROM messages m WHERE m.conversation_id = c.id "
+        "AND m.hidden = 0) AS n, (SELECT content FROM messages m WHERE m.conversation_id = c.id "
+        "AND m.hidden = 0 ORDER BY created_at DESC, id DESC LIMIT 1) AS last "
+        "FROM conversations c WHERE id = ?",
+        (channel.conversation_id,),
+    ).fetchone()
+    return _thread(row)
+
+
+def _thread(row: Any) -> Thread:
+    last = " ".join(str(row["last"] or "").split())
+    return Thread(
+        id=int(row["id"]),
+        title=row["title"] or UNTITLED,
+        created_at=row["created_at"],
+        updated_at=row["updated_at"] or row["created_at"],
+        messages=int(row["n"]),
+        snippet=last[:120] + ("…" if len(last) > 120 else ""),
+        archived=row["archived_at"] is not None,
+        deleted=row["deleted_at"] is not None,
+        source_id=row["source_id"],
+    )
+
+
+def _clean_title(title: str) -> str:
+    words = " ".join(title.split())
+    if len(words) <= TITLE_CHARS:
+        return words
+    cut = words[:TITLE_CHARS].rsplit(" ", 1)[0] or words[:TITLE_CHARS]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def rename_thread(home: Home, channel: Channel, title: str) -> None:
+    """A title the person chose: it is never replaced by a generated one."""
+    if not title.strip():
+        raise CharlieError("A thread's title can't be empty.")
+    if len(title) > 500:
+        raise CharlieError("That title is too long: keep it under 500 characters.")
+    home.db.execute(
+        "UPDATE conversations SET title = ?, title_set = 1 WHERE id = ?",
+        (_clean_title(title), channel.conversation_id),
+    )
+
+
+def archive_thread(home: Home, channel: Channel, archived: bool = True) -> None:
+    home.db.execute(
+        "UPDATE conversations SET archived_at = ? WHERE id = ?",
+        (now() if archived else None, channel.conversation_id),
+    )
+
+
+def trash_thread(home: Home, channel: Channel) -> None:
+    """Into the trash: hidden from the list and from recall, kept whole, undoable
+    (`restore_thread`). The memory it fed keeps what was distilled from it."""
+    home.db.execute(
+        "UPDATE conversations SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL",
+        (now(), channel.conversation_id),
+    )
+
+
+def restore_thread(home: Home, channel: Channel, thread_id: int) -> Channel:
+    """Thread `thread_id` (beside `channel`) out of the trash."""
+    column, value, private = _holder(
+        channel.project.id if channel.project else None, channel.owner.id if channel.owner else None
+    )
+    cursor = home.db.execute(
+        f"UPDATE conversations SET deleted_at = NULL WHERE id = ? AND {column} = ? "
+        "AND private = ? AND deleted_at IS NOT NULL",
+        (thread_id, value, private),
+    )
+    if cursor.rowcount != 1:
+        raise NotFound(f"Thread {thread_id} is not in the trash here.")
+    return replace(channel, conversation_id=thread_id)
 
 
 def add_message(
@@ -85,13 +324,21 @@ def add_message(
     images: list[str] | None = None,
     trace: list[Step] | None = None,
     incomplete: bool = False,
+    parent_id: int | None = None,
 ) -> Message:
+    """Store a message at the end of the thread's kept branch (or after `parent_id`, for an
+    alternative: a regenerated reply or an edited message)."""
     speaker = user.name if (role == "user" and user is not None) else ASSISTANT
     created = now()
+    follows = (
+        "?"
+        if parent_id is not None
+        else "(SELECT ifnull(max(id), 0) FROM messages WHERE conversation_id = ? AND hidden = 0)"
+    )
     cursor = home.db.execute(
         "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-        "content, images, created_at, trace, incomplete) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"content, images, created_at, trace, incomplete, parent_id) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {follows})",
         (
             channel.conversation_id,
             channel.project.id if channel.project else None,
@@ -104,9 +351,23 @@ def add_message(
             created,
             None if trace is None else json.dumps(steps_to_json(trace), ensure_ascii=False),
             int(incomplete),
+            parent_id if parent_id is not None else channel.conversation_id,
         ),
     )
     assert cursor.lastrowid is not None
+    home.db.execute(  # the thread moves up the list; its first words name it until renamed
+        "UPDATE conversations SET updated_at = ?, title = CASE WHEN title IS NULL AND ? "
+        "THEN ? ELSE title END WHERE id = ?",
+        (
+            created,
+            role == "user" and bool(content.strip()),
+            _clean_title(content),
+            channel.conversation_id,
+        ),
+    )
+    row = home.db.execute(
+        "SELECT parent_id FROM messages WHERE id = ?", (cursor.lastrowid,)
+    ).fetchone()
     return Message(
         cursor.lastrowid,
         role,
@@ -117,6 +378,7 @@ def add_message(
         images or [],
         trace,
         incomplete,
+        parent_id=row[0],
     )
 
 
@@ -133,6 +395,8 @@ def _message(row: object) -> Message:
         trace=steps_from_json(json.loads(r["trace"])) if r.get("trace") else None,
         incomplete=bool(r["incomplete"]),
         source_id=r.get("source_id"),
+        parent_id=r.get("parent_id"),
+        hidden=bool(r.get("hidden", 0)),
     )
 
 
@@ -150,7 +414,7 @@ def undistilled(home: Home, channel: Channel, *, limit: int | None = None) -> li
     history imported without asking for its distillation (`distill` = 0)."""
     rows = home.db.execute(
         "SELECT * FROM messages WHERE conversation_id = ? AND id > ? AND incomplete = 0 "
-        "AND distill = 1 ORDER BY id LIMIT ?",
+        "AND distill = 1 AND hidden = 0 ORDER BY id LIMIT ?",
         (channel.conversation_id, distilled_upto(home, channel), -1 if limit is None else limit),
     )
     return [_message(row) for row in rows]
@@ -160,7 +424,7 @@ def recent(home: Home, channel: Channel, limit: int) -> list[Message]:
     """The last `limit` messages in time, oldest first (imported history takes its place
     by its own times, not by when it was imported)."""
     rows = home.db.execute(
-        "SELECT * FROM (SELECT * FROM messages WHERE conversation_id = ? "
+        "SELECT * FROM (SELECT * FROM messages WHERE conversation_id = ? AND hidden = 0 "
         "ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id",
         (channel.conversation_id, limit),
     )
@@ -171,20 +435,20 @@ def around(home: Home, channel: Channel, message_id: int, before: int, after: in
     """Message `message_id` of the channel with up to `before` messages before it and `after`
     after it in time, oldest first; empty when the channel has no such message."""
     target = home.db.execute(
-        "SELECT created_at, id FROM messages WHERE id = ? AND conversation_id = ?",
+        "SELECT created_at, id FROM messages WHERE id = ? AND conversation_id = ? AND hidden = 0",
         (message_id, channel.conversation_id),
     ).fetchone()
     if target is None:
         return []
     key = (channel.conversation_id, target[0], target[1])
     earlier = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at, id) < (?, ?) "
-        "ORDER BY created_at DESC, id DESC LIMIT ?",
+        "SELECT * FROM messages WHERE conversation_id = ? AND hidden = 0 "
+        "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?",
         (*key, before),
     ).fetchall()
     later = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND (created_at, id) >= (?, ?) "
-        "ORDER BY created_at, id LIMIT ?",
+        "SELECT * FROM messages WHERE conversation_id = ? AND hidden = 0 "
+        "AND (created_at, id) >= (?, ?) ORDER BY created_at, id LIMIT ?",
         (*key, after + 1),
     ).fetchall()
     return [_message(row) for row in [*reversed(earlier), *later]]
@@ -193,14 +457,16 @@ def around(home: Home, channel: Channel, message_id: int, before: int, after: in
 def newest_id(home: Home, channel: Channel) -> int:
     """The id of the channel's last stored message (0 when it has none)."""
     row = home.db.execute(
-        "SELECT max(id) FROM messages WHERE conversation_id = ?", (channel.conversation_id,)
+        "SELECT max(id) FROM messages WHERE conversation_id = ? AND hidden = 0",
+        (channel.conversation_id,),
     ).fetchone()
     return int(row[0] or 0)
 
 
 def count_messages(home: Home, channel: Channel) -> int:
     row = home.db.execute(
-        "SELECT count(*) FROM messages WHERE conversation_id = ?", (channel.conversation_id,)
+        "SELECT count(*) FROM messages WHERE conversation_id = ? AND hidden = 0",
+        (channel.conversation_id,),
     ).fetchone()
     return int(row[0])
 
@@ -210,3 +476,98 @@ def mark_distilled(home: Home, channel: Channel, upto_id: int) -> None:
         "UPDATE conversations SET distilled_upto = max(distilled_upto, ?) WHERE id = ?",
         (upto_id, channel.conversation_id),
     )
+
+
+# ---------------------------------------------------------------- branches
+
+
+def get_message(home: Home, channel: Channel, message_id: int) -> Message:
+    """Message `message_id` of this thread (404 otherwise: the same answer whether or not it
+    exists elsewhere)."""
+    row = home.db.execute(
+        "SELECT * FROM messages WHERE id = ? AND conversation_id = ?",
+        (message_id, channel.conversation_id),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"There is no message {message_id} in this conversation.")
+    return _message(row)
+
+
+def alternatives(home: Home, channel: Channel, shown: list[Message]) -> dict[int, list[int]]:
+    """For each shown message that has alternatives (the replies regenerated in its place,
+    the versions of an edited message), the ids of all of them, oldest first."""
+    parents = sorted({m.parent_id for m in shown if m.parent_id is not None})
+    found: dict[tuple[int, str], list[int]] = {}
+    for start in range(0, len(parents), 500):
+        part = parents[start : start + 500]
+        for row in home.db.execute(
+            "SELECT id, parent_id, role FROM messages WHERE conversation_id = ? AND parent_id IN "
+            f"({','.join('?' * len(part))}) ORDER BY id",
+            (channel.conversation_id, *part),
+        ):
+            found.setdefault((int(row[1]), str(row[2])), []).append(int(row[0]))
+    out: dict[int, list[int]] = {}
+    for m in shown:
+        if m.parent_id is None:
+            continue
+        siblings = found.get((m.parent_id, m.role), [])
+        if len(siblings) > 1:
+            out[m.id] = siblings
+    return out
+
+
+def _subtree(home: Home, message_id: int) -> list[int]:
+    """The ids of every message that follows `message_id` on any branch."""
+    rows = home.db.execute(
+        "WITH RECURSIVE below(id) AS (SELECT id FROM messages WHERE parent_id = ? "
+        "UNION ALL SELECT m.id FROM messages m JOIN below b ON m.parent_id = b.id) "
+        "SELECT id FROM below",
+        (message_id,),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def set_aside(home: Home, channel: Channel, message: Message) -> None:
+    """Hide `message` and everything after it on its branch: kept as an alternative, left
+    out of the conversation, the model's context and distillation."""
+    with transaction(home.db):
+        _show(home, [message.id, *_subtree(home, message.id)], shown=False)
+
+
+def _show(home: Home, ids: list[int], *, shown: bool) -> None:
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        home.db.execute(
+            f"UPDATE messages SET hidden = ? WHERE id IN ({','.join('?' * len(part))})",
+            (int(not shown), *part),
+        )
+
+
+def choose(home: Home, channel: Channel, message_id: int) -> None:
+    """Keep the branch through alternative `message_id`: its siblings and what followed them
+    are hidden; it and the newest path below it are shown."""
+    chosen = get_message(home, channel, message_id)
+    if chosen.parent_id is None:
+        return
+    with transaction(home.db):
+        _choose(home, channel, chosen)
+
+
+def _choose(home: Home, channel: Channel, chosen: Message) -> None:
+    for row in home.db.execute(
+        "SELECT id FROM messages WHERE conversation_id = ? AND parent_id = ? AND role = ? "
+        "AND id != ?",
+        (channel.conversation_id, chosen.parent_id, chosen.role, chosen.id),
+    ).fetchall():
+        _show(home, [int(row[0]), *_subtree(home, int(row[0]))], shown=False)
+    path = [chosen.id]
+    while True:  # down the newest child at each step
+        row = home.db.execute(
+            "SELECT max(id) FROM messages WHERE parent_id = ? AND conversation_id = ?",
+            (path[-1], channel.conversation_id),
+        ).fetchone()
+        if row[0] is None:
+            break
+        path.append(int(row[0]))
+    _show(home, path, shown=True)
+    _show(home, sorted(set(_subtree(home, chosen.id)) - set(path)), shown=False)

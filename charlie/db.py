@@ -317,6 +317,48 @@ def m009_api_tokens(db: sqlite3.Connection) -> None:
     )
 
 
+def m010_threads_and_branches(db: sqlite3.Connection) -> None:
+    """Threads: a project (and each private channel) holds many conversations. The first one
+    of each keeps what it had (its memory revisions and distillation claim stay keyed to it);
+    the others are listed by `updated_at`, titled, archived or put in the trash (`deleted_at`,
+    undoable). An imported conversation keeps the id it had where it came from (`source_id`),
+    so importing it again finds it.
+
+    Branches: each message names the one it follows (`parent_id`); a regenerated reply or an
+    edited message is a sibling of the one it replaces, and the messages off the branch the
+    person kept are `hidden` (kept, shown as alternatives, never distilled)."""
+    run_script(
+        db,
+        """
+        ALTER TABLE conversations ADD COLUMN title TEXT;
+        ALTER TABLE conversations ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE conversations ADD COLUMN updated_at TEXT;
+        ALTER TABLE conversations ADD COLUMN archived_at TEXT;
+        ALTER TABLE conversations ADD COLUMN deleted_at TEXT;
+        ALTER TABLE conversations ADD COLUMN source_id TEXT;
+        DROP INDEX conversations_project;
+        DROP INDEX conversations_owner;
+        CREATE INDEX conversations_project ON conversations(project_id, id) WHERE private = 0;
+        CREATE INDEX conversations_owner ON conversations(owner_id, id) WHERE private = 1;
+        CREATE UNIQUE INDEX conversations_source
+            ON conversations(ifnull(project_id, 0), ifnull(owner_id, 0), source_id)
+            WHERE source_id IS NOT NULL;
+        UPDATE conversations SET updated_at = coalesce(
+            (SELECT max(created_at) FROM messages m WHERE m.conversation_id = conversations.id),
+            created_at);
+        ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+        ALTER TABLE messages ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+        CREATE TEMP TABLE previous AS SELECT id, lag(id) OVER
+            (PARTITION BY conversation_id ORDER BY id) AS parent FROM messages;
+        CREATE UNIQUE INDEX temp.previous_id ON previous(id);
+        UPDATE messages SET parent_id =
+            ifnull((SELECT parent FROM previous p WHERE p.id = messages.id), 0);
+        DROP TABLE temp.previous;
+        CREATE INDEX messages_parent ON messages(parent_id);
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -327,6 +369,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m007_incomplete_replies,
     m008_imported_messages,
     m009_api_tokens,
+    m010_threads_and_branches,
 ]
 
 

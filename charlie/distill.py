@@ -444,7 +444,7 @@ def claim(home: Home, channel: Channel) -> str | None:
     stale = (datetime.now(UTC) - timedelta(seconds=CLAIM_SECONDS)).isoformat()
     row = home.db.execute(
         "SELECT distill_claim, distill_claimed_at FROM conversations WHERE id = ?",
-        (channel.conversation_id,),
+        (channel.memory_key,),
     ).fetchone()
     held = row["distill_claim"]
     if held is not None and row["distill_claimed_at"] >= stale and not _holder_gone(held):
@@ -452,7 +452,7 @@ def claim(home: Home, channel: Channel) -> str | None:
     cursor = home.db.execute(
         "UPDATE conversations SET distill_claim = ?, distill_claimed_at = ? WHERE id = ? "
         "AND distill_claim IS ?",
-        (token, now(), channel.conversation_id, held),
+        (token, now(), channel.memory_key, held),
     )
     return token if cursor.rowcount == 1 else None
 
@@ -461,12 +461,12 @@ def release(home: Home, channel: Channel, token: str) -> None:
     """Give the claim back. When that write fails (a full disk), the claim is remembered and
     given back by this process's next `claim`, so distillation resumes once it can write."""
     try:
-        _unclaim(home, channel.conversation_id, token)
+        _unclaim(home, channel.memory_key, token)
     except sqlite3.Error as exc:
         explained = database.explain(exc, home.settings.db_path)
         if explained is None:
             raise
-        home.shared.setdefault(UNRELEASED, set()).add((channel.conversation_id, token))
+        home.shared.setdefault(UNRELEASED, set()).add((channel.memory_key, token))
         raise type(explained)(
             f"{explained} Distillation of {channel.label} resumes with your next message once "
             "there is room."

@@ -332,7 +332,7 @@ def revisions(home: Home, channel: Channel) -> list[Revision]:
     rows = home.db.execute(
         "SELECT * FROM memory_revisions WHERE conversation_id = ? AND owner_id IS ? "
         "ORDER BY id DESC",
-        (channel.conversation_id, _owner_id(channel)),
+        (channel.memory_key, _owner_id(channel)),
     )
     return [_revision(row) for row in rows]
 
@@ -341,7 +341,7 @@ def last_revision(home: Home, channel: Channel) -> Revision | None:
     row = home.db.execute(
         "SELECT * FROM memory_revisions WHERE conversation_id = ? AND owner_id IS ? "
         "ORDER BY id DESC LIMIT 1",
-        (channel.conversation_id, _owner_id(channel)),
+        (channel.memory_key, _owner_id(channel)),
     ).fetchone()
     return _revision(row) if row else None
 
@@ -352,7 +352,7 @@ def _origins(home: Home, channel: Channel) -> list[tuple[int, str]]:
     rows = home.db.execute(
         "SELECT id, source FROM memory_revisions WHERE conversation_id = ? AND owner_id IS ? "
         "ORDER BY id",
-        (channel.conversation_id, _owner_id(channel)),
+        (channel.memory_key, _owner_id(channel)),
     )
     origin: dict[int, str] = {}
     for row in rows:
@@ -379,7 +379,7 @@ def _add_revision(
     cursor = home.db.execute(
         "INSERT INTO memory_revisions (conversation_id, owner_id, source, layers, file_sha256, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (channel.conversation_id, _owner_id(channel), source, memory.to_json(), file_sha, created),
+        (channel.memory_key, _owner_id(channel), source, memory.to_json(), file_sha, created),
     )
     assert cursor.lastrowid is not None
     return Revision(cursor.lastrowid, source, memory, created, file_sha)

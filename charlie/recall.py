@@ -106,17 +106,20 @@ class RecallResult:
 def conversations_for(
     home: Home, user: User, channel: Channel, *, everywhere: bool = False
 ) -> list[Channel]:
-    """The channels a recall by `user` from `channel` may read: that channel, plus every
-    shared project's when `everywhere`. A private channel is readable by its owner alone,
-    and a recall from a shared channel never reads any private one."""
+    """The threads a recall by `user` from `channel` may read: every thread of that channel
+    (not those in the trash), plus every shared project's when `everywhere`. A private
+    channel is readable by its owner alone, and a recall from a shared channel never reads
+    any private one."""
     if channel.owner is not None and channel.owner.id != user.id:
         raise Forbidden("That private channel is not yours: only its owner can search it.")
-    found = [channel]
+    found = conversations.thread_channels(home, channel)
     if everywhere:
         for project in projects.list_projects(home):
-            shared = conversations.shared_channel(home, project)
-            if shared.conversation_id != channel.conversation_id:
-                found.append(shared)
+            if channel.project is not None and project.id == channel.project.id:
+                continue
+            found += conversations.thread_channels(
+                home, conversations.shared_channel(home, project)
+            )
     return found
 
 
@@ -272,7 +275,9 @@ class Recaller:
             ]
         )
         terms = self.searched_terms(terms, scope)
-        result = RecallResult(text, [], terms, when, [c.label for c in channels], truncated)
+        result = RecallResult(
+            text, [], terms, when, list(dict.fromkeys(c.label for c in channels)), truncated
+        )
 
         loaded = self.index.vectors()  # before the keyword side starts reading the file too
         tables = [loaded.conversations[i] for i in by_id if i in loaded.conversations]
@@ -434,7 +439,7 @@ def _messages(home: Home, ids: Sequence[int]) -> dict[int, tuple[int, str]]:
     for start in range(0, len(ids), 500):
         part = list(ids[start : start + 500])
         for row in home.db.execute(
-            f"SELECT id, conversation_id, created_at FROM messages WHERE id IN "
+            f"SELECT id, conversation_id, created_at FROM messages WHERE hidden = 0 AND id IN "
             f"({','.join('?' * len(part))})",
             part,
         ):

@@ -116,6 +116,12 @@ ROWS: dict[str, list[str]] = {
         "INSERT INTO api_tokens VALUES (2, 2, '', 'hash2', 1, '2026-01-11', '2026-01-12', "
         "'2026-01-13')",
     ],
+    "m010_threads_and_branches": [
+        CONVERSATION.replace(") VALUES", ", title, updated_at, source_id) VALUES")
+        + "(3, 1, NULL, 0, 0, '2026-01-14', 'Imported', '2026-01-14', 'chatgpt:abc')",
+        MESSAGE.replace(") VALUES", ", parent_id, hidden) VALUES")
+        + "(9, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Marble.', '[]', '2026-01-14', 3, 1)",
+    ],
 }
 
 
@@ -161,8 +167,19 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "incomplete",
         "source_id",
         "distill",
+        "parent_id",
+        "hidden",
     ]
-    assert columns(conn, "conversations")[-2:] == ["distill_claim", "distill_claimed_at"]
+    assert columns(conn, "conversations")[-8:] == [
+        "distill_claim",
+        "distill_claimed_at",
+        "title",
+        "title_set",
+        "updated_at",
+        "archived_at",
+        "deleted_at",
+        "source_id",
+    ]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     assert recorded(path) == NAMES

@@ -157,7 +157,7 @@ def test_messages_around_one_stay_in_their_channel(
         "ALICE-SECRET: the birthday present is a kayak.",
         "Your kayak secret is safe with me.",
     ]
-    assert set(shown[0]) == {"id", "role", "speaker", "content", "created_at", "trace"}
+    assert {"id", "role", "speaker", "content", "created_at", "trace", "thread"} <= set(shown[0])
     one = alice.get(
         "/api/channels/private/messages", params={"around": secret, "before": 0, "after": 0}
     )

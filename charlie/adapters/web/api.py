@@ -50,6 +50,7 @@ from charlie.home import Home
 from charlie.index import status as index_status
 from charlie.memory import Memory
 from charlie.recall import RecallHit, conversations_for, recaller_for
+from charlie.render import render_markdown
 from charlie.search import mark_stale, searcher_for
 from charlie.users import User
 
@@ -62,11 +63,13 @@ MAX_AROUND = 50  # messages either side of one shown with `messages?around=ID`
 # ---------------------------------------------------------------- helpers
 
 
-def channel_for(home: Home, name: str, user: User) -> Channel:
-    """`private` is the caller's own private channel; anything else a shared project."""
+def channel_for(home: Home, name: str, user: User, thread: int | None = None) -> Channel:
+    """`private` is the caller's own private channel; anything else a shared project. With
+    `thread`, that thread of it (404 when it has no such thread); without, the thread most
+    recently written in."""
     if name == PRIVATE:
-        return private_channel(home, user)
-    return shared_channel(home, projects.get_project(home, name))
+        return private_channel(home, user, thread)
+    return shared_channel(home, projects.get_project(home, name), thread)
 
 
 def note_name(name: str) -> str:
@@ -98,11 +101,13 @@ def project_json(project: projects.Project) -> dict[str, Any]:
 
 
 def message_json(message: Any) -> dict[str, Any]:
+    """A message; a reply also as safe HTML (`html`), which the app shows as it is."""
     return {
         "id": message.id,
         "role": message.role,
         "speaker": message.speaker,
         "content": message.content,
+        "html": render_markdown(message.content) if message.role == "assistant" else None,
         "created_at": message.created_at,
         "trace": None if message.trace is None else trace.steps_to_json(message.trace),
     }
@@ -387,19 +392,36 @@ def messages(
     around: int | None = None,
     before: int = 5,
     after: int = 5,
+    thread: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The last `limit` messages; or, with `around=ID`, that message of this channel with
-    `before` messages before it and `after` after it (404 when this channel has no such
-    message — the same answer whether or not it exists elsewhere)."""
-    found = channel_for(home, channel, session.user)
+    """The last `limit` messages of the thread; or, with `around=ID`, that message of this
+    channel with `before` messages before it and `after` after it (404 when this channel has
+    no such message — the same answer whether or not it exists elsewhere). Without `thread`,
+    `around` finds the message in whichever of the channel's threads holds it."""
+    found = channel_for(home, channel, session.user, thread)
     if around is None:
-        return [message_json(m) for m in recent(home, found, max(1, min(limit, 500)))]
+        return shown_json(home, found, recent(home, found, max(1, min(limit, 500))))
+    if thread is None:
+        found = conversations.thread_holding(home, found, around) or found
     shown = conversations.around(
         home, found, around, clamp(before, 0, MAX_AROUND), clamp(after, 0, MAX_AROUND)
     )
     if not shown:
         raise NotFound(f"There is no message {around} in this conversation.")
-    return [message_json(m) for m in shown]
+    return shown_json(home, found, shown)
+
+
+def shown_json(home: Home, channel: Channel, shown: list[Message]) -> list[dict[str, Any]]:
+    """Messages as the conversation shows them: each with its thread, and, where it has
+    alternatives (regenerated replies, edited versions), their ids and its place among them."""
+    others = conversations.alternatives(home, channel, shown)
+    out = []
+    for m in shown:
+        data = message_json(m) | {"thread": channel.conversation_id}
+        if m.id in others:
+            data["alternatives"] = others[m.id]
+        out.append(data)
+    return out
 
 
 def clamp(value: int, low: int, high: int) -> int:
@@ -420,6 +442,7 @@ def said_json(message: Message) -> dict[str, Any]:
 def recall_hit_json(hit: RecallHit) -> dict[str, Any]:
     return said_json(hit.message) | {
         "source_id": hit.message.source_id,
+        "thread": hit.conversation_id,
         "score": round(hit.score, 6),
         "channel": hit.channel,
         "project": hit.project,
@@ -459,9 +482,14 @@ def recall(
 
 @router.post("/channels/{channel}/chat")
 def chat_stream(
-    channel: str, body: ChatRequest, request: Request, session: SessionDep, home: HomeDep
+    channel: str,
+    body: ChatRequest,
+    request: Request,
+    session: SessionDep,
+    home: HomeDep,
+    thread: int | None = None,
 ) -> StreamingResponse:
-    channel_for(home, channel, session.user)  # refuse a bad channel before streaming
+    thread = channel_for(home, channel, session.user, thread).conversation_id  # refuse early
     if not body.text.strip() and not body.images:
         raise CharlieError("The message is empty: type something to send.")
     llm, user = request.app.state.llm, session.user
@@ -473,7 +501,7 @@ def chat_stream(
         raise
 
     def answer(own: Home) -> Iterator[str]:
-        target = channel_for(own, channel, user)
+        target = channel_for(own, channel, user, thread)
         for event in chat.turn(own, llm, target, user, body.text, images):
             yield event_sse(event)
 

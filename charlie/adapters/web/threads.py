@@ -1,7 +1,154 @@
-"""Threads: the many conversations of a project or of a private channel."""
+"""Threads: the many conversations of a project or of a private channel, and what a person
+can do with a message — regenerate a reply, edit and resend, page through alternatives,
+retry a turn that failed.
+
+Every route takes the channel (a project's slug, or `private` for the caller's own) and a
+thread id of that channel; a thread of another channel is a 404, whether or not it exists.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from charlie import chat, conversations
+from charlie.adapters.web.api import channel_for, event_sse, shown_json
+from charlie.adapters.web.deps import HomeDep, SessionDep, stream
+from charlie.errors import CharlieError
+from charlie.home import Home
 
 router = APIRouter()
+VIEWS = ("active", "archived", "trash")
+
+
+def thread_json(thread: conversations.Thread) -> dict[str, Any]:
+    return dataclasses.asdict(thread)
+
+
+@router.get("/channels/{channel}/threads")
+def list_threads(
+    channel: str, session: SessionDep, home: HomeDep, view: str = "active"
+) -> list[dict[str, Any]]:
+    """The channel's threads, most recently written first: `view` is active, archived or
+    trash."""
+    if view not in VIEWS:
+        raise CharlieError(f"view must be one of {', '.join(VIEWS)}.")
+    found = channel_for(home, channel, session.user)
+    listed = conversations.threads(home, found, archived=view == "archived", trash=view == "trash")
+    return [thread_json(t) for t in listed]
+
+
+class NewThread(BaseModel):
+    title: str | None = Field(None, max_length=500)
+
+
+@router.post("/channels/{channel}/threads", status_code=201)
+def create_thread(
+    channel: str, body: NewThread, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    """A new, empty thread (it feeds the same memory as the channel's other threads)."""
+    made = conversations.new_thread(
+        home, channel_for(home, channel, session.user), title=body.title
+    )
+    return thread_json(conversations.get_thread(home, made))
+
+
+class ThreadChange(BaseModel):
+    title: str | None = Field(None, max_length=500)
+    archived: bool | None = None
+
+
+@router.patch("/channels/{channel}/threads/{thread}")
+def change_thread(
+    channel: str, thread: int, body: ThreadChange, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    """Rename a thread (the title is then never replaced), archive or unarchive it."""
+    found = channel_for(home, channel, session.user, thread)
+    if body.title is not None:
+        conversations.rename_thread(home, found, body.title)
+    if body.archived is not None:
+        conversations.archive_thread(home, found, body.archived)
+    return thread_json(conversations.get_thread(home, found))
+
+
+@router.delete("/channels/{channel}/threads/{thread}")
+def trash_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """Into the trash: out of the list and of recall, kept whole until restored."""
+    found = channel_for(home, channel, session.user, thread)
+    conversations.trash_thread(home, found)
+    return thread_json(conversations.get_thread(home, found))
+
+
+@router.post("/channels/{channel}/threads/{thread}/restore")
+def restore_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found = conversations.restore_thread(home, channel_for(home, channel, session.user), thread)
+    return thread_json(conversations.get_thread(home, found))
+
+
+# ---------------------------------------------------------------- message actions
+
+
+@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/regenerate")
+def regenerate(
+    channel: str,
+    thread: int,
+    message_id: int,
+    request: Request,
+    session: SessionDep,
+    home: HomeDep,
+) -> StreamingResponse:
+    """A new answer in place of reply `message_id` (the old one stays as an alternative); or,
+    given the person's last message whose turn failed, its answer (retry)."""
+    found = channel_for(home, channel, session.user, thread)
+    chat.answerable(home, found, session.user, message_id)  # refused before streaming
+    llm, user = request.app.state.llm, session.user
+
+    def answer(own: Home) -> Iterator[str]:
+        target = channel_for(own, channel, user, thread)
+        for event in chat.answer_again(own, llm, target, user, message_id):
+            yield event_sse(event)
+
+    return stream(request, user, answer)
+
+
+class Edit(BaseModel):
+    text: str = Field(max_length=100_000)
+
+
+@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/edit")
+def edit(
+    channel: str,
+    thread: int,
+    message_id: int,
+    body: Edit,
+    request: Request,
+    session: SessionDep,
+    home: HomeDep,
+) -> StreamingResponse:
+    """Your message `message_id`, edited, sent again and answered. The old version and the
+    turns after it stay as an alternative branch."""
+    found = channel_for(home, channel, session.user, thread)
+    chat.editable(home, found, session.user, message_id, body.text)  # refused before streaming
+    llm, user = request.app.state.llm, session.user
+
+    def answer(own: Home) -> Iterator[str]:
+        target = channel_for(own, channel, user, thread)
+        for event in chat.edit_and_resend(own, llm, target, user, message_id, body.text):
+            yield event_sse(event)
+
+    return stream(request, user, answer)
+
+
+@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/choose")
+def choose(
+    channel: str, thread: int, message_id: int, session: SessionDep, home: HomeDep, limit: int = 50
+) -> list[dict[str, Any]]:
+    """Keep the branch through alternative `message_id`; the thread's messages as now shown."""
+    found = channel_for(home, channel, session.user, thread)
+    conversations.choose(home, found, message_id)
+    return shown_json(home, found, conversations.recent(home, found, max(1, min(limit, 500))))
