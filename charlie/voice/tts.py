@@ -145,9 +145,9 @@ def _checked_dictionary() -> None:
 
 _CLOCK = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b")
 _SPELLED = [
-    (re.compile(r"°\s?C\b"), " degrees Celsius"),
-    (re.compile(r"°\s?F\b"), " degrees Fahrenheit"),
-    (re.compile(r"°"), " degrees"),
+    (re.compile(r"\s?°\s?C\b"), " degrees Celsius"),
+    (re.compile(r"\s?°\s?F\b"), " degrees Fahrenheit"),
+    (re.compile(r"\s?°"), " degrees"),
     (re.compile(r"\be\.g\.", re.IGNORECASE), "for example"),
     (re.compile(r"\bi\.e\.", re.IGNORECASE), "that is"),
     (re.compile(r"\betc\.", re.IGNORECASE), "et cetera"),
