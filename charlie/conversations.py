@@ -147,6 +147,14 @@ def private_channel(home: Home, user: User, thread: int | None = None) -> Channe
     return Channel(found, owner=user, memory_id=first)
 
 
+def thread_of(home: Home, channel: Channel, thread: int) -> Channel:
+    """Thread `thread` beside `channel` (a `NotFound` when it is not one of its threads)."""
+    if channel.project is not None:
+        return shared_channel(home, channel.project, thread)
+    assert channel.owner is not None
+    return private_channel(home, channel.owner, thread)
+
+
 def new_thread(
     home: Home,
     channel: Channel,

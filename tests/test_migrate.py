@@ -327,3 +327,26 @@ def test_a_database_newer_than_this_charlie_is_left_alone(tmp_path: Path) -> Non
     db.connect(path).close()
     assert user_version(path) == len(NAMES) + 1
     assert recorded(path) == [*NAMES, "m999_future"]
+
+
+def test_the_threads_migration_chains_each_conversation_and_dates_it(tmp_path: Path) -> None:
+    path = tmp_path / "charlie.db"
+    conn = old_charlie(path, 9)
+    for name in NAMES[:9]:
+        for statement in ROWS[name]:
+            conn.execute(statement)
+    conn.close()
+    upgraded = db.connect(path)
+    chain = upgraded.execute(
+        "SELECT id, parent_id, hidden FROM messages WHERE conversation_id = 1 ORDER BY id"
+    ).fetchall()
+    ids = [r[0] for r in chain]
+    assert [r[1] for r in chain] == [0, *ids[:-1]] and {r[2] for r in chain} == {0}
+    assert [r[1] for r in upgraded.execute("SELECT id, parent_id FROM messages WHERE id = 2")] == [
+        0
+    ]
+    latest = upgraded.execute("SELECT updated_at FROM conversations WHERE id = 1").fetchone()[0]
+    assert latest == max(
+        r[0] for r in upgraded.execute("SELECT created_at FROM messages WHERE conversation_id = 1")
+    )
+    upgraded.close()

@@ -4,6 +4,7 @@ channel feeding one memory; regenerate, edit and resend, alternatives, retry."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -226,8 +227,39 @@ def test_migrated_single_thread_is_the_first_thread(app_home: Home) -> None:
     for text in ("one", "two", "three"):
         conversations.add_message(app_home, channel, "user", text, user=alice)
     rows = app_home.db.execute(
-        "SELECT parent_id FROM messages WHERE conversation_id = ? ORDER BY id",
+        "SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY id",
         (channel.conversation_id,),
     ).fetchall()
-    assert [r[0] for r in rows][0] == 0 and rows[1][0] is not None  # a chain from the root
+    ids = [r[0] for r in rows]
+    assert [r[1] for r in rows] == [0, *ids[:-1]]  # a chain from the root
     assert shared_channel(app_home, kitchen).conversation_id == channel.conversation_id
+
+
+def test_threads_from_the_command_line(charlie: Any, llm: ScriptedLLMServer, home: Home) -> None:
+    ensure_user(home.db, "alice", is_admin=True)
+    llm.reply("Hardwax oil.")
+    assert charlie("chat", "-p", "kitchen", "-m", "Oak worktop finish?").exit_code == 0
+    llm.reply("Sage green.")
+    result = charlie("chat", "-p", "kitchen", "--new", "-m", "Pantry door colour?")
+    assert result.exit_code == 0, result.output
+    listed = [
+        json.loads(line)
+        for line in charlie("threads", "-p", "kitchen", "--json").stdout.splitlines()
+    ]
+    assert [t["title"] for t in listed] == ["Pantry door colour?", "Oak worktop finish?"]
+    older = listed[1]["id"]
+    llm.reply("Two coats.")
+    result = charlie("chat", "-p", "kitchen", "--thread", str(older), "-m", "How many coats?")
+    assert result.exit_code == 0, result.output
+    shown = charlie("threads", "-p", "kitchen").stdout.splitlines()
+    assert shown[0].startswith("*") and f"{older}" in shown[0] and "(4 messages)" in shown[0]
+    assert charlie("threads", "-p", "kitchen", "rename", str(older), "Worktops").exit_code == 0
+    assert charlie("threads", "-p", "kitchen", "rm", str(older)).exit_code == 0
+    assert "Worktops" not in charlie("threads", "-p", "kitchen").stdout
+    assert "Worktops" in charlie("threads", "-p", "kitchen", "--trash").stdout
+    missing = charlie("chat", "-p", "kitchen", "--thread", str(older), "-m", "hello?")
+    assert missing.exit_code == 1 and "trash" in missing.stderr
+    assert charlie("threads", "-p", "kitchen", "restore", str(older)).exit_code == 0
+    assert "Worktops" in charlie("threads", "-p", "kitchen").stdout
+    both = charlie("chat", "-p", "kitchen", "--new", "--thread", "1", "-m", "x")
+    assert both.exit_code == 2 and "not both" in both.stderr

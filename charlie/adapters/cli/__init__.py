@@ -53,6 +53,7 @@ def _register() -> None:
         notes,
         projects,
         recall,
+        threads,
         tokens,
         users,
         voice,
@@ -60,6 +61,7 @@ def _register() -> None:
 
     cli.add_command(chat.chat)
     cli.add_command(projects.projects)
+    cli.add_command(projects.trash_group)
     cli.add_command(memory.memory_group)
     cli.add_command(memory.distill_command)
     cli.add_command(notes.notes_group)
@@ -72,6 +74,7 @@ def _register() -> None:
     cli.add_command(doctor.doctor_command)
     cli.add_command(importing.import_group)
     cli.add_command(recall.recall_command)
+    cli.add_command(threads.threads_group)
     cli.add_command(backup.backup_command)
     cli.add_command(archive.export_command)
     cli.add_command(archive.restore_command)

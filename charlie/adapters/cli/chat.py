@@ -10,7 +10,7 @@ from typing import assert_never
 import click
 
 from charlie import chat as core_chat
-from charlie import distill, memory, suggestions, trace
+from charlie import conversations, distill, memory, suggestions, trace
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -18,6 +18,7 @@ from charlie.adapters.cli.common import (
     opened_llm,
     resolve_channel,
 )
+from charlie.adapters.cli.users import first_run
 from charlie.conversations import Channel
 from charlie.errors import CharlieError, LLMError
 from charlie.home import Home
@@ -122,6 +123,10 @@ def _say(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Attach an image (PNG, JPEG, WebP, GIF) to the message; repeatable.",
 )
+@click.option("--new", "new", is_flag=True, help="Start a new thread (conversation).")
+@click.option(
+    "--thread", "thread", type=int, metavar="ID", help="Continue thread ID (`charlie threads`)."
+)
 def chat(
     project: str | None,
     private: bool,
@@ -129,14 +134,25 @@ def chat(
     message: str | None,
     full_trace: bool,
     images: tuple[Path, ...],
+    new: bool,
+    thread: int | None,
 ) -> None:
     """Chat with Charlie (interactive, or one message with -m).
 
-    A project that does not exist yet is created. Every few messages (the project's
-    cadence) the conversation is distilled into the project's memory.md.
+    A project that does not exist yet is created. Without --new or --thread the thread
+    written in most recently continues. Every few messages (the project's cadence) the
+    conversation is distilled into the project's memory.md — every thread of a project
+    feeds the same memory.
     """
+    if new and thread is not None:
+        raise click.UsageError("Choose either --new or --thread ID, not both.")
     with opened_home() as home, opened_llm(home) as llm:
+        user_name = first_run(home, user_name)  # no one yet: make the first account
         channel, user = resolve_channel(home, project, private, user_name, create=True)
+        if new:
+            channel = conversations.new_thread(home, channel)
+        elif thread is not None:
+            channel = conversations.thread_of(home, channel, thread)
         if message is not None:
             _say(home, llm, channel, user, message, list(images), full_trace)
             return
@@ -152,7 +168,12 @@ def _interactive(
     full_trace: bool,
 ) -> None:
     offered: list[int] = []
-    click.echo(f"Charlie — {channel.label}, as {user.name}. /help for commands.", err=True)
+    title = conversations.get_thread(home, channel).title
+    click.echo(
+        f"Charlie — {channel.label}, thread {channel.conversation_id} ({title}), as {user.name}. "
+        "/help for commands.",
+        err=True,
+    )
     while True:
         try:
             text = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
