@@ -40,7 +40,7 @@ from charlie.home import Home
 from charlie.index import Index, Vectors, lock_of, scope_token
 from charlie.keywords import literals, match_expression, top_terms, with_parts
 from charlie.projects import Project
-from charlie.usage import UsageModel
+from charlie.usage import DEFAULT_WEIGHT, UsageModel, Use
 from charlie.users import User
 
 Mode = Literal["vector", "keyword", "fallback", "fusion"]
@@ -89,11 +89,14 @@ class Hit:
     boost_causes: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     snippet: str = ""
+    weight: float = DEFAULT_WEIGHT  # how far a full boost lifts the score (the usage model's)
+    uses: list[Use] = field(default_factory=list)  # what the boost came from (when explained)
 
     def why(self) -> str:
-        """One line saying why this note ranked where it did."""
+        """The numbers behind this note's rank, on one line (`Searcher.legend` names them)."""
         parts = [f"score {self.score:.3f} = similarity {self.similarity:.3f}"]
-        parts[0] += f" × (1 + boost {self.boost:.2f} × w)" if self.boost else ""
+        if self.boost:
+            parts[0] += f" × (1 + boost {self.boost:.2f} × weight {self.weight:g})"
         if self.vector is not None:
             parts.append(f"cosine {self.vector:.3f}")
         if self.bm25 is not None:
@@ -101,6 +104,62 @@ class Hit:
         if self.boost_causes:
             parts.append("used: " + "; ".join(self.boost_causes[:3]))
         return " · ".join(parts)
+
+    def in_words(self) -> str:
+        """Why this note was found, said plainly, e.g. "matches 'oak', 'worktops' · close in
+        meaning · you opened it 4×, most recently today". The words need a search run with
+        `explain=True` (which finds the terms matched and the uses behind the boost)."""
+        parts = []
+        if self.bm25 is not None and self.terms:
+            shown = ", ".join(f"'{term}'" for term in self.terms[:MAX_TERMS_SAID])
+            more = len(self.terms) - MAX_TERMS_SAID
+            parts.append(f"matches {shown}" + (f" and {more} more" if more > 0 else ""))
+        if self.vector is not None:
+            meaning = next((words for low, words in MEANING if self.vector >= low), None)
+            if meaning:
+                parts.append(meaning)
+        ranked = sorted(self.uses, key=lambda use: -abs(use.amount))
+        parts.extend(use_in_words(use) for use in ranked[:MAX_USES_SAID])
+        return " · ".join(parts) or "a loose match for your words"
+
+
+# How a cosine is said in words (all-MiniLM-L6-v2: unrelated texts mostly score under 0.2).
+MEANING = ((0.6, "very close in meaning"), (0.4, "close in meaning"), (0.25, "related in meaning"))
+MAX_TERMS_SAID = 4
+MAX_USES_SAID = 2
+
+
+def use_in_words(use: Use) -> str:
+    """One use behind a boost, as the person would say it: "you opened it 4×, most
+    recently today", "you used its tag #jwt yesterday"."""
+    when = _days_ago(use.last_age_days)
+    once = use.events == 1
+    lately = f" {when}" if once else f" {use.events}×, most recently {when}"
+    if use.kind == "cited":
+        answers = "an answer" if once else f"{use.events} answers"
+        return f"Charlie drew on it in {answers}" + (
+            f" {when}" if once else f", most recently {when}"
+        )
+    if use.kind == "dismissed":
+        return f"you dismissed it{lately}, so it ranks lower"
+    what = {
+        "view": "you opened it",
+        "accepted": "you pinned it from a suggestion",
+        "tag": f"you used its tag #{use.tag}",
+        "shown": "it was suggested to you",
+    }[use.kind]
+    return what + lately
+
+
+def _days_ago(days: float) -> str:
+    whole = max(0, int(days + 1e-6))  # julianday arithmetic is not exact
+    if whole < 2:
+        return ("today", "yesterday")[whole]
+    if whole < 14:
+        return f"{whole} days ago"
+    if whole < 60:
+        return f"{whole // 7} weeks ago"
+    return f"{whole // 30} months ago"
 
 
 @dataclass
@@ -237,6 +296,25 @@ class Searcher:
         return dict(list(found.items())[: self.config.candidates])
 
     # ------------------------------------------------------------ search
+
+    def legend(self, result: SearchResult) -> list[str]:
+        """What each symbol of `Hit.why` means for `result`, with this searcher's values."""
+        alpha = self.config.alpha
+        if not result.keyword_used:
+            similarity = "similarity = cosine"
+        elif result.mode == "keyword":
+            similarity = "similarity = BM25 ÷ the query's best BM25"
+        else:
+            similarity = (
+                f"similarity = {alpha:g} × cosine + {1 - alpha:g} × BM25 ÷ the query's best BM25"
+            )
+        return [
+            f"score = similarity × (1 + boost × weight), weight = {self.usage.weight:g} "
+            "(CHARLIE_USAGE_WEIGHT); " + similarity,
+            "cosine: closeness in meaning, 0 to 1 · BM25: how well the words match, higher is "
+            "better, 'on' the words found · boost: 0 to 1, from your use of the note (opened, "
+            f"tagged, pinned, cited), halving every {self.usage.half_life_days:g} days unused",
+        ]
 
     def search(
         self,
@@ -401,6 +479,8 @@ class Searcher:
                     boost=boost.value,
                     boost_causes=boost.causes if explain else [],
                     tags=tags[i],
+                    weight=self.usage.weight,
+                    uses=list(boost.uses) if explain else [],
                 )
             )
         if explain:

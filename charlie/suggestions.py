@@ -1,9 +1,10 @@
 """Suggested notes: after a reply, up to three related notes the answer did not use.
 
-A suggestion says why it is offered. Accepting one pins the note into the conversation's
-context for the next turns and counts as engagement in the usage model; dismissing one
-counts against it. Both are the person's own: nobody can decide another person's
-suggestion.
+A suggestion says why it is offered, in words (`why`: "matches 'oak' · you opened it 4×,
+most recently today") and in numbers (`detail`, the search's score line). Accepting one
+pins the note into the conversation's context for the next turns and counts as engagement
+in the usage model; dismissing one counts against it. Both are the person's own: nobody
+can decide another person's suggestion.
 
 Pins are bounded: at most `MAX_PINS` per conversation (accepting another says to unpin one
 first), and at most `PINNED_CHARS` characters of them in a prompt (`PIN_CHARS` of each).
@@ -36,7 +37,8 @@ class Suggestion:
     id: int
     note: str
     title: str
-    why: str
+    why: str  # in words, for the person
+    detail: str  # the numbers behind it (`charlie.search.Hit.why`)
 
 
 def offer(
@@ -51,7 +53,8 @@ def offer(
 ) -> list[Suggestion]:
     """Find, store and return up to three notes related to `query` but not in `exclude`."""
     scope = [channel.project] if channel.project is not None else projects.list_projects(home)
-    result = searcher.search(query, user, scope, limit=MAX_SUGGESTIONS + len(exclude) + 3)
+    limit = MAX_SUGGESTIONS + len(exclude) + 3
+    result = searcher.search(query, user, scope, limit=limit, explain=True)  # words matched
     dismissed = {
         row[0]
         for row in home.db.execute(
@@ -63,15 +66,15 @@ def offer(
     for hit in result.hits:
         if hit.key in exclude | dismissed | pinned or hit.score < MIN_SCORE:
             continue
-        why = hit.why()
-        cursor = home.db.execute(
+        detail = hit.why()
+        cursor = home.db.execute(  # the numbers are kept: the words can be said from them
             "INSERT INTO suggestions (message_id, conversation_id, user_id, note, title, why, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (message_id, channel.conversation_id, user.id, hit.key, hit.title, why, now()),
+            (message_id, channel.conversation_id, user.id, hit.key, hit.title, detail, now()),
         )
         assert cursor.lastrowid is not None
         usage.record(home.db, user.id, "shown", note=hit.key, private=channel.private)
-        chosen.append(Suggestion(cursor.lastrowid, hit.key, hit.title, why))
+        chosen.append(Suggestion(cursor.lastrowid, hit.key, hit.title, hit.in_words(), detail))
         if len(chosen) == MAX_SUGGESTIONS:
             break
     return chosen

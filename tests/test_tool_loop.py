@@ -321,7 +321,7 @@ def test_suggestions_accept_pins_and_dismiss_counts(
     assert 1 <= len(offered) <= 3
     keys = [s.note for s in offered]
     assert "auth/session-cookies" in keys
-    assert all("score" in s.why for s in offered)
+    assert all("score" in s.detail and "score" not in s.why for s in offered)
     first = offered[keys.index("auth/session-cookies")]
     bob = ensure_user(home.db, "bob")
     with pytest.raises(Exception, match="no suggestion"):

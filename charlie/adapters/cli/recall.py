@@ -42,11 +42,28 @@ def result_json(result: RecallResult, explain: bool) -> dict[str, Any]:
     return out
 
 
-def _show(result: RecallResult, explain: bool) -> None:
+def legend(recaller: Recaller) -> list[str]:
+    """What each symbol of `RecallHit.why` means, with this recaller's values."""
+    config, usage = recaller.config, recaller.usage
+    return [
+        f"score = similarity × (1 + {config.time_weight:g} when in the time asked about) "
+        f"× (1 + boost × weight), weight = {usage.weight:g} (CHARLIE_USAGE_WEIGHT); "
+        f"similarity = {config.alpha:g} × cosine + {1 - config.alpha:g} × BM25 ÷ the "
+        "question's best BM25",
+        "cosine: closeness in meaning, 0 to 1 · BM25: how well the words match, higher is "
+        "better · boost: 0 to 1, from answers that drew on the message, halving every "
+        f"{usage.half_life_days:g} days unused",
+    ]
+
+
+def _show(result: RecallResult, explain: bool, recaller: Recaller) -> None:
     if result.when is not None:
         click.echo(f"(about {result.when.describe()})")
     if not result.hits:
         click.echo("Nothing found.")
+    elif explain:
+        for line in legend(recaller):
+            click.echo(f"({line})")
     for number, hit in enumerate(result.hits, start=1):
         m = hit.message
         click.echo(f"{number}. [{m.created_at[:16].replace('T', ' ')}] {m.speaker}: {m.content}")
@@ -115,4 +132,4 @@ def recall_command(
             elif as_json:
                 click.echo(json.dumps(result_json(result, explain), ensure_ascii=False))
             else:
-                _show(result, explain)
+                _show(result, explain, recaller)
