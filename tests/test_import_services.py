@@ -3,6 +3,7 @@ once, in time, into one channel."""
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from pathlib import Path
@@ -11,9 +12,10 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from charlie import conversations, exports
+from charlie import conversations, exports, importing
+from charlie.adapters.cli.importing import ProgressBar
 from charlie.conversations import private_channel, shared_channel
-from charlie.errors import CharlieError
+from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.projects import create_project, get_project
 from charlie.users import ensure_user
@@ -132,8 +134,18 @@ def test_import_chatgpt_zip_into_a_project(charlie: Cli, kitchen: Home, tmp_path
         ("assistant", "ChatGPT", "chatgpt:conv-garden:g2"),
     ]
     channel = shared_channel(kitchen, get_project(kitchen, "kitchen"))
-    assert {r["conversation_id"] for r in rows} == {channel.conversation_id}
+    threads = conversations.threads(kitchen, channel)  # each conversation its own thread
+    by_title = {t.title: t for t in threads}
+    assert {"Kitchen worktop", "Garden plans"} <= set(by_title)
+    assert by_title["Kitchen worktop"].source_id == "chatgpt:conv-kitchen"
+    assert by_title["Kitchen worktop"].messages == 4 and by_title["Garden plans"].messages == 2
+    assert by_title["Kitchen worktop"].created_at.startswith("2023-11-14")
+    assert [r["conversation_id"] for r in rows] == [by_title["Kitchen worktop"].id] * 4 + [
+        by_title["Garden plans"].id
+    ] * 2
     assert rows[0]["created_at"] == "2023-11-14T22:15:00.500+00:00"
+    again = charlie("import", "chatgpt", str(zipped(CHATGPT, tmp_path)), "-p", "kitchen")
+    assert again.exit_code == 0 and conversations.threads(kitchen, channel) == threads
 
 
 def test_importing_twice_adds_nothing(charlie: Cli, kitchen: Home) -> None:
@@ -193,7 +205,11 @@ def test_private_import_goes_to_that_persons_channel_only(charlie: Cli, home: Ho
     )
     bob = ensure_user(home.db, "bob")
     alice = ensure_user(home.db, "alice")
-    mine = conversations.recent(home, private_channel(home, bob), 10)
+    mine = [
+        m
+        for thread in conversations.thread_channels(home, private_channel(home, bob))
+        for m in conversations.recent(home, thread, 10)
+    ]
     assert [(m.speaker, m.user_id) for m in mine] == [
         ("bob", bob.id),
         ("Claude", None),
@@ -215,3 +231,108 @@ def test_where_to_import_must_be_said(charlie: Cli, home: Home) -> None:
     result = charlie("import", "claude", str(CLAUDE))
     assert result.exit_code == 1
     assert result.stderr == "Error: Say where the messages go: -p PROJECT, or --private.\n"
+
+
+# ---------------------------------------------------------------- large exports, streaming
+
+
+def chatgpt_items() -> list[Any]:
+    items = json.loads(CHATGPT.read_text(encoding="utf-8"))
+    assert isinstance(items, list)
+    return items
+
+
+def many(count: int) -> list[Any]:
+    """`count` copies of the fixture's kitchen conversation, each with its own id and title."""
+    kitchen = chatgpt_items()[0]
+    return [
+        kitchen | {"conversation_id": f"c{n}", "id": f"c{n}", "title": f"Worktop {n}"}
+        for n in range(count)
+    ]
+
+
+def test_conversations_come_one_at_a_time_before_the_file_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(many(400)), encoding="utf-8")  # about 1 MB
+    seen: list[exports.Progress] = []
+    export = exports.open_export(path, exports.CHATGPT)
+    stream = export.conversations(seen.append)
+    first = next(stream)
+    assert first.title == "Worktop 0" and len(first.messages) == 4
+    assert 0 < seen[0].read < seen[0].total == path.stat().st_size  # the rest still unread
+    rest = list(stream)
+    assert len(rest) == 399 and seen[-1].read == seen[-1].total
+    assert [p.conversations for p in seen] == list(range(1, 401))
+
+
+def test_a_file_cut_short_is_refused_whole(charlie: Cli, kitchen: Home, tmp_path: Path) -> None:
+    text = json.dumps(many(50))
+    path = tmp_path / "conversations.json"
+    path.write_text(text[: len(text) * 2 // 3], encoding="utf-8")  # cut mid-conversation
+    result = charlie("import", "chatgpt", str(path), "-p", "kitchen")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {path} is not valid JSON (parse error: ")
+    assert "near byte" in result.stderr and "Nothing was imported." in result.stderr
+    assert stored(kitchen) == []  # not even the conversations before the cut
+
+
+def test_a_byte_order_mark_and_a_first_unknown_item_are_read_past(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.json"
+    items = ["not a conversation", {"id": "odd"}, *chatgpt_items()]
+    path.write_bytes(b"\xef\xbb\xbf \n" + json.dumps(items).encode())
+    export = exports.read_export(path)
+    assert export.service == exports.CHATGPT
+    assert [c.title for c in export.conversations] == ["Kitchen worktop", "Garden plans"]
+    assert export.skipped[:2] == [
+        ("conversation 1", "not a JSON object"),
+        ("odd", '"mapping" is missing'),
+    ]
+
+
+def test_an_empty_or_bare_file_says_what_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_text("  \n")
+    with pytest.raises(CharlieError, match="is empty"):
+        exports.open_export(path)
+    path.write_text("[]")
+    assert exports.read_export(path, exports.CLAUDE).conversations == []
+    with pytest.raises(CharlieError, match="is not a ChatGPT or Claude export"):
+        exports.open_export(path)
+    with pytest.raises(NotFound, match="There is no file"):
+        exports.open_export(tmp_path / "missing.zip")
+
+
+def test_json_output_keeps_its_counts_and_stderr_stays_quiet(
+    charlie: Cli, kitchen: Home, tmp_path: Path
+) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(many(30)), encoding="utf-8")
+    result = charlie("import", "chatgpt", str(path), "-p", "kitchen", "--json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    report = json.loads(result.stdout)
+    assert (report["added"], report["already"], len(report["conversations"])) == (120, 0, 30)
+    assert len(stored(kitchen)) == 120
+
+
+def test_the_progress_bar_shows_bytes_conversations_and_messages() -> None:
+    screen = io.StringIO()
+    with ProgressBar(screen, enabled=True) as bar:
+        bar.update(exports.Progress("checking", 500_000, 2_000_000, 10, None))
+        bar.last = float("-inf")  # as if a tenth of a second had passed
+        bar.stored(exports.ConversationReport(exports.Summary("c", "t", None, 4), report(4)))
+        bar.update(exports.Progress("reading", 2_000_000, 2_000_000, 40, 40))
+        drawn = screen.getvalue()
+    assert drawn.split("\r")[1:3] == [
+        "Checking 0.5 MB of 2.0 MB (25%) · 10 conversations",
+        "Reading 2.0 MB of 2.0 MB (100%) · 40 of 40 conversations · 4 messages added",
+    ]
+    assert screen.getvalue().endswith("\r" + " " * len(drawn.split("\r")[2]) + "\r")
+    quiet = io.StringIO()
+    with ProgressBar(quiet, enabled=False) as bar:
+        bar.update(exports.Progress("reading", 1, 2, 1, None))
+    assert quiet.getvalue() == ""
+
+
+def report(added: int) -> importing.ImportReport:
+    return importing.ImportReport(added=added)

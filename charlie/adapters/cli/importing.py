@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
+from typing import IO
 
 import click
 
@@ -95,17 +98,25 @@ def _export_command(service: str) -> click.Command:
         listing: bool,
         as_json: bool,
     ) -> None:
-        export = exports.read_export(file, service)
-        chosen = exports.matching(export.conversations, by_title)
+        export = exports.open_export(file, service)
+        bar = ProgressBar(sys.stderr, enabled=not as_json and sys.stderr.isatty())
         if listing:
+            with bar:
+                found = exports.matching(export.conversations(bar.update), by_title)
+                chosen = [c.summary() for c in found]
             _list(export, chosen, as_json)
             return
         if not project and not private:
             raise CharlieError("Say where the messages go: -p PROJECT, or --private.")
         with opened_home() as home:
             channel, user = resolve_channel(home, project, private, user_name, create=False)
-            done = exports.import_conversations(home, channel, service, chosen, user.name)
-            message_index(home).refresh()  # every new message is searchable once this returns
+            with bar:
+                export.check(bar.update)  # a file that is not valid JSON stores nothing
+                found = exports.matching(export.conversations(bar.update), by_title)
+                done = exports.import_conversations(
+                    home, channel, service, found, user.name, on_stored=bar.stored
+                )
+                _index(home, bar, sum(d.report.added for d in done))
         if as_json:
             click.echo(json.dumps(_export_json(export, done, channel)))
         else:
@@ -122,22 +133,20 @@ def _export_command(service: str) -> click.Command:
     return click.command(service)(command)
 
 
-def _day(conversation: exports.Conversation) -> str:
+def _day(conversation: exports.Summary) -> str:
     return (conversation.created or "")[:10] or "?"
 
 
-def _list(export: exports.Export, chosen: list[exports.Conversation], as_json: bool) -> None:
+def _list(export: exports.ExportFile, chosen: list[exports.Summary], as_json: bool) -> None:
     if as_json:
         items = [
-            {"id": c.id, "title": c.title, "created": c.created, "messages": len(c.messages)}
+            {"id": c.id, "title": c.title, "created": c.created, "messages": c.messages}
             for c in chosen
         ]
         click.echo(json.dumps({"format": export.service, "conversations": items}))
         return
     for c in chosen:
-        click.echo(
-            f"{_day(c)}  {c.title}  ({len(c.messages):,} {_plural(len(c.messages), 'message')})"
-        )
+        click.echo(f"{_day(c)}  {c.title}  ({c.messages:,} {_plural(c.messages, 'message')})")
     click.echo(
         f"{len(chosen):,} {_plural(len(chosen), 'conversation')} in this "
         f"{exports.NAMES[export.service]} export"
@@ -146,7 +155,7 @@ def _list(export: exports.Export, chosen: list[exports.Conversation], as_json: b
 
 
 def _print_export(
-    export: exports.Export, done: list[exports.ConversationReport], channel: Channel
+    export: exports.ExportFile, done: list[exports.ConversationReport], channel: Channel
 ) -> None:
     added = sum(d.report.added for d in done)
     already = sum(d.report.already for d in done)
@@ -173,7 +182,7 @@ def _print_export(
 
 
 def _export_json(
-    export: exports.Export, done: list[exports.ConversationReport], channel: Channel
+    export: exports.ExportFile, done: list[exports.ConversationReport], channel: Channel
 ) -> dict[str, object]:
     return {
         "format": export.service,
@@ -266,3 +275,81 @@ def _as_json(
     if distill:
         out |= {"distillations": distilled, "distill_error": failure}
     return out
+
+
+INDEX_STEP = 2048  # messages indexed between two updates of the progress bar
+
+
+def _index(home: Home, bar: ProgressBar, added: int) -> None:
+    """Index every new message for recall, so each is searchable once the command returns."""
+    index = message_index(home)
+    done = 0
+    while True:
+        done += index.refresh(limit=INDEX_STEP)
+        bar.show(f"Indexing {min(done, added):,} of {added:,} messages for recall")
+        if not index.pending():
+            return
+
+
+class ProgressBar:
+    """One line on the terminal, rewritten in place as an import goes: bytes read of the
+    export, conversations done and messages added; then the indexing. Drawn only when asked
+    (a terminal, no --json) and at most ten times a second; wiped when the work is done, so
+    the report that follows stands alone."""
+
+    EVERY = 0.1  # seconds between two drawings
+
+    def __init__(self, stream: IO[str], *, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.added = 0
+        self.drawn = 0  # characters of the line on screen
+        self.last = float("-inf")
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled and self.drawn:
+            self.stream.write("\r" + " " * self.drawn + "\r")
+            self.stream.flush()
+            self.drawn = 0
+
+    def update(self, progress: exports.Progress) -> None:
+        if not self._due(progress.read >= progress.total):
+            return
+        share = f" ({progress.read / progress.total:.0%})" if progress.total else ""
+        counted = f"{progress.conversations:,}" + (f" of {progress.of:,}" if progress.of else "")
+        line = (
+            f"{'Checking' if progress.phase == 'checking' else 'Reading'} "
+            f"{_megabytes(progress.read)} of {_megabytes(progress.total)}{share} · "
+            f"{counted} conversations"
+        )
+        if progress.phase != "checking" and self.added:
+            line += f" · {self.added:,} messages added"
+        self._draw(line)
+
+    def stored(self, done: exports.ConversationReport) -> None:
+        self.added += done.report.added
+
+    def show(self, line: str) -> None:
+        if self._due(False):
+            self._draw(line)
+
+    def _due(self, final: bool) -> bool:
+        if not self.enabled:
+            return False
+        now = time.monotonic()
+        if not final and now - self.last < self.EVERY:
+            return False
+        self.last = now
+        return True
+
+    def _draw(self, line: str) -> None:
+        self.stream.write("\r" + line.ljust(self.drawn))
+        self.stream.flush()
+        self.drawn = max(self.drawn, len(line))
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1_000_000:,.1f} MB"
