@@ -147,6 +147,28 @@ def private_channel(home: Home, user: User, thread: int | None = None) -> Channe
     return Channel(found, owner=user, memory_id=first)
 
 
+def settle_imported(home: Home, channel: Channel) -> None:
+    """After messages were imported into a thread: it takes its place in the list by its
+    newest message's time, and, untitled, is named by its first words."""
+    home.db.execute(
+        "UPDATE conversations SET updated_at = max(ifnull(updated_at, ''), "
+        "ifnull((SELECT max(created_at) FROM messages WHERE conversation_id = ?), '')) "
+        "WHERE id = ?",
+        (channel.conversation_id, channel.conversation_id),
+    )
+    row = home.db.execute(
+        "SELECT content FROM messages WHERE conversation_id = ? AND role = 'user' "
+        "AND (SELECT title FROM conversations WHERE id = ?) IS NULL "
+        "ORDER BY created_at, id LIMIT 1",
+        (channel.conversation_id, channel.conversation_id),
+    ).fetchone()
+    if row is not None and row[0].strip():
+        home.db.execute(
+            "UPDATE conversations SET title = ? WHERE id = ? AND title IS NULL",
+            (_clean_title(row[0]), channel.conversation_id),
+        )
+
+
 def thread_of(home: Home, channel: Channel, thread: int) -> Channel:
     """Thread `thread` beside `channel` (a `NotFound` when it is not one of its threads)."""
     if channel.project is not None:

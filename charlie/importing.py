@@ -95,6 +95,8 @@ def import_jsonl(
                     _store(home, rows, report)
                     rows = []
         _store(home, rows, report)
+        if report.added:
+            conversations.settle_imported(home, channel)
     except (OSError, UnicodeDecodeError) as exc:  # the file changed or went away meanwhile
         raise CharlieError(
             f"{path} could not be read to the end ({exc}). {_so_far(report)}"
@@ -289,6 +291,34 @@ def distill_pending(home: Home, channel: Channel, llm: LLMClient) -> Iterator[Di
             yield distill.distill(home, channel, client, batch)
     finally:
         distill.release(home, channel, token)
+
+
+def distill_calls(home: Home, channels: list[Channel], llm: LLMClient) -> tuple[int, int]:
+    """How many messages await distillation in `channels`, and about how many requests to
+    the model folding them in will take (the batches `distill_pending` will send)."""
+    window = llm.context_window()
+    calls = messages = 0
+    for channel in channels:
+        pending = conversations.undistilled(home, channel)
+        messages += len(pending)
+        memory_tokens = budget.estimate(memory.as_prompt(memory.load(home, channel)))
+        answer = min(max(llm.max_tokens, memory_tokens + DISTILL_GROWTH), window // 2)
+        room = (
+            budget.Budget(window, answer).prompt
+            - budget.estimate(distill.SYSTEM_PROMPT)
+            - memory_tokens
+            - DISTILL_FRAME
+        )
+        used = count = 0
+        for message in pending:
+            size = min(budget.estimate(message.content) + budget.MESSAGE_TOKENS, room)
+            if count and (used + size > room or count >= MAX_DISTILL_BATCH):
+                calls += 1
+                used = count = 0
+            used += size
+            count += 1
+        calls += int(count > 0)
+    return messages, calls
 
 
 def _fitted(
