@@ -153,6 +153,7 @@ class LLMClient:
         self._window = Window(
             context_window or None, "CHARLIE_LLM_CONTEXT" if context_window else ""
         )
+        self._windows: dict[str, Window] = {}  # other models' (`with_model`), shared by copies
         self.retries = retries
         self.backoff = backoff
         self.observed = Observed()
@@ -187,6 +188,18 @@ class LLMClient:
         capped = copy.copy(self)
         capped.max_tokens = max_tokens
         return capped
+
+    def with_model(self, model: str) -> LLMClient:
+        """This client (the same connection) asking for `model` instead: a project's own
+        model. Each model's context window is learnt once, for this client and its copies
+        (CHARLIE_LLM_CONTEXT, when set, is every model's)."""
+        if not model or model == self._model:
+            return self
+        chosen = copy.copy(self)
+        chosen._model = model
+        fixed = self._window.source == "CHARLIE_LLM_CONTEXT"
+        chosen._window = self._window if fixed else self._windows.setdefault(model, Window())
+        return chosen
 
     @property
     def window_source(self) -> str:

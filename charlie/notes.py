@@ -512,14 +512,101 @@ def tag_note(
 
 
 def delete_note(home: Home, project: Project, name: str) -> Path:
-    """Move the note to the data home's trash (never destroyed); return where it went."""
+    """Move the note to the data home's trash (never destroyed); return where it went:
+    `trash/<project>/<name>.<time>.md`, from where `restore_note` brings it back."""
     with writing(project):
         note = get_note(project, name)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        stamp = datetime.now(UTC).strftime(TRASH_STAMP)
         target = home.settings.home / TRASH_DIR / project.slug / f"{note.name}.{stamp}.md"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(note.path, target)
     return target
+
+
+TRASH_STAMP = "%Y%m%dT%H%M%S%f"
+TRASHED_RE = re.compile(r"^(?P<name>.+)\.(?P<stamp>\d{8}T\d{12})\.md$")
+SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class TrashedNote:
+    """A note in the trash. `id` ("<project>/<name>.<time>.md") names it there."""
+
+    id: str
+    project: str
+    name: str
+    title: str
+    path: Path
+    deleted_at: str  # ISO-8601, UTC
+
+
+def _trashed_note(folder: Path, path: Path) -> TrashedNote | None:
+    relative = path.relative_to(folder).as_posix()
+    match = TRASHED_RE.match(relative)
+    if match is None or path.is_symlink() or not path.is_file():
+        return None
+    try:
+        title = read_note(path, folder.name, folder).title
+    except (CharlieError, OSError, UnicodeDecodeError):
+        title = Path(match["name"]).name  # unreadable now: restored as it is all the same
+    deleted = datetime.strptime(match["stamp"], TRASH_STAMP).replace(tzinfo=UTC)
+    return TrashedNote(
+        f"{folder.name}/{relative}",
+        folder.name,
+        match["name"],
+        title,
+        path,
+        deleted.isoformat(timespec="seconds"),
+    )
+
+
+def trashed_notes(home: Home, project: str | None = None) -> list[TrashedNote]:
+    """The notes in the trash (of `project`, or of every project), most recently deleted
+    first. Links in the trash are never followed."""
+    root = home.settings.home / TRASH_DIR
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in sorted(root.iterdir()):
+        if not SLUG_RE.match(folder.name) or folder.is_symlink() or not folder.is_dir():
+            continue  # a deleted project's folder (`_projects`), or something else
+        if project is not None and folder.name != project:
+            continue
+        for top, dirs, files in os.walk(folder):
+            here = Path(top)
+            dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+            found += [t for f in files if (t := _trashed_note(folder, here / f))]
+    return sorted(found, key=lambda t: (t.deleted_at, t.id), reverse=True)
+
+
+def restore_note(home: Home, project: Project, trash_id: str) -> Note:
+    """Bring a note back from the trash into `project`, under the name it had; if a note
+    of that name was made since, under the first free one of `name-restored`,
+    `name-restored-2`… — an existing note is never replaced."""
+    found = {t.id: t for t in trashed_notes(home, project.slug)}
+    trashed = found.get(trash_id)
+    if trashed is None:
+        raise NotFound(
+            f"There is no note {trash_id!r} of project {project.slug} in the trash; "
+            "`charlie trash` lists what is there."
+        )
+    _refuse_folder_link(project)
+    try:
+        text = trashed.path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CharlieError(
+            f"{trashed.path} is not UTF-8 text ({exc.reason}): move it back by hand."
+        ) from exc
+    with writing(project):
+        name, number = trashed.name, 1
+        while True:
+            path = note_path(project, name)  # refuses a way out through a link
+            if not (path.exists() or path.is_symlink()) and _write_new(path, text):
+                break
+            name = f"{trashed.name}-restored" + (f"-{number}" if number > 1 else "")
+            number += 1
+        trashed.path.unlink()
+    return read_note(path, project.slug, notes_dir(project).resolve())
 
 
 @dataclass

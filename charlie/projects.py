@@ -1,22 +1,30 @@
 """Projects: a folder each under `projects/`, with `project.toml` and `memory.md`.
 
 The folder is the source of truth; the database only gives each slug a stable id.
+
+A deleted project is never destroyed: its folder moves whole to the data home's trash
+(`trash/_projects/<slug>.<time>/`), where nothing lists, searches or chats with it, and its
+database row is renamed to point there, so its conversation and memory history wait for it
+and a new project of the same name starts afresh. `restore_project` moves it back as it was.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sqlite3
 import tomllib
 import unicodedata
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from charlie.db import now
+from charlie.db import now, transaction
 from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
 from charlie.files import write_atomic
 from charlie.home import Home
@@ -43,6 +51,12 @@ class ProjectConfig(BaseModel):
     )
     max_tokens: int | None = Field(
         None, ge=16, le=1_000_000, description="The longest answer (unset: CHARLIE_LLM_MAX_TOKENS)."
+    )
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=300,
+        description="The model this project's chat uses (unset: CHARLIE_LLM_MODEL).",
     )
 
 
@@ -180,10 +194,14 @@ def ensure_project(home: Home, slug: str) -> Project:
 
 
 def update_project(home: Home, slug: str, **changes: Any) -> Project:
+    """Change settings of `slug` (a None value leaves that setting as it is; `model=""`
+    unsets the project's model, so the server's default is used again)."""
     project = get_project(home, slug)
     if changes.get("name") is not None:
         validate_name(changes["name"])
     data = project.config.model_dump() | {k: v for k, v in changes.items() if v is not None}
+    if isinstance(data.get("model"), str) and not data["model"].strip():
+        data["model"] = None
     try:
         config = ProjectConfig.model_validate(data)
     except ValidationError as exc:
@@ -223,3 +241,120 @@ def scan_projects(home: Home) -> tuple[list[Project], list[Problem]]:
 def list_projects(home: Home) -> list[Project]:
     """Every project that can be read, by slug (`scan_projects` also says which cannot)."""
     return scan_projects(home)[0]
+
+
+# ---------------------------------------------------------------- the trash
+
+TRASH_DIR = "trash"
+PROJECT_TRASH = "_projects"  # never a slug (a slug starts with a letter or digit)
+TRASH_MARK = "~trash/"  # a trashed project's database row: never a slug either
+STAMP = "%Y%m%dT%H%M%S%f"
+TRASH_ENTRY_RE = re.compile(
+    r"^(?P<slug>[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)\.(?P<stamp>\d{8}T\d{12})$"
+)
+
+
+@dataclass(frozen=True)
+class TrashedProject:
+    """A project in the trash: `entry` names it there (`<slug>.<time>`)."""
+
+    entry: str
+    slug: str
+    name: str
+    path: Path
+    deleted_at: str  # ISO-8601, UTC
+
+
+def project_trash(home: Home) -> Path:
+    return home.settings.home / TRASH_DIR / PROJECT_TRASH
+
+
+def _deleted_at(stamp: str) -> str:
+    return datetime.strptime(stamp, STAMP).replace(tzinfo=UTC).isoformat(timespec="seconds")
+
+
+def _trashed(path: Path) -> TrashedProject | None:
+    match = TRASH_ENTRY_RE.match(path.name)
+    if match is None or path.is_symlink() or not path.is_dir():
+        return None
+    try:
+        name = read_config(path / CONFIG_FILE).name
+    except (CharlieError, OSError):
+        name = match["slug"]  # a project.toml that cannot be read still restores as it is
+    return TrashedProject(path.name, match["slug"], name, path, _deleted_at(match["stamp"]))
+
+
+def trashed_projects(home: Home) -> list[TrashedProject]:
+    """The projects in the trash, most recently deleted first."""
+    folder = project_trash(home)
+    found = [t for p in folder.iterdir() if (t := _trashed(p))] if folder.is_dir() else []
+    return sorted(found, key=lambda t: (t.deleted_at, t.entry), reverse=True)
+
+
+def _move(source: Path, target: Path) -> None:
+    """Move a folder, never onto one that exists (a rename inside the data home)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() or target.is_symlink():
+        raise Conflict(f"{target} is in the way; nothing was moved.")
+    try:
+        os.rename(source, target)
+    except OSError:  # another file system (a data home spread over mounts): copy, then remove
+        shutil.copytree(source, target, symlinks=True)
+        shutil.rmtree(source)
+
+
+def trash_project(home: Home, slug: str) -> TrashedProject:
+    """Move project `slug` to the trash, whole (notes, memory.md, settings and any file of
+    the person's own). It is no longer listed, searched or chatted with; its conversation and
+    memory history stay in the database for `restore_project`."""
+    project = get_project(home, slug)
+    stamp = datetime.now(UTC).strftime(STAMP)
+    target = project_trash(home) / f"{slug}.{stamp}"
+    _move(project.path, target)
+    try:
+        with transaction(home.db):
+            home.db.execute(
+                "UPDATE projects SET slug = ? WHERE id = ?", (TRASH_MARK + target.name, project.id)
+            )
+    except BaseException:
+        _move(target, project.path)  # the folder goes back: nothing half-deleted
+        raise
+    return TrashedProject(target.name, slug, project.config.name, target, _deleted_at(stamp))
+
+
+def find_trashed(home: Home, which: str) -> TrashedProject:
+    """The trashed project named by its entry (`<slug>.<time>`), or by its slug (the most
+    recently deleted of that slug)."""
+    found = trashed_projects(home)
+    chosen = [t for t in found if t.entry == which] or [t for t in found if t.slug == which]
+    if not chosen:
+        raise NotFound(f"There is no project {which!r} in the trash; `charlie trash` lists it.")
+    return chosen[0]
+
+
+def restore_project(home: Home, which: str) -> Project:
+    """Move a trashed project back (by entry, or the newest of a slug), with its
+    conversation and memory history. A project of that name made since is never replaced:
+    `Conflict`, and nothing moves."""
+    trashed = find_trashed(home, which)
+    path = project_dir(home, trashed.slug)
+    if path.exists() or path.is_symlink():
+        raise Conflict(
+            f"There is a project {trashed.slug!r} now ({path}): rename or delete it first, "
+            "then restore this one."
+        )
+    with transaction(home.db):
+        taken = home.db.execute(
+            "SELECT id FROM projects WHERE slug = ?", (trashed.slug,)
+        ).fetchone()
+        if taken is not None:  # the row of a folder removed by hand: its history stays apart
+            home.db.execute(
+                "UPDATE projects SET slug = ? WHERE id = ?",
+                (f"~gone/{taken[0]}/{trashed.slug}", taken[0]),
+            )
+        home.db.execute(
+            "UPDATE projects SET slug = ? WHERE slug = ?",
+            (trashed.slug, TRASH_MARK + trashed.entry),
+        )
+        _move(trashed.path, path)
+    return get_project(home, trashed.slug)

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from charlie.errors import CharlieError
-from charlie.users import User, authenticate, password_hash
+from charlie.users import (
+    User,
+    WrongPassword,
+    authenticate,
+    check_password,
+    password_hash,
+    set_password,
+)
 
 SESSION_DAYS = 30
 DEVICE_DAYS = 365
@@ -168,3 +175,38 @@ def sign_out(db: sqlite3.Connection, token: str) -> None:
 def sign_out_everywhere(db: sqlite3.Connection, user: User) -> None:
     """End every session of `user` (after a password change)."""
     db.execute("DELETE FROM sessions WHERE user_id = ?", (user.id,))
+
+
+def sign_out_others(db: sqlite3.Connection, session: Session) -> int:
+    """End every session of the person but this one (a phone left signed in somewhere);
+    how many were ended."""
+    cursor = db.execute(
+        "DELETE FROM sessions WHERE user_id = ? AND token_hash <> ?",
+        (session.user.id, _hash(session.token)),
+    )
+    return cursor.rowcount
+
+
+def count(db: sqlite3.Connection, user: User) -> int:
+    """How many sessions `user` has that have not expired."""
+    (found,) = db.execute(
+        "SELECT count(*) FROM sessions WHERE user_id = ? AND expires_at >= ?",
+        (user.id, _now().isoformat()),
+    ).fetchone()
+    return int(found)
+
+
+def change_password(db: sqlite3.Connection, session: Session, current: str, new: str) -> int:
+    """Change the signed-in person's own password, proving it with the current one, and
+    end their other sessions (this one stays); how many were ended.
+
+    Guesses at the current password count like sign-in attempts (per person), so a
+    session left open on someone else's screen cannot be used to find the password."""
+    check_password(new)
+    user = session.user
+    reserved = reserve_attempt(db, [f"password:{user.id}"])
+    if authenticate(db, user.name, current) is None:
+        raise WrongPassword("Your current password is not right; nothing was changed.")
+    db.executemany("DELETE FROM login_failures WHERE id = ?", [(r,) for r in reserved])
+    set_password(db, user.name, new)
+    return sign_out_others(db, session)

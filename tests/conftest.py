@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 from llm_double import ScriptedLLMServer
 
+from charlie import users
 from charlie.adapters.cli import cli
 from charlie.config import load_settings
 from charlie.home import Home
@@ -76,5 +77,11 @@ class Cli:
 
 
 @pytest.fixture
-def charlie() -> Cli:
+def charlie(charlie_home: Path) -> Cli:
+    """The CLI on a household that is set up: alice (CHARLIE_USER, an administrator) and bob
+    have accounts, as `charlie users add` makes them (Charlie never makes one on the fly)."""
+    with Home.open(load_settings()) as home:
+        if not users.has_people(home.db):
+            users.add_user(home.db, "alice", None, is_admin=True)
+            users.add_user(home.db, "bob", None)
     return Cli()

@@ -17,7 +17,7 @@ from charlie.index import Index
 from charlie.llm import LLMClient
 from charlie.message_index import MessageIndex
 from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
-from charlie.users import User, ensure_user
+from charlie.users import User, require_user
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,7 +57,7 @@ def channel_options(func: F) -> F:
 def resolve_channel(
     home: Home, project: str | None, private: bool, user_name: str | None, *, create: bool
 ) -> tuple[Channel, User]:
-    user = ensure_user(home.db, user_name or home.settings.user)
+    user = require_user(home.db, user_name or home.settings.user)
     if private:
         if project:
             raise CharlieError("Choose either --private or -p PROJECT, not both.")
@@ -101,4 +101,4 @@ def project_option(func: F) -> F:
 
 
 def cli_user(home: Home, name: str | None) -> User:
-    return ensure_user(home.db, name or home.settings.user)
+    return require_user(home.db, name or home.settings.user)

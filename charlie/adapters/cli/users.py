@@ -1,4 +1,4 @@
-"""`charlie users`: the household's accounts."""
+"""`charlie users`: the household's accounts, and making the first one on a new data home."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import sys
 
 import click
 
-from charlie import links, sessions, users
+from charlie import household, links, sessions, users
 from charlie.adapters.cli.common import opened_home
 from charlie.errors import CharlieError
+from charlie.home import Home
 
 
 def _password(from_stdin: bool) -> str:
@@ -17,9 +18,73 @@ def _password(from_stdin: bool) -> str:
     return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
 
 
+def at_terminal() -> bool:
+    """Whether a person is typing at this command (so it may ask them something)."""
+    return sys.stdin.isatty()
+
+
+def first_run(home: Home, user_name: str | None) -> str | None:
+    """Who is speaking, on a data home where no one has an account yet: at a terminal,
+    offer to make the first account (an administrator) and speak as it; otherwise say
+    which command makes it. With people already, `user_name` as given."""
+    if users.has_people(home.db):
+        return user_name
+    suggested = user_name or home.settings.user
+    command = f"charlie users add {suggested} --admin"
+    if not at_terminal():
+        raise CharlieError(
+            f"No one has an account yet: run `{command}` to make the first one (an "
+            "administrator), then try again."
+        )
+    click.echo("No one has an account in this Charlie yet.", err=True)
+    if not click.confirm("Make the first one now (you, as the administrator)?", default=True):
+        raise CharlieError(f"Nothing was made. `{command}` makes the first account.")
+    name = click.prompt("Your name", default=suggested, value_proc=_valid_name)
+    password = _optional_password()
+    users.add_user(home.db, name, password, is_admin=True)
+    click.echo(
+        f"Added {name} (admin). "
+        + (
+            "Sign in to the app with that password."
+            if password
+            else f"Give yourself a password for the app later: `charlie users passwd {name}`."
+        ),
+        err=True,
+    )
+    return str(name)
+
+
+def _valid_name(value: str) -> str:
+    try:
+        return users.validate_name(value.strip())
+    except CharlieError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _optional_password() -> str | None:
+    """A password typed twice, or None when the person just presses Enter."""
+    while True:
+        first = click.prompt(
+            "Password for the app (Enter for none)",
+            hide_input=True,
+            default="",
+            show_default=False,
+        )
+        if not first:
+            return None
+        try:
+            users.check_password(first)
+        except CharlieError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            continue
+        if click.prompt("Repeat the password", hide_input=True) == first:
+            return str(first)
+        click.echo("Error: the two passwords differ; try again.", err=True)
+
+
 @click.group("users")
 def users_group() -> None:
-    """Add household members, set passwords, list accounts."""
+    """Add and remove household members, set passwords, list accounts."""
 
 
 @users_group.command("add")
@@ -29,14 +94,42 @@ def users_group() -> None:
 def add_command(name: str, admin: bool, password_stdin: bool) -> None:
     """Create an account for NAME (asks for a password)."""
     with opened_home() as home:
-        existing = {u.name.lower(): has for u, has in users.list_users(home.db)}
-        if existing.get(name.lower()):
+        users.validate_name(name)
+        if any(u.name.lower() == name.lower() and has for u, has in users.list_users(home.db)):
             raise CharlieError(f"{name!r} already has an account; use `charlie users passwd`.")
-        users.ensure_user(home.db, name, is_admin=admin)
-        if admin:
-            users.set_admin(home.db, name, True)
-        users.set_password(home.db, name, _password(password_stdin))
+        users.add_user(home.db, name, _password(password_stdin), is_admin=admin)
         click.echo(f"Added {name}{' (admin)' if admin else ''}.")
+
+
+@users_group.command("rm")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Remove without asking.")
+def rm_command(name: str, yes: bool) -> None:
+    """Remove NAME from the household.
+
+    Their private channel and its memory, their sessions, app tokens, usage history and
+    Discord links are deleted; what they said in shared projects stays, under their name.
+    """
+    with opened_home() as home:
+        users.check_removable(home.db, name)
+        click.echo(users.removal_of(home.db, name).describe(), err=True)
+        if not yes:
+            if not at_terminal():
+                raise CharlieError(f"Add --yes to remove {name} without being asked.")
+            if not click.confirm(f"Remove {name}?", default=False):
+                raise CharlieError(f"{name} was not removed.")
+        removal = household.remove_person(home, name)
+        click.echo(f"Removed {removal.name}.")
+
+
+@users_group.command("admin")
+@click.argument("name")
+@click.option("--off", is_flag=True, help="Take the administrator's rights away instead.")
+def admin_command(name: str, off: bool) -> None:
+    """Make NAME an administrator (or, with --off, no longer one)."""
+    with opened_home() as home:
+        user = users.set_admin(home.db, name, not off)
+        click.echo(f"{user.name} is {'no longer ' if off else ''}an administrator.")
 
 
 @users_group.command("passwd")

@@ -8,7 +8,7 @@ import click
 from charlie.config import Settings, load_settings
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.users import ensure_user
+from charlie.users import require_user
 
 DEFAULT_PORT = 8766
 
@@ -63,7 +63,7 @@ def mcp_command(
     from charlie.adapters.mcp.server import run_stdio
 
     with Home.open(settings) as home:
-        user = ensure_user(home.db, user_name or settings.user)
+        user = require_user(home.db, user_name or settings.user)
     anyio.run(run_stdio, settings, Caller(user, read_only=read_only))
 
 

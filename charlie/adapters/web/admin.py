@@ -1,7 +1,269 @@
-"""Household administration and your own account: people, passwords, sessions, trash, models."""
+"""Household administration and your own account: people, passwords, sessions, trash, models.
+
+Every route here is a call into the core (`charlie.users`, `charlie.household`,
+`charlie.trash`). The routes that manage other people take `AdminDep`: a signed-in person
+who is not an administrator gets 403 from each of them, whatever the request holds.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field
+
+from charlie import household, links, projects, sessions, trash, users
+from charlie.adapters.web.deps import HomeDep, SessionDep
+from charlie.errors import Conflict, Forbidden, InvalidName
+from charlie.home import Home
+from charlie.notes import TrashedNote
+from charlie.projects import TrashedProject
+from charlie.users import User
 
 router = APIRouter()
+
+
+def current_admin(session: SessionDep) -> sessions.Session:
+    """The signed-in session, if it is an administrator's (403 otherwise)."""
+    if not session.user.is_admin:
+        raise Forbidden("Only a household administrator can do this.")
+    return session
+
+
+AdminDep = Annotated[sessions.Session, Depends(current_admin)]
+
+
+def not_yourself(session: sessions.Session, name: str, what: str) -> None:
+    """Refuse an administrator's action on their own account that could lock them out by
+    accident; the message says where to do it on purpose."""
+    if name.casefold() == session.user.name.casefold():
+        raise Conflict(f"You cannot {what} here. {SELF_HELP}")
+
+
+SELF_HELP = (
+    "Ask another administrator, or run the `charlie users` command on the machine running Charlie."
+)
+
+
+# ---------------------------------------------------------------- first run (no session)
+
+
+@router.get("/household")
+def household_state(home: HomeDep) -> dict[str, bool]:
+    """Whether anyone has an account yet: the sign-in page says how to make the first one.
+    The only thing said to someone not signed in, and it names no one."""
+    return {"has_people": users.has_people(home.db)}
+
+
+# ---------------------------------------------------------------- people (administrators)
+
+
+class NewPerson(BaseModel):
+    name: str = Field(min_length=1, max_length=40)
+    password: str = Field(max_length=users.MAX_PASSWORD)
+    is_admin: bool = False
+
+
+class PersonChanges(BaseModel):
+    is_admin: bool
+
+
+class NewPassword(BaseModel):
+    password: str = Field(max_length=users.MAX_PASSWORD)
+
+
+def person_json(home: Home, user: User, can_sign_in: bool, you: User) -> dict[str, Any]:
+    return {
+        "name": user.name,
+        "is_admin": user.is_admin,
+        "can_sign_in": can_sign_in,
+        "sessions": sessions.count(home.db, user),
+        "discord": bool(links.discord_ids(home.db, user)),
+        "you": user.id == you.id,
+    }
+
+
+@router.get("/people")
+def list_people(session: AdminDep, home: HomeDep) -> dict[str, Any]:
+    return {
+        "people": [
+            person_json(home, user, can_sign_in, session.user)
+            for user, can_sign_in in users.list_users(home.db)
+        ]
+    }
+
+
+@router.post("/people", status_code=201)
+def add_person(body: NewPerson, session: AdminDep, home: HomeDep) -> dict[str, Any]:
+    made = users.add_user(home.db, body.name.strip(), body.password, is_admin=body.is_admin)
+    return person_json(home, made, True, session.user)
+
+
+@router.patch("/people/{name}")
+def change_person(
+    name: str, body: PersonChanges, session: AdminDep, home: HomeDep
+) -> dict[str, Any]:
+    if not body.is_admin:
+        not_yourself(session, name, "take away your own administrator's rights")
+    changed = users.set_admin(home.db, name, body.is_admin)
+    can_sign_in = users.password_hash(home.db, changed.name) is not None
+    return person_json(home, changed, can_sign_in, session.user)
+
+
+@router.post("/people/{name}/password")
+def reset_password(
+    name: str, body: NewPassword, session: AdminDep, home: HomeDep
+) -> dict[str, Any]:
+    """Set someone's password (they forgot theirs): every session of theirs ends."""
+    not_yourself(session, name, "reset your own password (change it under Your account)")
+    user = users.set_password(home.db, name, body.password)
+    ended = sessions.count(home.db, user)
+    sessions.sign_out_everywhere(home.db, user)
+    return {"name": user.name, "ended_sessions": ended}
+
+
+@router.get("/people/{name}/removal")
+def removal_preview(name: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
+    """What removing `name` would delete and keep, in words, for the confirmation."""
+    not_yourself(session, name, "remove yourself")
+    users.check_removable(home.db, name)
+    return removal_json(users.removal_of(home.db, name))
+
+
+@router.delete("/people/{name}")
+def remove_person(name: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
+    not_yourself(session, name, "remove yourself")
+    return removal_json(household.remove_person(home, name))
+
+
+def removal_json(removal: users.Removal) -> dict[str, Any]:
+    data = asdict(removal)
+    del data["message_ids"]
+    return data | {"text": removal.describe()}
+
+
+# ---------------------------------------------------------------- your own account
+
+
+class PasswordChange(BaseModel):
+    current: str = Field(max_length=users.MAX_PASSWORD)
+    new: str = Field(max_length=users.MAX_PASSWORD)
+
+
+@router.get("/me/sessions")
+def my_sessions(session: SessionDep, home: HomeDep) -> dict[str, int]:
+    total = sessions.count(home.db, session.user)
+    return {"sessions": total, "others": max(0, total - 1)}
+
+
+@router.post("/me/password")
+def change_my_password(body: PasswordChange, session: SessionDep, home: HomeDep) -> dict[str, int]:
+    """Change your own password (the current one proves it is you); your other sessions end,
+    this one stays."""
+    return {"ended_sessions": sessions.change_password(home.db, session, body.current, body.new)}
+
+
+@router.post("/me/sign-out-others")
+def sign_out_others(session: SessionDep, home: HomeDep) -> dict[str, int]:
+    return {"ended_sessions": sessions.sign_out_others(home.db, session)}
+
+
+# ---------------------------------------------------------------- models
+
+
+class ModelChoice(BaseModel):
+    model: str = Field("", max_length=300)  # "": the server's default (CHARLIE_LLM_MODEL)
+
+
+@router.get("/models")
+def list_models(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
+    """The models the configured server offers (its GET /v1/models)."""
+    return {
+        "models": request.app.state.llm.models(),
+        "default": home.settings.llm_model or None,
+        "base_url": home.settings.llm_base_url,
+    }
+
+
+@router.put("/projects/{slug}/model")
+def choose_model(
+    slug: str, body: ModelChoice, session: SessionDep, request: Request, home: HomeDep
+) -> dict[str, Any]:
+    """The model this project's chat uses: one the server lists, or "" for the default."""
+    projects.get_project(home, slug)  # 404 before asking the server
+    chosen = body.model.strip()
+    if chosen:
+        offered = request.app.state.llm.models()
+        if chosen not in offered:
+            raise InvalidName(
+                f"The model server has no model {chosen!r}; it offers: "
+                f"{', '.join(offered) or 'none'}. Nothing was changed."
+            )
+    project = projects.update_project(home, slug, model=chosen)
+    return {"slug": project.slug, "model": project.config.model}
+
+
+# ---------------------------------------------------------------- trash
+
+
+def trashed_project_json(found: TrashedProject) -> dict[str, Any]:
+    return {
+        "kind": "project",
+        "id": found.entry,
+        "slug": found.slug,
+        "name": found.name,
+        "deleted_at": found.deleted_at,
+    }
+
+
+def trashed_note_json(found: TrashedNote) -> dict[str, Any]:
+    return {
+        "kind": "note",
+        "id": found.id,
+        "project": found.project,
+        "name": found.name,
+        "title": found.title,
+        "deleted_at": found.deleted_at,
+    }
+
+
+class Restore(BaseModel):
+    kind: Literal["project", "note"]
+    id: str = Field(min_length=1, max_length=2000)
+
+
+@router.get("/trash")
+def list_trash(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found = trash.contents(home)
+    return {
+        "projects": [trashed_project_json(p) for p in found.projects],
+        "notes": [trashed_note_json(n) for n in found.notes],
+    }
+
+
+@router.delete("/projects/{slug}")
+def delete_project(slug: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
+    """Move a project to the trash (administrators: it is the whole household's)."""
+    found = trash.delete_project(home, slug)
+    return {"trashed": trashed_project_json(found)}
+
+
+@router.delete("/notes/{project}/{name:path}")
+def delete_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    if any(ord(c) < 32 for c in name):
+        raise InvalidName(f"{name!r} is not a note name: it holds a control character.")
+    path = trash.delete_note(home, projects.get_project(home, project), name)
+    listed = [n for n in trash.contents(home).notes if n.path == path]
+    return {"trashed": trashed_note_json(listed[0]) if listed else None}
+
+
+@router.post("/trash/restore")
+def restore(body: Restore, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """Bring a project (administrators) or a note back from the trash."""
+    if body.kind == "project":
+        current_admin(session)
+        project = trash.restore_project(home, body.id)
+        return {"kind": "project", "slug": project.slug, "name": project.config.name}
+    note = trash.restore_note(home, body.id)
+    return {"kind": "note", "id": note.key, "title": note.title}

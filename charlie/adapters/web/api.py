@@ -97,6 +97,7 @@ def project_json(project: projects.Project) -> dict[str, Any]:
         "distill_every": config.distill_every,
         "quotes_window": config.quotes_window,
         "write_tools": config.write_tools,
+        "model": config.model,  # None: the server's default (PUT /projects/{slug}/model)
     }
 
 
@@ -708,7 +709,8 @@ def search(
                 "boost_causes": h.boost_causes,
                 "tags": h.tags,
                 "snippet": h.snippet,
-                "why": h.why(),
+                "why": h.why(),  # the numbers
+                "in_words": h.in_words(),
             }
             for h in result.hits
         ],
