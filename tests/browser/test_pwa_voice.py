@@ -9,6 +9,7 @@ turn is heard, answered (the LLM double), stored, and spoken by Piper.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -258,3 +259,49 @@ def test_without_the_voice_extra_the_buttons_say_why(
     page.get_by_role("button", name="Hands-free").click(force=True)  # aria-disabled
     expect(page.locator("#voice-problem")).to_contain_text("pip install 'charlie[voice]'")
     expect(page.locator("#voice-state")).to_have_attribute("data-voice-state", "off")
+
+
+def test_settings_say_which_voice_speaks_and_how_to_get_a_better_one(
+    page: Page, server: Server, shoot: Callable[[Page, str], None]
+) -> None:
+    sign_in(page)
+    page.goto("/#/settings/private")
+    card = page.locator("#voice-settings")
+    expect(card.locator("#voice-speaks")).to_have_text("the built-in Piper voice, offline")
+    expect(card.locator("#voice-offline")).to_have_text("the built-in Piper voice, offline")
+    expect(card.locator("#voice-advice")).to_have_text(
+        "Speaking with the built-in Piper voice, offline. For Microsoft's more natural online "
+        "voices, put edge first in CHARLIE_VOICE_TTS (it needs the internet)."
+    )
+    engines = card.locator("#voice-engines li")
+    expect(engines).to_have_count(2)
+    expect(engines.nth(0)).to_have_attribute("data-state", "ready")
+    expect(engines.nth(0)).to_contain_text("piper")
+    expect(engines.nth(0)).to_contain_text("speaks")
+    expect(engines.nth(1)).to_contain_text("espeak-ng, offline and robotic")
+    expect(card).not_to_contain_text("null")
+    expect(card).not_to_contain_text("Listening is off")
+    card.scroll_into_view_if_needed()
+    shoot(page, "settings-voice")
+
+
+def test_settings_name_what_to_install_when_no_voice_can_speak(
+    page: Page, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "sanotts", None)  # the built-in voice is not installed
+    monkeypatch.setenv("PATH", "/nonexistent")  # and neither is espeak-ng
+    sign_in(page)
+    page.goto("/#/settings/private")
+    card = page.locator("#voice-settings")
+    expect(card.locator("#voice-speaks")).to_have_text("nothing: no engine can speak")
+    advice = card.locator("#voice-advice")
+    expect(advice).to_have_class("callout callout-error")
+    expect(advice).to_have_text(
+        "Nothing can speak here now. To speak offline, install the built-in voice: "
+        "pip install 'charlie[voice]' (./scripts/run installs it), or install espeak-ng: "
+        "apt install espeak-ng."
+    )
+    piper = card.locator("#voice-engines li[data-engine=piper]")
+    expect(piper).to_have_attribute("data-state", "unavailable")
+    expect(piper).to_contain_text("not installed here")
+    expect(piper).to_contain_text("The built-in voice needs the voice extra")

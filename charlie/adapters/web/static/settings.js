@@ -3,6 +3,7 @@
 
 import { api, enc, get, patch, post } from './api.js';
 import { $, h, toast, when } from './dom.js';
+import { voiceCard } from './voice.js';
 
 export const WRITE_TOOLS = [
   { name: 'create_note', label: 'Create notes' },
@@ -185,7 +186,7 @@ export function createSettings(app) {
           : h('p', { class: 'callout callout-error' }, `There is no project ${channel}.`),
       );
     }
-    box.append(discordCard(), appTokens.card, dataCard());
+    box.append(voiceCard(), discordCard(), appTokens.card, dataCard());
     appTokens.refresh();
     renderHealth();
   }

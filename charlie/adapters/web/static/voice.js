@@ -10,7 +10,7 @@
 // does not hear itself.
 
 import { get } from './api.js';
-import { $ } from './dom.js';
+import { $, h } from './dom.js';
 
 const RATE = 16000;
 const FRAME = RATE / 10; // samples per frame from the worklet: 100 ms
@@ -621,4 +621,83 @@ export function createVoice(app, chat) {
       return state;
     },
   };
+}
+
+// ------------------------------------------------------------ Settings → Voice
+
+const ENGINE_STATES = {
+  ready: { label: 'ready', badge: 'badge-current' },
+  resting: { label: 'unreachable now', badge: 'badge-guard' },
+  unavailable: { label: 'not installed here', badge: 'badge-error' },
+};
+
+function engineItem(engine, speaks) {
+  const state = ENGINE_STATES[engine.state] || { label: engine.state, badge: '' };
+  return h(
+    'li',
+    { dataset: { engine: engine.name, state: engine.state } },
+    h(
+      'div',
+      {},
+      h('span', { class: 'voice-engine-name' }, engine.name),
+      h('span', { class: `badge ${state.badge}` }, state.label),
+      engine.name === speaks ? h('span', { class: 'badge' }, 'speaks') : null,
+      h('div', { class: 'muted small' }, engine.about),
+      engine.detail ? h('div', { class: 'small voice-engine-detail' }, engine.detail) : null,
+    ),
+  );
+}
+
+function voiceFacts(status) {
+  const speech = status.speech;
+  const byName = Object.fromEntries(speech.engines.map((e) => [e.name, e]));
+  const speaking = speech.speaks ? byName[speech.speaks].about : 'nothing: no engine can speak';
+  const offline = speech.offline ? byName[speech.offline].about : 'nothing';
+  return [
+    h(
+      'dl',
+      { class: 'facts' },
+      h('dt', {}, 'Speaks with'),
+      h('dd', { id: 'voice-speaks' }, speaking),
+      h('dt', {}, 'Without internet'),
+      h('dd', { id: 'voice-offline' }, offline),
+    ),
+    h(
+      'p',
+      { id: 'voice-advice', class: speech.speaks ? 'callout' : 'callout callout-error' },
+      speech.advice,
+    ),
+    status.available
+      ? null
+      : h('p', { class: 'callout callout-error' }, `Listening is off: ${status.problem}`),
+    h(
+      'ul',
+      { class: 'voice-engines', id: 'voice-engines' },
+      speech.engines.map((e) => engineItem(e, speech.speaks)),
+    ),
+    h(
+      'p',
+      { class: 'hint' },
+      'Engines are tried in the order of CHARLIE_VOICE_TTS; the first that works speaks.',
+    ),
+  ];
+}
+
+/** Settings → Voice: which engine speaks, which speaks offline, how to get a better voice. */
+export function voiceCard() {
+  const body = h('div', { 'aria-live': 'polite' }, h('p', { class: 'muted small' }, 'Checking…'));
+  get('/api/voice')
+    .then((status) => body.replaceChildren(...voiceFacts(status).filter(Boolean)))
+    .catch((error) => body.replaceChildren(h('p', { class: 'form-error' }, error.message)));
+  return h(
+    'section',
+    { class: 'card', id: 'voice-settings', 'aria-labelledby': 'voice-settings-heading' },
+    h('h2', { id: 'voice-settings-heading' }, 'Voice'),
+    h(
+      'p',
+      { class: 'muted small' },
+      'How Charlie answers aloud, with the microphone buttons or from the command line.',
+    ),
+    body,
+  );
 }
