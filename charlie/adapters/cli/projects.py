@@ -118,7 +118,9 @@ def rm_command(slug: str, yes: bool) -> None:
             if not at_terminal():
                 raise CharlieError(f"Add --yes to delete project {slug} without being asked.")
             if not click.confirm(
-                f"Move project {slug} ({project.config.name}) to the trash?", default=False
+                f"Move project {slug} ({project.config.name}) to the trash?",
+                default=False,
+                err=True,
             ):
                 raise CharlieError(f"Project {slug} was not deleted.")
         trashed = trash.delete_project(home, slug)

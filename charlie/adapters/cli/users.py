@@ -37,9 +37,11 @@ def first_run(home: Home, user_name: str | None) -> str | None:
             "administrator), then try again."
         )
     click.echo("No one has an account in this Charlie yet.", err=True)
-    if not click.confirm("Make the first one now (you, as the administrator)?", default=True):
+    if not click.confirm(
+        "Make the first one now (you, as the administrator)?", default=True, err=True
+    ):
         raise CharlieError(f"Nothing was made. `{command}` makes the first account.")
-    name = click.prompt("Your name", default=suggested, value_proc=_valid_name)
+    name = click.prompt("Your name", default=suggested, value_proc=_valid_name, err=True)
     password = _optional_password()
     users.add_user(home.db, name, password, is_admin=True)
     click.echo(
@@ -69,6 +71,7 @@ def _optional_password() -> str | None:
             hide_input=True,
             default="",
             show_default=False,
+            err=True,
         )
         if not first:
             return None
@@ -77,7 +80,7 @@ def _optional_password() -> str | None:
         except CharlieError as exc:
             click.echo(f"Error: {exc}", err=True)
             continue
-        if click.prompt("Repeat the password", hide_input=True) == first:
+        if click.prompt("Repeat the password", hide_input=True, err=True) == first:
             return str(first)
         click.echo("Error: the two passwords differ; try again.", err=True)
 
@@ -116,7 +119,7 @@ def rm_command(name: str, yes: bool) -> None:
         if not yes:
             if not at_terminal():
                 raise CharlieError(f"Add --yes to remove {name} without being asked.")
-            if not click.confirm(f"Remove {name}?", default=False):
+            if not click.confirm(f"Remove {name}?", default=False, err=True):
                 raise CharlieError(f"{name} was not removed.")
         removal = household.remove_person(home, name)
         click.echo(f"Removed {removal.name}.")
