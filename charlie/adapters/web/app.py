@@ -44,23 +44,25 @@ MAX_BODY = 16 * 1024 * 1024  # images travel as data URLs
 
 
 class BodyLimit:
-    """Refuses request bodies over `limit` bytes with 413, declared or streamed.
+    """Refuses request bodies over `limit` bytes with 413, declared or streamed; the paths
+    in `larger` (a document upload) have a limit of their own.
 
     A body declared too large is refused before the app runs. A streamed (chunked) one is
     counted as it arrives: past the limit, 413 is sent at once and the app is told the client
     went away, so whatever it does next (a 400 for an unreadable body) never reaches the wire.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, larger: dict[str, int] | None = None) -> None:
+        self.app, self.limit, self.larger = app, limit, larger or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope["path"], self.limit)
         declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(limit, scope, receive, send)
             return
         seen = 0
         refused = False
@@ -71,9 +73,9 @@ class BodyLimit:
                 return {"type": "http.disconnect"}
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
+            if seen > limit:
                 refused = True
-                await self._refuse(scope, receive, send)
+                await self._refuse(limit, scope, receive, send)
                 return {"type": "http.disconnect"}
             return message
 
@@ -87,9 +89,9 @@ class BodyLimit:
             if not refused:
                 raise  # a real disconnect is the server's to log
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _refuse(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
         response = problem(
-            413, f"The request is larger than {self.limit // (1024 * 1024)} MB.", "TooLarge"
+            413, f"The request is larger than {limit // (1024 * 1024)} MB.", "TooLarge"
         )
         await response(scope, receive, send)
 
@@ -179,5 +181,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_route(f"/{name}", plugin, include_in_schema=False)
     if STATIC.is_dir():
         app.mount("/", StaticFiles(directory=STATIC, html=True), name="pwa")
-    app.add_middleware(BodyLimit, limit=MAX_BODY)
+    app.add_middleware(BodyLimit, limit=MAX_BODY, larger=documents.LARGER_BODIES)
     return app
