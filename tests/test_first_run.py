@@ -249,3 +249,75 @@ def test_a_project_can_name_its_own_model(charlie: Cli, charlie_home: Path) -> N
     assert "model: qwen3-8b" in charlie("projects", "show", "kitchen").stdout
     charlie("projects", "set", "kitchen", "--model", "")
     assert "model" not in toml.read_text()
+
+
+# ---------------------------------------------------------------- ./scripts/run
+
+
+RUN = Path(__file__).resolve().parent.parent / "scripts" / "run"
+
+
+def fake_checkout(tmp_path: Path, pip_fails_for: str = "") -> Path:
+    """A checkout with scripts/run and a .venv whose python "installs" in a moment (failing
+    for arguments that contain `pip_fails_for`) and whose charlie says what it was given."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "run").write_bytes(RUN.read_bytes())
+    (root / "scripts" / "run").chmod(0o755)
+    (root / "pyproject.toml").write_text("[project]\nname = 'charlie'\n")
+    bin_dir = root / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    fails = f'[[ -n "{pip_fails_for}" && "$*" == *"{pip_fails_for}"* ]] && exit 1'
+    (bin_dir / "python").write_text(
+        f'#!/usr/bin/env bash\necho "pip $*"\nsleep 0.1\n{fails}\nexit 0\n'
+    )
+    (bin_dir / "charlie").write_text('#!/usr/bin/env bash\necho "charlie ran: $*"\n')
+    for name in ("python", "charlie"):
+        (bin_dir / name).chmod(0o755)
+    return root
+
+
+def test_the_run_script_says_what_it_is_doing_while_it_installs(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path)
+    first = subprocess.run(
+        [str(root / "scripts" / "run"), "chat", "-m", "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"CHARLIE_EXTRAS": "voice"},
+    )
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines() == [
+        "Installing Charlie and what it needs (with voice); this takes a minute or two …",
+        "Charlie is installed. Starting: charlie chat -m hi",
+    ]
+    assert first.stdout == "charlie ran: chat -m hi\n"
+    assert f"pip install -e {root}[voice]" in (root / ".venv" / "install.log").read_text()
+    again = subprocess.run(
+        [str(root / "scripts" / "run"), "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | {"CHARLIE_EXTRAS": "voice"},
+    )
+    assert (again.stderr, again.stdout) == ("", "charlie ran: doctor\n")  # installed: silent
+
+
+def test_the_run_script_says_when_the_optional_parts_cannot_be_installed(tmp_path: Path) -> None:
+    root = fake_checkout(tmp_path, pip_fails_for="[voice,discord]")
+    result = subprocess.run(
+        [str(root / "scripts" / "run"), "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "CHARLIE_EXTRAS"},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Installing Charlie and what it needs (with voice,discord)")
+    assert lines[1] == (
+        "The optional parts [voice,discord] could not be installed; installing Charlie without "
+        "them …"
+    )
+    assert lines[2].startswith("Warning: the optional parts [voice,discord] could not be")
+    assert result.stdout == "charlie ran: doctor\n"
