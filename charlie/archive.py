@@ -1,16 +1,27 @@
 """Archives: chosen projects (and one person's private channel) in a zip to take elsewhere.
 
-An archive holds, per project, `projects/<slug>/` (project.toml, memory.md and the notes, byte
-for byte), its conversation as `conversations/<slug>.md` (to read) and `.jsonl` (the format
-of `charlie import jsonl`), its memory's revisions in `memory_revisions/<slug>.jsonl`, and the
-usage events in `usage/<person>.jsonl`. A private channel is included only when its owner
-asks for it, and only theirs: `private/<name>.md`, `.jsonl` and `.revisions.jsonl`.
-`manifest.json` names every file with its size and sha256.
+An archive holds, per project:
 
-Restoring checks every file against the manifest before writing anything, then brings the
-messages in the way `charlie import jsonl` does, so their times, speakers and ids are kept
-and restoring again adds nothing. The search index is not in the archive: it is derived
-data, and `charlie reindex` rebuilds it from what was restored.
+- `projects/<slug>/`: project.toml, memory.md and the notes, byte for byte;
+- `conversations/<slug>.md`: its threads, to read;
+- `conversations/<slug>.jsonl`: every message of every thread (alternatives set aside
+  included), one a line, in the format of `charlie import jsonl` plus what makes a restore
+  whole: the thread, who spoke (by name), images, the tool trace, the incomplete and
+  distill flags, the id it had where it was imported from, and the branch it is on;
+- `conversations/<slug>.threads.jsonl`: each thread's title, times, archived or trash
+  state, how far it was distilled, and the notes pinned into it;
+- `conversations/<slug>.suggestions.jsonl`: the notes suggested in it, and what became of them;
+- `memory_revisions/<slug>.jsonl`: its memory's revisions;
+
+and `usage/<person>.jsonl`, each person's usage events. A private channel is included only
+when its owner asks for it, and only theirs: `private/<name>.md`, `.jsonl`, `.threads.jsonl`,
+`.suggestions.jsonl` and `.revisions.jsonl`. `manifest.json` names every file with its size
+and sha256, and the people the archive names. Never in an archive: passwords, sign-in
+sessions, API tokens, Discord links, `charlie.toml` (it may hold the model server's key),
+and the search index (derived data: `charlie reindex` rebuilds it).
+
+`open_archive` checks every file against the manifest before anything is written;
+`charlie.restore` brings a checked archive into a data home.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
+import sqlite3
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -26,21 +37,24 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from charlie import __version__, importing
+from charlie import __version__
 from charlie import db as database
-from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.notes import NOTES_DIR
 from charlie.projects import CONFIG_FILE, MEMORY_FILE, get_project, list_projects, validate_slug
-from charlie.users import NAME_RE, User, ensure_user, get_user
+from charlie.users import User, get_user
 
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2  # 1: one conversation per project, messages as `charlie import jsonl` reads them
 CHUNK = 1 << 20
 MAX_MANIFEST = 64 << 20  # bytes: a manifest larger than this is not one Charlie wrote
 USAGE_COLUMNS = ("kind", "note", "tag", "private", "at")
-UNDO_RE = re.compile(r"^undo:(\d+)$")
+SUGGESTION_COLUMNS = ("note", "title", "why", "status", "created_at", "decided_at")
+# A thread's columns that say whose it is, or that belong to one running process: never
+# copied from an archive (the restore sets the first ones itself).
+THREAD_OWN = {"id", "project_id", "owner_id", "private", "distilled_upto"}
+THREAD_SKIPPED = {"distill_claim", "distill_claimed_at"}
 
 
 @dataclass
@@ -51,18 +65,33 @@ class ExportResult:
     messages: int
     files: int
     skipped: list[str] = field(default_factory=list)  # paths, with why
+    threads: int = 0
 
 
-@dataclass
-class RestoreResult:
-    projects: list[str] = field(default_factory=list)
-    users: list[str] = field(default_factory=list)
-    messages: int = 0
-    already: int = 0  # messages found stored already
-    revisions: int = 0
-    usage_events: int = 0
-    files: int = 0
-    skipped: list[str] = field(default_factory=list)  # what was kept as it was, and why
+@dataclass(frozen=True)
+class Holder:
+    """Whose threads these are: a shared project's, or one person's private channel's."""
+
+    project_id: int | None
+    owner_id: int | None
+
+    @property
+    def private(self) -> int:
+        return int(self.owner_id is not None)
+
+    @property
+    def where(self) -> tuple[str, tuple[int, int]]:
+        """The SQL condition that picks the holder's threads, and its values."""
+        if self.owner_id is not None:
+            return "owner_id = ? AND private = ?", (self.owner_id, 1)
+        assert self.project_id is not None
+        return "project_id = ? AND private = ?", (self.project_id, 0)
+
+    def threads(self, db: sqlite3.Connection) -> list[sqlite3.Row]:
+        where, values = self.where
+        return db.execute(
+            f"SELECT * FROM conversations WHERE {where} ORDER BY id", values
+        ).fetchall()
 
 
 # ---------------------------------------------------------------- export
@@ -114,21 +143,43 @@ def export_archive(
 
 
 class _Writer:
-    """Adds members to the zip, remembering each one's size and sha256 for the manifest."""
+    """Adds members to the zip, each written as it is made (a conversation of 100,000
+    messages is never held whole), remembering each one's size and sha256 for the manifest."""
 
     def __init__(self, archive: zipfile.ZipFile) -> None:
         self.archive = archive
         self.entries: list[dict[str, Any]] = []
 
     def add(self, name: str, data: bytes) -> None:
-        self.archive.writestr(name, data)
-        self.entries.append(
-            {"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-        )
+        self.add_chunks(name, [data])
+
+    def add_chunks(self, name: str, chunks: Iterable[bytes]) -> None:
+        digest = hashlib.sha256()
+        size = 0
+        with self.archive.open(name, "w") as member:
+            for chunk in chunks:
+                member.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+        self.entries.append({"path": name, "size": size, "sha256": digest.hexdigest()})
 
     def add_lines(self, name: str, items: Iterable[dict[str, Any]]) -> None:
-        text = "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items)
-        self.add(name, text.encode("utf-8"))
+        self.add_chunks(name, _joined(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+
+
+def _joined(texts: Iterable[str], size: int = CHUNK) -> Iterator[bytes]:
+    """`texts` encoded and gathered into chunks of about `size` bytes."""
+    parts: list[bytes] = []
+    held = 0
+    for text in texts:
+        data = text.encode("utf-8")
+        parts.append(data)
+        held += len(data)
+        if held >= size:
+            yield b"".join(parts)
+            parts, held = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 def _write(
@@ -137,24 +188,29 @@ def _write(
     result = ExportResult(
         partial, [p.slug for p in projects], person.name if person else None, 0, 0
     )
+    named: set[str] = set()
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         out = _Writer(archive)
         for project in projects:
             _add_tree(out, project.path, f"projects/{project.slug}", result.skipped)
-            channel = shared_channel(home, project)
-            result.messages += _add_channel(
-                home, out, channel, f"conversations/{project.slug}", project.config.name
+            holder = Holder(project.id, None)
+            _add_holder(
+                home,
+                out,
+                holder,
+                f"conversations/{project.slug}",
+                project.config.name,
+                result,
+                named,
             )
-            out.add_lines(f"memory_revisions/{project.slug}.jsonl", _revisions(home, channel))
+            out.add_lines(f"memory_revisions/{project.slug}.jsonl", _revisions(home, holder))
         if person is not None:
-            channel = private_channel(home, person)
+            holder = Holder(None, person.id)
             base = f"private/{person.name}"
-            result.messages += _add_channel(
-                home, out, channel, base, f"{person.name}'s private channel"
-            )
-            out.add_lines(f"{base}.revisions.jsonl", _revisions(home, channel))
-        users = _add_usage(home, out, {p.slug for p in projects}, person)
-        users = sorted(set(users) | _speakers(home, projects), key=str.lower)
+            _add_holder(home, out, holder, base, f"{person.name}'s private channel", result, named)
+            out.add_lines(f"{base}.revisions.jsonl", _revisions(home, holder))
+            named.add(person.name)
+        named |= set(_add_usage(home, out, {p.slug for p in projects}, person))
         manifest = {
             "format": FORMAT,
             "charlie_version": __version__,
@@ -163,7 +219,7 @@ def _write(
             "exported_by": exporter,
             "projects": result.projects,
             "private": result.private,
-            "users": users,
+            "users": sorted(named, key=str.lower),
             "files": out.entries,
             "skipped": result.skipped,
         }
@@ -205,52 +261,127 @@ def _add_notes(out: _Writer, folder: Path, shown: str, skipped: list[str]) -> No
                 skipped.append(f"{name} (not a regular file)")
 
 
-def _add_channel(home: Home, out: _Writer, channel: Channel, base: str, title: str) -> int:
-    rows = home.db.execute(
-        "SELECT id, role, speaker, content, created_at, source_id FROM messages "
-        "WHERE conversation_id = ? ORDER BY created_at, id",
-        (channel.conversation_id,),
-    ).fetchall()
-    out.add(f"{base}.md", _readable(title, rows).encode("utf-8"))
-    out.add_lines(
-        f"{base}.jsonl",
-        (
-            {
+def _add_holder(
+    home: Home,
+    out: _Writer,
+    holder: Holder,
+    base: str,
+    title: str,
+    result: ExportResult,
+    named: set[str],
+) -> None:
+    """The holder's threads: readable, their messages, the threads themselves, and the
+    suggestions made in them. Every person named is added to `named`."""
+    threads = holder.threads(home.db)
+    ids = [int(t["id"]) for t in threads]
+    out.add_chunks(f"{base}.md", _joined(_readable(home, title, threads)))
+    counted = _Count()
+    out.add_lines(f"{base}.jsonl", counted(_messages(home, ids, named)))
+    out.add_lines(f"{base}.threads.jsonl", (_thread(home, t, named) for t in threads))
+    out.add_lines(f"{base}.suggestions.jsonl", _suggestions(home, ids, named))
+    result.messages += counted.n
+    result.threads += len(threads)
+
+
+class _Count:
+    """Counts what passes through it."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for item in items:
+            self.n += 1
+            yield item
+
+
+def _messages(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[dict[str, Any]]:
+    for thread_id in thread_ids:
+        rows = home.db.execute(
+            "SELECT m.*, u.name AS user_name FROM messages m LEFT JOIN users u "
+            "ON u.id = m.user_id WHERE m.conversation_id = ? ORDER BY m.id",
+            (thread_id,),
+        )
+        for row in rows:
+            if row["user_name"] is not None:
+                named.add(str(row["user_name"]))
+            yield {
                 "id": row["source_id"] or f"m{row['id']}",
                 "speaker": row["speaker"],
                 "role": row["role"],
                 "text": row["content"],
                 "time": row["created_at"],
+                "key": row["id"],
+                "thread": thread_id,
+                "user": row["user_name"],
+                "source_id": row["source_id"],
+                "images": json.loads(row["images"]),
+                "trace": None if row["trace"] is None else json.loads(row["trace"]),
+                "incomplete": bool(row["incomplete"]),
+                "distill": bool(row["distill"]),
+                "parent": row["parent_id"],
+                "hidden": bool(row["hidden"]),
             }
-            for row in rows
-        ),
-    )
-    return len(rows)
 
 
-def _speakers(home: Home, projects: list[Any]) -> set[str]:
-    """The people who spoke in the exported projects, so that a restore knows them."""
-    ids = json.dumps([p.id for p in projects])
+def _thread(home: Home, row: sqlite3.Row, named: set[str]) -> dict[str, Any]:
+    pins = home.db.execute(
+        "SELECT p.note, u.name AS user, p.pinned_at FROM pins p JOIN users u "
+        "ON u.id = p.user_id WHERE p.conversation_id = ? ORDER BY p.pinned_at, p.note",
+        (row["id"],),
+    ).fetchall()
+    named.update(str(p["user"]) for p in pins)
+    fields = {k: v for k, v in dict(row).items() if k not in THREAD_OWN | THREAD_SKIPPED}
+    return {
+        "key": row["id"],
+        "fields": fields,
+        "distilled_upto": row["distilled_upto"],
+        "pins": [dict(p) for p in pins],
+    }
+
+
+def _suggestions(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[dict[str, Any]]:
+    for thread_id in thread_ids:
+        rows = home.db.execute(
+            "SELECT s.message_id, u.name AS user, "
+            f"{', '.join('s.' + c for c in SUGGESTION_COLUMNS)} FROM suggestions s "
+            "JOIN users u ON u.id = s.user_id WHERE s.conversation_id = ? ORDER BY s.id",
+            (thread_id,),
+        )
+        for row in rows:
+            named.add(str(row["user"]))
+            yield {"thread": thread_id, "message": row["message_id"], "user": row["user"]} | {
+                c: row[c] for c in SUGGESTION_COLUMNS
+            }
+
+
+def _readable(home: Home, title: str, threads: list[sqlite3.Row]) -> Iterator[str]:
+    """The conversation as markdown, the branch kept in each thread; each thread under its
+    title when there are several."""
+    yield f"# {title}\n"
+    for thread in threads:
+        states = [
+            s for s, c in (("archived", "archived_at"), ("in the trash", "deleted_at")) if thread[c]
+        ]
+        aside = f" ({', '.join(states)})" if states else ""
+        if len(threads) > 1 or aside:
+            yield f"\n## {thread['title'] or 'New chat'}{aside}\n"
+        rows = home.db.execute(
+            "SELECT speaker, content, created_at FROM messages WHERE conversation_id = ? "
+            "AND hidden = 0 ORDER BY created_at, id",
+            (thread["id"],),
+        )
+        for row in rows:
+            when = str(row["created_at"])[:16].replace("T", " ")
+            yield f"\n**{row['speaker']}** · {when} UTC\n\n{row['content']}\n"
+
+
+def _revisions(home: Home, holder: Holder) -> Iterator[dict[str, Any]]:
+    where, values = holder.where
     rows = home.db.execute(
-        "SELECT DISTINCT u.name FROM messages m JOIN users u ON u.id = m.user_id "
-        "WHERE m.private = 0 AND m.project_id IN (SELECT value FROM json_each(?))",
-        (ids,),
-    )
-    return {str(row[0]) for row in rows}
-
-
-def _readable(title: str, rows: list[Any]) -> str:
-    parts = [f"# {title}\n"]
-    for row in rows:
-        when = str(row["created_at"])[:16].replace("T", " ")
-        parts.append(f"\n**{row['speaker']}** · {when} UTC\n\n{row['content']}\n")
-    return "".join(parts)
-
-
-def _revisions(home: Home, channel: Channel) -> Iterator[dict[str, Any]]:
-    rows = home.db.execute(
-        "SELECT * FROM memory_revisions WHERE conversation_id = ? ORDER BY id",
-        (channel.conversation_id,),
+        "SELECT * FROM memory_revisions WHERE conversation_id IN "
+        f"(SELECT id FROM conversations WHERE {where}) ORDER BY id",
+        values,
     )
     for row in rows:
         yield dict(row)
@@ -274,7 +405,7 @@ def _add_usage(home: Home, out: _Writer, slugs: set[str], person: User | None) -
     return names
 
 
-# ---------------------------------------------------------------- restore
+# ---------------------------------------------------------------- reading one back
 
 
 @dataclass(frozen=True)
@@ -394,170 +525,3 @@ def is_empty(home: Home) -> bool:
         if home.db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
             return False
     return True
-
-
-def restore(home: Home, archive: Archive, *, merge: bool = False) -> RestoreResult:
-    """Bring the checked `archive` into `home`. Without `merge` the home must be empty; with
-    it, nothing already there is replaced: existing files and memories are kept and listed
-    in `skipped`, and messages already stored are not added again."""
-    if not merge and not is_empty(home):
-        raise CharlieError(
-            f"The data home {home.settings.home} already holds projects or messages. Restore "
-            "into an empty one (set CHARLIE_HOME to a new folder), or add --merge to bring "
-            "the archive in beside what is there (nothing there is replaced)."
-        )
-    result = RestoreResult()
-    manifest = archive.manifest
-    names = set(archive.names())
-    for name in dict.fromkeys([*manifest.get("users", []), manifest.get("private")]):
-        if isinstance(name, str) and NAME_RE.match(name):
-            ensure_user(home.db, name)
-            result.users.append(name)
-    for slug in manifest.get("projects", []):
-        validate_slug(slug)
-        result.files += _restore_files(home, archive, slug, result.skipped)
-        channel = shared_channel(home, get_project(home, slug))
-        _restore_channel(home, archive, channel, f"conversations/{slug}", names, result)
-        _restore_revisions(home, archive, channel, f"memory_revisions/{slug}.jsonl", result)
-        result.projects.append(slug)
-    owner = manifest.get("private")
-    if isinstance(owner, str) and NAME_RE.match(owner):
-        channel = private_channel(home, get_user(home.db, owner))
-        _restore_channel(home, archive, channel, f"private/{owner}", names, result)
-        _restore_revisions(home, archive, channel, f"private/{owner}.revisions.jsonl", result)
-    for name in sorted(n for n in names if n.startswith("usage/") and n.endswith(".jsonl")):
-        _restore_usage(home, archive, name, result)
-    return result
-
-
-def _restore_files(home: Home, archive: Archive, slug: str, skipped: list[str]) -> int:
-    prefix = f"projects/{slug}/"
-    root = home.settings.projects_dir.resolve()
-    written = 0
-    for name in archive.names():
-        if not name.startswith(prefix):
-            continue
-        dest = root / name.removeprefix("projects/")
-        if os.path.lexists(dest):
-            skipped.append(f"{name} (already there; kept as it is)")
-            continue
-        if not dest.resolve().is_relative_to(root / slug) or any(
-            p.is_symlink() for p in dest.parents if p.is_relative_to(root)
-        ):
-            skipped.append(f"{name} (its folder is a symbolic link; not followed)")
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.restoring")
-        tmp.write_bytes(archive.read(name))
-        os.replace(tmp, dest)
-        written += 1
-    return written
-
-
-def _restore_channel(
-    home: Home,
-    archive: Archive,
-    channel: Channel,
-    base: str,
-    names: set[str],
-    result: RestoreResult,
-) -> None:
-    """The messages, through `charlie import jsonl`'s own path: ids, times and speakers are
-    kept, and a message whose id the channel holds already is not added twice."""
-    name = f"{base}.jsonl"
-    if name not in names:
-        return
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "messages.jsonl"
-        path.write_bytes(archive.read(name))
-        report = importing.import_jsonl(home, channel, path)
-    result.messages += report.added
-    result.already += report.already
-    for line, reason in report.problems:
-        result.skipped.append(f"{name} line {line} ({reason})")
-
-
-def _restore_revisions(
-    home: Home, archive: Archive, channel: Channel, name: str, result: RestoreResult
-) -> None:
-    """Every revision in its order; a channel whose memory has revisions already keeps its
-    own (it is never overwritten)."""
-    if name not in set(archive.names()):
-        return
-    rows = [json.loads(line) for line in archive.read(name).decode("utf-8").splitlines() if line]
-    if not rows:
-        return
-    held = home.db.execute(
-        "SELECT 1 FROM memory_revisions WHERE conversation_id = ? LIMIT 1",
-        (channel.conversation_id,),
-    ).fetchone()
-    if held:
-        result.skipped.append(f"{name} (this memory has its own history already; kept)")
-        return
-    owner = channel.owner.id if channel.owner else None
-    new_ids: dict[int, int] = {}
-    with _transaction(home):
-        for row in rows:
-            source = str(row["source"])
-            undo = UNDO_RE.match(source)
-            if undo and int(undo[1]) in new_ids:
-                source = f"undo:{new_ids[int(undo[1])]}"
-            cursor = home.db.execute(
-                "INSERT INTO memory_revisions (conversation_id, owner_id, source, layers, "
-                "file_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    channel.conversation_id,
-                    owner,
-                    source,
-                    row["layers"],
-                    row.get("file_sha256"),
-                    row["created_at"],
-                ),
-            )
-            assert cursor.lastrowid is not None
-            new_ids[int(row["id"])] = cursor.lastrowid
-    result.revisions += len(rows)
-
-
-def _restore_usage(home: Home, archive: Archive, name: str, result: RestoreResult) -> None:
-    """A person's usage events; one identical to an event held already is not added twice."""
-    person = PurePosixPath(name).stem
-    if not NAME_RE.match(person):
-        return
-    user = ensure_user(home.db, person)
-    lines = archive.read(name).decode("utf-8").splitlines()
-    with _transaction(home):
-        for line in lines:
-            if not line:
-                continue
-            event = json.loads(line)
-            values = (user.id, *(event.get(c) for c in USAGE_COLUMNS))
-            cursor = home.db.execute(
-                "INSERT INTO usage_events (user_id, kind, note, tag, private, at) "
-                "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM usage_events WHERE "
-                "user_id = ?1 AND kind = ?2 AND note IS ?3 AND tag IS ?4 AND private = ?5 "
-                "AND at = ?6)",
-                values,
-            )
-            result.usage_events += cursor.rowcount
-
-
-class _transaction:
-    """One write transaction (or the caller's, when one is open already)."""
-
-    def __init__(self, home: Home) -> None:
-        self.db = home.db
-        self.own = False
-
-    def __enter__(self) -> None:
-        if not self.db.in_transaction:
-            self.db.execute("BEGIN IMMEDIATE")
-            self.own = True
-
-    def __exit__(self, kind: object, *rest: object) -> None:
-        if not self.own:
-            return
-        if kind is None:
-            self.db.execute("COMMIT")
-        elif self.db.in_transaction:
-            self.db.execute("ROLLBACK")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import zipfile
@@ -11,13 +12,14 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from charlie import memory, usage
+from charlie import conversations, importing, memory, suggestions, usage
 from charlie.config import load_settings
 from charlie.conversations import Channel, add_message, private_channel, shared_channel
 from charlie.home import Home
 from charlie.memory import Memory, Quote
 from charlie.projects import create_project, get_project
-from charlie.users import ensure_user, get_user
+from charlie.trace import Called, Preloaded
+from charlie.users import User, ensure_user, get_user
 
 SECRET = "zebracrossing42"
 
@@ -48,10 +50,12 @@ def _fill(home: Home) -> None:
     text = kitchen.memory_path.read_text(encoding="utf-8")
     kitchen.memory_path.write_text(text.replace("Blue tiles", "Blue tiles, matte"), "utf-8")
     assert memory.sync_hand_edits(home, channel) is not None
+    _fill_kitchen_threads(home, channel, alice, bob)
     mine = private_channel(home, alice)
-    add_message(home, mine, "user", "Remind me of the dentist.", user=alice)
-    add_message(home, mine, "assistant", "Tuesday at nine.")
+    add_message(home, mine, "user", "Remind me of the dentist.", user=alice, images=["x.png"])
+    add_message(home, mine, "assistant", "Tuesday at nine.", trace=TRACE)
     memory.save(home, mine, Memory(quotes=[Quote("alice", "dentist Tuesday")]), "tool")
+    _pin(home, mine, alice, "garden/roses")
     theirs = private_channel(home, bob)
     add_message(home, theirs, "user", f"My password hint is {SECRET}.", user=bob)
     memory.save(home, theirs, Memory(summary=f"Bob's hint: {SECRET}"), "tool")
@@ -62,17 +66,147 @@ def _fill(home: Home) -> None:
     usage.record(home.db, bob.id, "view", note=f"kitchen/{SECRET}", private=True)
 
 
-def _messages(home: Home, channel: Channel) -> list[tuple[str, str, str, str]]:
-    rows = home.db.execute(
-        "SELECT speaker, role, content, created_at FROM messages WHERE conversation_id = ? "
-        "ORDER BY created_at, id",
-        (channel.conversation_id,),
+TRACE = [
+    Preloaded(("notes",)),
+    Called("search_notes", {"query": "dentist"}, True, "1 note", ms=3.5, count=1),
+]
+
+
+def _fill_kitchen_threads(home: Home, first: Channel, alice: User, bob: User) -> None:
+    """Everything a thread can hold: a regenerated reply (the first set aside), a tool trace,
+    a reply cut off, images, imported history, pins and suggestions, how far it was
+    distilled; and threads beside it, archived, in the trash, imported."""
+    question = add_message(home, first, "user", "Which tiles then?", user=alice, images=["a.jpg"])
+    old = add_message(home, first, "assistant", "Blue ones.", trace=TRACE)
+    conversations.set_aside(home, first, old)
+    add_message(home, first, "assistant", "Matte blue ones.", parent_id=question.id, trace=TRACE)
+    add_message(home, first, "assistant", "And the grout", incomplete=True)
+    conversations.mark_distilled(home, first, question.id)
+    _pin(home, first, bob, "kitchen/tiles", status="accepted")
+    _suggest(home, first, alice, "kitchen/budget", "dismissed")
+    second = conversations.new_thread(home, first, title="Lighting")
+    add_message(home, second, "user", "Pendant lights over the island?", user=bob)
+    conversations.archive_thread(home, second)
+    gone = conversations.new_thread(home, first, title="Old idea")
+    add_message(home, gone, "user", "A red kitchen?", user=alice)
+    conversations.trash_thread(home, gone)
+    home.db.execute(  # made in the same millisecond as the one before: still two threads
+        "UPDATE conversations SET created_at = (SELECT created_at FROM conversations "
+        "WHERE id = ?) WHERE id = ?",
+        (second.conversation_id, gone.conversation_id),
     )
-    return [tuple(r) for r in rows]  # type: ignore[misc]
+    imported = conversations.new_thread(
+        home, first, title="From ChatGPT", source_id="chatgpt:c1", created_at="2023-05-01T10:00Z"
+    )
+    history = home.settings.home.parent / "history.jsonl"
+    history.write_text(
+        '{"id": "u1", "speaker": "alice", "text": "Oak or marble?", "time": "2023-05-01T10:00Z"}\n'
+        '{"id": "a1", "role": "assistant", "speaker": "ChatGPT", "text": "Oak.", '
+        '"time": "2023-05-01T10:01Z"}\n',
+        "utf-8",
+    )
+    importing.import_jsonl(home, imported, history)
 
 
-def _revisions(home: Home, channel: Channel) -> list[tuple[str, str, Any]]:
-    return [(r.source, r.memory.to_json(), r.file_sha256) for r in memory.revisions(home, channel)]
+def _suggest(home: Home, channel: Channel, user: User, note: str, status: str) -> int:
+    message = conversations.newest_id(home, channel)
+    cursor = home.db.execute(
+        "INSERT INTO suggestions (message_id, conversation_id, user_id, note, title, why, "
+        "status, created_at, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            message,
+            channel.conversation_id,
+            user.id,
+            note,
+            note.title(),
+            "close in meaning",
+            "shown",
+            "2024-01-02T03:04:05.000+00:00",
+            None,
+        ),
+    )
+    assert cursor.lastrowid is not None
+    if status == "dismissed":
+        suggestions.dismiss(home, user, cursor.lastrowid)
+    return cursor.lastrowid
+
+
+def _pin(home: Home, channel: Channel, user: User, note: str, status: str = "accepted") -> None:
+    suggestions.accept(home, user, _suggest(home, channel, user, note, "shown"))
+
+
+def _holder(home: Home, project_id: int | None, owner_id: int | None) -> dict[str, Any]:
+    """Everything of a project's (or a private channel's) threads, with the ids of this
+    home replaced by positions and names, so two homes can be compared."""
+    column, value = ("owner_id", owner_id) if owner_id else ("project_id", project_id)
+    threads = home.db.execute(
+        f"SELECT * FROM conversations WHERE {column} = ? AND private = ? ORDER BY id",
+        (value, int(owner_id is not None)),
+    ).fetchall()
+    out = []
+    for thread in threads:
+        rows = home.db.execute(
+            "SELECT m.*, u.name AS user_name FROM messages m LEFT JOIN users u ON u.id = m.user_id "
+            "WHERE conversation_id = ? ORDER BY m.id",
+            (thread["id"],),
+        ).fetchall()
+        place = {r["id"]: n for n, r in enumerate(rows, 1)}
+        messages = [
+            (
+                r["role"],
+                r["speaker"],
+                r["user_name"],
+                r["content"],
+                r["created_at"],
+                r["source_id"],
+                r["images"],
+                r["trace"],
+                r["incomplete"],
+                r["distill"],
+                r["hidden"],
+                r["parent_id"] if r["parent_id"] in (0, None) else place[r["parent_id"]],
+            )
+            for r in rows
+        ]
+        pins = home.db.execute(
+            "SELECT p.note, u.name, p.pinned_at FROM pins p JOIN users u ON u.id = p.user_id "
+            "WHERE conversation_id = ? ORDER BY note",
+            (thread["id"],),
+        ).fetchall()
+        offered = home.db.execute(
+            "SELECT s.message_id, u.name, s.note, s.title, s.why, s.status, s.created_at, "
+            "s.decided_at FROM suggestions s JOIN users u ON u.id = s.user_id "
+            "WHERE conversation_id = ? ORDER BY s.id",
+            (thread["id"],),
+        ).fetchall()
+        out.append(
+            {
+                "fields": [
+                    thread[c]
+                    for c in (
+                        "title",
+                        "title_set",
+                        "created_at",
+                        "updated_at",
+                        "archived_at",
+                        "deleted_at",
+                        "source_id",
+                    )
+                ],
+                "distilled": sum(1 for r in rows if r["id"] <= thread["distilled_upto"]),
+                "messages": messages,
+                "pins": [tuple(p) for p in pins],
+                "suggestions": [(place[s[0]], *s[1:]) for s in offered],
+            }
+        )
+    return {"threads": out}
+
+
+def _revisions(home: Home, channel: Channel) -> list[tuple[str, str, Any, str]]:
+    return [
+        (r.source, r.memory.to_json(), r.file_sha256, r.created_at)
+        for r in memory.revisions(home, channel)
+    ]
 
 
 def _usage(home: Home) -> list[tuple[Any, ...]]:
@@ -85,13 +219,12 @@ def _usage(home: Home) -> list[tuple[Any, ...]]:
 
 def _snapshot(home: Home) -> dict[str, Any]:
     alice = get_user(home.db, "alice")
-    out: dict[str, Any] = {"private": _messages(home, private_channel(home, alice))}
+    out: dict[str, Any] = {"private": _holder(home, None, alice.id)}
     out["private_revisions"] = _revisions(home, private_channel(home, alice))
     for slug in ("kitchen", "garden"):
         project = get_project(home, slug)
-        channel = shared_channel(home, project)
-        out[slug] = _messages(home, channel)
-        out[f"{slug}_revisions"] = _revisions(home, channel)
+        out[slug] = _holder(home, project.id, None)
+        out[f"{slug}_revisions"] = _revisions(home, shared_channel(home, project))
         out[f"{slug}_files"] = {
             p.relative_to(project.path).as_posix(): p.read_bytes()
             for p in sorted(project.path.rglob("*"))
@@ -126,15 +259,26 @@ def test_a_restored_home_holds_what_was_exported(
     result = charlie("restore", str(zip_path))
     assert result.exit_code == 0, result.output
     assert "charlie reindex" in result.output
+    assert "New accounts: alice, bob. Passwords are never in an archive" in result.output
     with _at(monkeypatch, tmp_path / "fresh") as home:
         after = _snapshot(home)
         after["usage"] = _usage(home)
-        bob_private = _messages(home, private_channel(home, get_user(home.db, "bob")))
+        bob = get_user(home.db, "bob")
+        bob_private = home.db.execute(
+            "SELECT count(*) FROM messages WHERE private = 1 AND user_id = ?", (bob.id,)
+        ).fetchone()[0]
+        hashes = home.db.execute("SELECT count(*) FROM users WHERE password_hash IS NOT NULL")
+        assert hashes.fetchone()[0] == 0
     assert after == before
-    assert len(after["kitchen_revisions"]) == 2 and len(after["private_revisions"]) == 1
+    kitchen = after["kitchen"]["threads"]
+    assert len(kitchen) == 4 and len(after["kitchen_revisions"]) == 2
+    assert [m[3] for m in kitchen[0]["messages"] if m[10]] == ["Blue ones."]  # set aside
+    assert kitchen[0]["distilled"] == 4 and kitchen[0]["pins"][0][:2] == ("kitchen/tiles", "bob")
+    assert [s[5] for s in kitchen[0]["suggestions"]] == ["accepted", "dismissed"]
+    assert kitchen[3]["fields"][-1] == "chatgpt:c1" and kitchen[3]["messages"][0][5] == "u1"
+    assert len(after["private_revisions"]) == 1 and len(after["private"]["threads"]) == 1
     assert "notes/plans/budget.md" in after["kitchen_files"]
-    assert len(after["kitchen"]) == 3 and len(after["private"]) == 2
-    assert bob_private == []
+    assert bob_private == 0
 
 
 def test_no_one_elses_private_data_is_in_the_archive(exported: tuple[Path, dict[str, Any]]) -> None:
@@ -219,13 +363,152 @@ def test_a_home_in_use_is_refused_without_merge_and_merging_twice_adds_nothing(
         with sqlite3.connect(fresh / "charlie.db") as db:
             return tuple(
                 db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("messages", "memory_revisions", "usage_events", "users", "projects")
+                for t in (
+                    "messages",
+                    "conversations",
+                    "memory_revisions",
+                    "usage_events",
+                    "users",
+                    "projects",
+                    "pins",
+                    "suggestions",
+                )
             )
 
     first = counts()
     again = charlie("restore", str(zip_path), "--merge")
     assert again.exit_code == 0, again.output
-    assert counts() == first
+    assert counts() == first, again.output
     assert memory_md.read_bytes() == edited
-    assert "0 messages (8 already there)" in again.output
+    assert "0 threads, 0 messages (16 already there)" in again.output
+    assert "0 pins, 0 suggestions." in again.output and "New accounts" not in again.output
     assert "projects/kitchen/memory.md (already there" in again.output
+
+
+def test_people_already_in_the_home_keep_their_account(
+    exported: tuple[Path, dict[str, Any]],
+    charlie: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    zip_path, _ = exported
+    with _at(monkeypatch, tmp_path / "fresh") as home:
+        ensure_user(home.db, "zoe", is_admin=True)
+        alice = ensure_user(home.db, "Alice")  # names match whatever their case
+        home.db.execute("UPDATE users SET password_hash = 'kept' WHERE id = ?", (alice.id,))
+    result = charlie("restore", str(zip_path))
+    assert result.exit_code == 0, result.output
+    assert "New accounts: bob. Passwords are never in an archive" in result.output
+    assert "No one is an administrator" not in result.output
+    with _at(monkeypatch, tmp_path / "fresh") as home:
+        said = home.db.execute(
+            "SELECT DISTINCT user_id FROM messages WHERE speaker = 'alice' AND source_id IS NULL"
+        ).fetchall()
+        assert [r[0] for r in said] == [alice.id]
+        row = home.db.execute("SELECT name, password_hash FROM users WHERE id = ?", (alice.id,))
+        assert tuple(row.fetchone()) == ("Alice", "kept")
+        assert private_channel(home, alice).conversation_id  # her private channel came back
+        mine = home.db.execute(
+            "SELECT content FROM messages WHERE private = 1 AND user_id = ? ORDER BY id",
+            (alice.id,),
+        ).fetchall()
+        assert [r[0] for r in mine] == ["Remind me of the dentist."]
+
+
+def _write_archive(path: Path, members: dict[str, bytes], **manifest: Any) -> Path:
+    """An archive as `charlie export` would write it, with these members."""
+    entries = [
+        {"path": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        for name, data in members.items()
+    ]
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        archive.writestr("manifest.json", json.dumps(manifest | {"files": entries}))
+    return path
+
+
+def test_an_archive_from_before_threads_restores(
+    charlie: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [
+        {
+            "id": "m1",
+            "speaker": "alice",
+            "role": "user",
+            "text": "Hi",
+            "time": "2024-01-01T10:00:00.000+00:00",
+        },
+        {
+            "id": "m2",
+            "speaker": "Charlie",
+            "role": "assistant",
+            "text": "Hello",
+            "time": "2024-01-01T10:00:01.000+00:00",
+        },
+        {"id": "m3", "speaker": "alice", "role": "user", "text": "Bye", "time": "yesterday"},
+    ]
+    old = _write_archive(
+        tmp_path / "old.zip",
+        {
+            "projects/den/project.toml": b'name = "Den"\n',
+            "conversations/den.jsonl": "".join(json.dumps(x) + "\n" for x in lines).encode(),
+            "private/alice.jsonl": json.dumps(lines[0]).encode() + b"\n",
+        },
+        format=1,
+        projects=["den"],
+        private="alice",
+        users=["alice"],
+    )
+    monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "fresh"))
+    result = charlie("restore", str(old))
+    assert result.exit_code == 0, result.output
+    assert "2 threads, 3 messages (0 already there)" in result.output
+    assert (
+        'Skipped conversations/den.jsonl line 3 ("time" is not an ISO-8601 time)' in result.output
+    )
+    with _at(monkeypatch, tmp_path / "fresh") as home:
+        alice = get_user(home.db, "alice")
+        rows = home.db.execute(
+            "SELECT private, user_id, speaker, content, source_id, distill FROM messages "
+            "ORDER BY id"
+        ).fetchall()
+    assert [tuple(r) for r in rows] == [
+        (0, None, "alice", "Hi", "m1", 0),
+        (0, None, "Charlie", "Hello", "m2", 0),
+        (1, alice.id, "alice", "Hi", "m1", 0),
+    ]
+    again = charlie("restore", str(old), "--merge")
+    assert "0 threads, 0 messages (3 already there)" in again.output
+
+
+def test_a_line_that_cannot_be_restored_is_named_and_the_rest_come_back(
+    exported: tuple[Path, dict[str, Any]],
+    charlie: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    zip_path, _ = exported
+    with zipfile.ZipFile(zip_path) as made:
+        members = {n: made.read(n) for n in made.namelist() if n != "manifest.json"}
+        manifest = json.loads(made.read("manifest.json"))
+    lines = members["conversations/garden.jsonl"].decode().splitlines()
+    broken = json.loads(lines[1]) | {"trace": [{"type": "telepathy"}]}
+    members["conversations/garden.jsonl"] = (
+        "\n".join([lines[0], json.dumps(broken), *lines[2:], "{oops"]) + "\n"
+    ).encode()
+    changed = _write_archive(tmp_path / "changed.zip", members, **manifest)
+    monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "fresh"))
+    result = charlie("restore", str(changed))
+    assert result.exit_code == 0, result.output
+    assert (
+        "Skipped conversations/garden.jsonl line 2 (its tool trace cannot be read "
+        "(unknown trace step type 'telepathy'"
+    ) in result.output
+    assert "Skipped conversations/garden.jsonl line 4 (not valid JSON)" in result.output
+    with _at(monkeypatch, tmp_path / "fresh") as home:
+        garden = get_project(home, "garden")
+        said = home.db.execute(
+            "SELECT content FROM messages WHERE project_id = ? ORDER BY id", (garden.id,)
+        ).fetchall()
+    assert [r[0] for r in said] == ["What about the garden?", "Agreed, next week."]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from charlie import archive
+from charlie import archive, restore
 from charlie.adapters.cli.common import opened_home
 
 
@@ -31,10 +31,11 @@ from charlie.adapters.cli.common import opened_home
 def export_command(
     output: Path, projects: tuple[str, ...], private: bool, user_name: str | None
 ) -> None:
-    """Export projects to a zip: their files as they are, their conversations (readable,
-    and as JSONL that `charlie import jsonl` reads), their memory's revisions and the usage
-    events. With --private, your private channel too (never anyone else's). A manifest
-    lists every file's sha256; `charlie restore` checks them all.
+    """Export projects to a zip: their files as they are, their threads (readable, and as
+    JSONL that `charlie import jsonl` reads, with traces, images, branches and pins), their
+    memory's revisions, suggestions and the usage events. With --private, your private
+    channel too (never anyone else's). Passwords, sign-ins, API tokens and charlie.toml are
+    never exported. A manifest lists every file's sha256; `charlie restore` checks them all.
     """
     with opened_home() as home:
         who = user_name or home.settings.user
@@ -44,7 +45,7 @@ def export_command(
     shown = ", ".join(result.projects) or "no projects"
     mine = f" and {result.private}'s private channel" if result.private else ""
     click.echo(f"Exported {shown}{mine} to {result.path}")
-    click.echo(f"  {result.files} files, {result.messages} messages")
+    click.echo(f"  {result.files} files, {result.threads} threads, {result.messages} messages")
     for line in result.skipped:
         click.echo(f"Skipped {line}", err=True)
 
@@ -59,18 +60,30 @@ def export_command(
 def restore_command(file: Path, merge: bool) -> None:
     """Restore an archive made by `charlie export` into the data home (CHARLIE_HOME), which
     must be empty unless --merge is given. Every file is checked against the archive's
-    manifest first; a damaged or changed archive restores nothing. The search index is not
-    in the archive: run `charlie reindex` afterwards to make what was restored searchable.
+    manifest first; a damaged or changed archive restores nothing. People are matched by
+    name; anyone the home lacks gets an account without a password (listed at the end).
+    The search index is not in the archive: run `charlie reindex` afterwards to make what
+    was restored searchable.
     """
     checked = archive.open_archive(file)
     with opened_home() as home:
-        result = archive.restore(home, checked, merge=merge)
+        result = restore.restore_archive(home, checked, merge=merge)
+        admins = home.db.execute("SELECT 1 FROM users WHERE is_admin = 1").fetchone()
     click.echo(
         f"Restored {len(result.projects)} project{'' if len(result.projects) == 1 else 's'} "
         f"({', '.join(result.projects) or 'none'}): "
-        f"{result.files} files, {result.messages} messages ({result.already} already there), "
-        f"{result.revisions} memory revisions, {result.usage_events} usage events."
+        f"{result.files} files, {result.threads} threads, "
+        f"{result.messages} messages ({result.already} already there), "
+        f"{result.revisions} memory revisions, {result.usage_events} usage events, "
+        f"{result.pins} pins, {result.suggestions} suggestions."
     )
     for line in result.skipped:
         click.echo(f"Skipped {line}")
+    if result.new_users:
+        click.echo(
+            f"New accounts: {', '.join(result.new_users)}. Passwords are never in an archive: "
+            "give each one with `charlie users passwd NAME` before they sign in."
+        )
+        if admins is None:
+            click.echo("No one is an administrator yet: `charlie users admin NAME` makes one.")
     click.echo("Run `charlie reindex` to make the restored notes and messages searchable.")
