@@ -93,6 +93,7 @@ class Export:
 class ConversationReport:
     conversation: Summary
     report: importing.ImportReport
+    thread: Channel | None = None  # the thread it went into
 
 
 @dataclass(frozen=True)
@@ -468,12 +469,15 @@ def import_conversations(
     conversations: Iterable[Conversation],
     person: str,
     on_stored: Callable[[ConversationReport], None] | None = None,
+    *,
+    to_memory: bool = False,
 ) -> list[ConversationReport]:
     """Store each conversation's messages in a thread of its own beside `channel` (titled and
     dated as in the export), the person's spoken by `person`,
     with source ids "<service>:<conversation id>:<message id>" so nothing is added twice.
     Each conversation is stored before the next is read, and only its summary is kept, so
-    memory holds one conversation at a time; `on_stored` hears of each once it is stored."""
+    memory holds one conversation at a time; `on_stored` hears of each once it is stored.
+    `to_memory` marks the messages (those already there too) to be folded into memory."""
     reports = []
     with tempfile.TemporaryDirectory(prefix="charlie-import-") as folder:
         path = Path(folder) / "messages.jsonl"
@@ -495,13 +499,13 @@ def import_conversations(
                 source_id=f"{service}:{conversation.id}",
                 created_at=conversation.created,
             )
-            report = importing.import_jsonl(home, thread, path)
+            report = importing.import_jsonl(home, thread, path, to_memory=to_memory)
             report.problems = [
                 (n, f"message {conversation.messages[n - 1].id}: {why}")
                 for n, why in report.problems
             ]
             report.message_ids = []  # not needed afterwards: memory stays bounded
-            done = ConversationReport(conversation.summary(), report)
+            done = ConversationReport(conversation.summary(), report, thread)
             reports.append(done)
             if on_stored is not None:
                 on_stored(done)

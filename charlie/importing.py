@@ -97,6 +97,12 @@ def import_jsonl(
         _store(home, rows, report)
         if report.added:
             conversations.settle_imported(home, channel)
+        if to_memory and report.already:  # imported before without --distill: fold in now
+            home.db.execute(
+                "UPDATE messages SET distill = 1 WHERE conversation_id = ? AND distill = 0 "
+                "AND source_id IS NOT NULL AND id > ?",
+                (channel.conversation_id, conversations.distilled_upto(home, channel)),
+            )
     except (OSError, UnicodeDecodeError) as exc:  # the file changed or went away meanwhile
         raise CharlieError(
             f"{path} could not be read to the end ({exc}). {_so_far(report)}"

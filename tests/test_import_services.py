@@ -336,3 +336,51 @@ def test_the_progress_bar_shows_bytes_conversations_and_messages() -> None:
 
 def report(added: int) -> importing.ImportReport:
     return importing.ImportReport(added=added)
+
+
+def test_distill_folds_each_conversation_in_order_and_resumes(
+    charlie: Cli, kitchen: Home, llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_distill import distill_answer, is_distillation
+
+    monkeypatch.setattr(importing, "MAX_DISTILL_BATCH", 2)
+    calls: list[str] = []
+    failing = {"on": 2}  # the second request fails: an interruption
+
+    def answer(request: dict[str, Any]) -> Any:
+        if not is_distillation(request):
+            return "?"
+        calls.append(str(request["messages"]))
+        if len(calls) == failing["on"]:
+            return _broken_reply()
+        return distill_answer(decisions=(f"decision {len(calls)}",))
+
+    llm.default = answer
+    first = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--distill")
+    assert first.exit_code == 1, first.output
+    assert "about 2 requests to the model" in first.stderr
+    assert "run the same import again with --distill (-p kitchen)" in first.stderr
+    assert "Lisbon" in calls[0]  # the older conversation first
+    channel = shared_channel(kitchen, get_project(kitchen, "kitchen"))
+    waiting = [
+        m.content
+        for t in conversations.thread_channels(kitchen, channel)
+        for m in conversations.undistilled(kitchen, t)
+    ]
+    assert waiting and all("Lisbon" not in text for text in waiting)
+    failing["on"] = 0
+    again = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--distill", "--json")
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.stdout)
+    assert (report["added"], report["distill_estimate"], report["distillations"]) == (0, 1, 1)
+    assert all(
+        conversations.undistilled(kitchen, t) == []
+        for t in conversations.thread_channels(kitchen, channel)
+    )
+    assert "- decision 3" in charlie("memory", "show", "-p", "kitchen").stdout
+
+
+def _broken_reply() -> Any:
+    from llm_double import ErrorReply
+
+    return ErrorReply(500, "model crashed")

@@ -88,6 +88,12 @@ def _export_command(service: str) -> click.Command:
         help="Only conversations whose title holds PATTERN (any case; * and ? as wildcards).",
     )
     @click.option("--list", "listing", is_flag=True, help="List the conversations; import none.")
+    @click.option(
+        "--distill",
+        "distill",
+        is_flag=True,
+        help="Fold each conversation into memory, oldest first (asks the model; resumable).",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
     def command(
         file: Path,
@@ -96,6 +102,7 @@ def _export_command(service: str) -> click.Command:
         user_name: str | None,
         by_title: str | None,
         listing: bool,
+        distill: bool,
         as_json: bool,
     ) -> None:
         export = exports.open_export(file, service)
@@ -114,21 +121,37 @@ def _export_command(service: str) -> click.Command:
                 export.check(bar.update)  # a file that is not valid JSON stores nothing
                 found = exports.matching(export.conversations(bar.update), by_title)
                 done = exports.import_conversations(
-                    home, channel, service, found, user.name, on_stored=bar.stored
+                    home,
+                    channel,
+                    service,
+                    found,
+                    user.name,
+                    on_stored=bar.stored,
+                    to_memory=distill,
                 )
                 _index(home, bar, sum(d.report.added for d in done))
+            if not as_json:
+                _print_export(export, done, channel)
+            folded = _distill_threads(home, channel, done, as_json) if distill else None
         if as_json:
-            click.echo(json.dumps(_export_json(export, done, channel)))
-        else:
-            _print_export(export, done, channel)
+            out = _export_json(export, done, channel)
+            if folded is not None:
+                out |= folded
+            click.echo(json.dumps(out))
+        if folded is not None and folded["distill_error"] is not None:
+            raise CharlieError(str(folded["distill_error"]))
 
     command.__doc__ = f"""Import the conversations of a {name} export.
 
     FILE is the zip {name} sends, or the conversations.json inside it. Each conversation's
     messages go into the channel as they were shown (for ChatGPT, the branch last seen:
     earlier edits and regenerations are left out); yours are spoken by you, the answers by
-    {name}. Conversations that cannot be read are listed and skipped. Importing the same
-    export again adds nothing.
+    {name}. Each conversation becomes a thread of its own, titled and dated as in the export.
+    Conversations that cannot be read are listed and skipped. Importing the same export
+    again adds nothing. With --distill each conversation is then folded into the memory,
+    oldest first, through the usual distiller (hand edits to memory.md still win); it says
+    how many model requests that will take before it starts, and if it is interrupted,
+    running the same command again carries on where it stopped.
     """
     return click.command(service)(command)
 
@@ -249,6 +272,46 @@ def _distill(home: Home, channel: Channel, quiet: bool) -> tuple[int, str | None
     if not done and not quiet:
         click.echo("(nothing new to distill)")
     return done, None
+
+
+def _distill_threads(
+    home: Home, channel: Channel, done: list[exports.ConversationReport], quiet: bool
+) -> dict[str, object]:
+    """Fold each imported thread into memory, oldest conversation first, saying beforehand
+    about how many model requests it will take. A failure stops there: what is folded in
+    stays, the rest waits for the same command again (nothing is imported twice)."""
+    threads = [
+        d.thread
+        for d in sorted(done, key=lambda d: d.conversation.created or "")
+        if d.thread is not None
+    ]
+    requests = made = 0
+    failure = None
+    try:
+        with opened_llm(home) as llm:
+            messages, requests = importing.distill_calls(home, threads, llm)
+            if not quiet:
+                click.echo(
+                    f"Folding {messages:,} {_plural(messages, 'message')} of {len(threads):,} "
+                    f"{_plural(len(threads), 'conversation')} into memory: about {requests:,} "
+                    f"{_plural(requests, 'request')} to the model.",
+                    err=True,
+                )
+            for thread in threads:
+                for result in importing.distill_pending(home, thread, llm):
+                    made += 1
+                    if not quiet:
+                        click.echo(f"[{made}/{max(requests, made)}] {distilled_line(result)}")
+    except (LLMError, DistillationError, MemoryFormatError, CharlieError) as exc:
+        target = (
+            f"--private --user {channel.owner.name}" if channel.owner else f"-p {_slug(channel)}"
+        )
+        failure = (
+            f"Memory was not updated past request {made}: {exc} The imported messages are "
+            f"stored: once that is fixed, run the same import again with --distill ({target}); "
+            "it carries on where it stopped."
+        )
+    return {"distill_estimate": requests, "distillations": made, "distill_error": failure}
 
 
 def _slug(channel: Channel) -> str:
