@@ -1,7 +1,11 @@
 """Backups of the data home: a consistent copy taken while Charlie keeps running.
 
 A backup is a folder `charlie-backup-YYYYmmdd-HHMMSS` (UTC) holding `charlie.db`, the
-`projects/` tree and `manifest.json` (every file's size and sha256). The database is copied
+`projects/` tree, the data home's settings file `charlie.toml` when there is one, and
+`manifest.json` (every file's size and sha256). The backup is the whole household: the
+database holds password hashes, and `charlie.toml` may hold the model server's key and the
+Discord bot's token, so keep backups where only you can read them (the folder is made
+readable by its owner only). The database is copied
 with SQLite's online backup API from one read snapshot, so a running `charlie serve` keeps
 writing meanwhile and the copy holds exactly what was committed when the backup began. The
 search index (`index.db`) is left out: it is derived, and `charlie reindex` rebuilds it. So
@@ -30,7 +34,7 @@ from pathlib import Path
 
 from charlie import __version__, files
 from charlie import db as database
-from charlie.config import Settings
+from charlie.config import SETTINGS_FILE, Settings
 from charlie.errors import CharlieError
 
 PREFIX = "charlie-backup-"
@@ -53,6 +57,7 @@ class BackupResult:
     project_bytes: int
     messages: int
     user_version: int
+    settings_file: bool = False  # whether charlie.toml was copied
     skipped: list[str] = field(default_factory=list)  # relative paths, with why
     removed: list[Path] = field(default_factory=list)  # older backups deleted by `keep`
 
@@ -95,9 +100,10 @@ def _fill(settings: Settings, folder: Path) -> BackupResult:
     messages, user_version = _check_copy(copy)
     skipped: list[str] = []
     _copy_tree(settings.projects_dir, folder / PROJECTS, Path(PROJECTS), skipped)
+    settings_file = _copy_settings(settings.home / SETTINGS_FILE, folder / SETTINGS_FILE, skipped)
     entries = _describe(folder)
     _write_manifest(folder, entries, user_version, messages, skipped)
-    project_entries = [e for e in entries if e["path"] != DATABASE]
+    project_entries = [e for e in entries if str(e["path"]).startswith(f"{PROJECTS}/")]
     return BackupResult(
         path=folder,
         database_bytes=copy.stat().st_size,
@@ -105,8 +111,21 @@ def _fill(settings: Settings, folder: Path) -> BackupResult:
         project_bytes=sum(int(e["size"]) for e in project_entries),
         messages=messages,
         user_version=user_version,
+        settings_file=settings_file,
         skipped=skipped,
     )
+
+
+def _copy_settings(source: Path, dest: Path, skipped: list[str]) -> bool:
+    """Copy the data home's charlie.toml as it is (the settings Charlie runs with); a
+    symbolic link is not followed, as in `projects/`. Whether it was copied."""
+    if source.is_symlink():
+        skipped.append(f"{SETTINGS_FILE} (a symbolic link, not followed)")
+        return False
+    if not source.is_file():
+        return False
+    shutil.copy2(source, dest, follow_symlinks=False)
+    return True
 
 
 # ---------------------------------------------------------------- the database

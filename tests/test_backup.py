@@ -207,3 +207,44 @@ def test_a_folder_that_cannot_be_made_is_a_clear_error(
     assert result.stderr.startswith(
         f"Error: Cannot write the backup in {tmp_path / 'no' / 'such' / 'place'} ("
     )
+
+
+def test_the_settings_file_is_backed_up_and_the_backup_is_private(
+    home: Home, tmp_path: Path, charlie: Cli
+) -> None:
+    _fill_home(home)
+    toml = home.settings.home / "charlie.toml"
+    toml.write_text('llm_model = "qwen2.5-7b"\nusage_weight = 0.5\n', "utf-8")
+    result = charlie("backup", str(tmp_path / "backups"))
+    assert result.exit_code == 0, result.output
+    assert "  charlie.toml: copied (it may hold keys: keep the backup private)\n" in result.stdout
+    assert "projects: 4 files, " in result.stdout  # the settings file is not a project's
+    [folder] = (tmp_path / "backups").iterdir()
+    assert (folder / "charlie.toml").read_bytes() == toml.read_bytes()
+    assert folder.stat().st_mode & 0o077 == 0  # only its owner may read it
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert "charlie.toml" in {e["path"] for e in manifest["files"]}
+
+
+def test_a_settings_file_that_is_a_link_is_skipped(
+    home: Home, tmp_path: Path, charlie: Cli
+) -> None:
+    _fill_home(home)
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text("usage_weight = 0.5\n", "utf-8")
+    (home.settings.home / "charlie.toml").symlink_to(elsewhere)
+    result = charlie("backup", str(tmp_path / "backups"))
+    assert result.exit_code == 0, result.output
+    assert "Skipped charlie.toml (a symbolic link, not followed)\n" in result.stderr
+    assert "charlie.toml: copied" not in result.stdout
+    [folder] = (tmp_path / "backups").iterdir()
+    assert not (folder / "charlie.toml").exists()
+
+
+def test_without_a_settings_file_nothing_is_said_of_it(
+    home: Home, tmp_path: Path, charlie: Cli
+) -> None:
+    _fill_home(home)
+    result = charlie("backup", str(tmp_path / "backups"))
+    assert result.exit_code == 0, result.output
+    assert "charlie.toml" not in result.output

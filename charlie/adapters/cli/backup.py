@@ -32,8 +32,8 @@ def _size(n: int) -> str:
 def backup_command(folder: Path, keep: int | None) -> None:
     """Back up the data home into a new charlie-backup-YYYYmmdd-HHMMSS folder (UTC) inside
     FOLDER: the database (copied live: `charlie serve` may keep running), the project
-    folders, and a manifest of every file's sha256. The search index is not copied; after a
-    restore, `charlie reindex` rebuilds it.
+    folders, charlie.toml when there is one, and a manifest of every file's sha256. The
+    search index is not copied; after a restore, `charlie reindex` rebuilds it.
     """
     result = backup.make_backup(load_settings(), folder, keep=keep)
     click.echo(f"Backed up to {result.path}")
@@ -43,6 +43,8 @@ def backup_command(folder: Path, keep: int | None) -> None:
     )
     files = f"{result.project_files} file{'' if result.project_files == 1 else 's'}"
     click.echo(f"  projects: {files}, {_size(result.project_bytes)}")
+    if result.settings_file:
+        click.echo("  charlie.toml: copied (it may hold keys: keep the backup private)")
     for line in result.skipped:
         click.echo(f"Skipped {line}", err=True)
     for path in result.removed:
