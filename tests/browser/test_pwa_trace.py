@@ -1,17 +1,18 @@
-"""trace.js renders every kind of trace step from its fields, and says so loudly when it
-meets a kind or a guard it does not know."""
+"""trace.js renders every kind of trace step from its fields, says so loudly when it meets
+a kind or a guard it does not know, and shows no trace at all for an answer that used no
+tool."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 from test_trace_contract import EXAMPLES
 
-from charlie.trace import to_json
+from charlie.trace import Called, Loaded, Preloaded, Stopped, to_json
 
-from .pwa import Console, Server, sign_in
+from .pwa import Console, Server, open_chat, send, sign_in, wait_for_reply
 
 pytestmark = pytest.mark.browser
 
@@ -73,3 +74,41 @@ def test_an_unknown_kind_or_guard_is_a_console_error(
         'Unknown trace step type "thinking" {type: thinking, text: hmm}',
         'Unknown trace guard "sleepy"',
     ]
+
+
+VISIBLE = """async (traces) => {
+  const { traceBlock } = await import('/trace.js');
+  return traces.map((steps) => {
+    const block = traceBlock(steps);
+    document.body.append(block.element);
+    return block.element.checkVisibility();
+  });
+}"""
+
+
+def test_a_trace_without_a_tool_is_hidden(page: Page, server: Server) -> None:
+    sign_in(page)
+    hint, none = to_json(Preloaded(("memory",))), to_json(Preloaded(()))
+    call = to_json(Called("now", {}, True, "10:00", 0.1))
+    load = to_json(Loaded("time", ok=True, tools=("now",)))
+    guard = to_json(Stopped("max_iterations", "round limit"))
+    shown = page.evaluate(VISIBLE, [[], [none], [hint, none], [hint, call], [load], [guard]])
+    assert shown == [False, False, False, True, True, True]
+
+
+def test_a_reply_that_used_no_tool_shows_no_trace(page: Page, server: Server) -> None:
+    server.project("Kitchen")
+    server.llm.reply("Oak, oiled twice a year.")
+    sign_in(page)
+    open_chat(page, "kitchen", "Kitchen")
+    send(page, "Which wood?")
+    wait_for_reply(page)
+    answer = page.locator(".msg-assistant").last
+    expect(answer.locator(".msg-body")).to_have_text("Oak, oiled twice a year.")
+    expect(answer.locator("details.trace")).to_be_hidden()
+    expect(page.get_by_text("no tools used")).to_be_hidden()
+    stored = server.rows("SELECT trace FROM messages WHERE role = 'assistant'")
+    assert "suggested" in stored[0][0]  # the hint was recorded, just not shown
+    page.reload()
+    expect(page.locator(".msg-assistant .msg-body").last).to_have_text("Oak, oiled twice a year.")
+    expect(page.locator(".msg-assistant details.trace")).to_be_hidden()

@@ -1,10 +1,107 @@
-// A small markdown renderer that is safe by construction: it builds DOM nodes and puts
-// every piece of text in a Text node, so HTML in a message is shown as typed, never run.
-// Supported: fenced code blocks, inline code, headings, paragraphs (line breaks kept),
-// bullet and numbered lists (nested), block quotes, rules, bold, italic, strikethrough,
-// and links whose address is http(s) only — anything else stays plain text.
+// Markdown on the page, two ways.
+//
+// Replies: the server renders them (charlie/render.py: tables, highlighted code, task
+// lists…) and cleans the HTML against an allow-list; `showReply` puts that HTML in place —
+// the one place the app parses an HTML string — and gives each code block a Copy button.
+// While a reply streams, chat.js shows its words as plain text until the HTML arrives.
+//
+// Notes and memory: `renderMarkdown`, a small renderer that is safe by construction: it
+// builds DOM nodes and puts every piece of text in a Text node, so HTML in a note is shown
+// as typed, never run. Supported: fenced code blocks, inline code, headings, paragraphs
+// (line breaks kept), bullet and numbered lists (nested), block quotes, rules, bold,
+// italic, strikethrough, and links whose address is http(s) only — anything else stays
+// plain text.
 
-import { h } from './dom.js';
+import { h, toast } from './dom.js';
+
+const COPIED_MS = 2000; // how long a Copy button says "Copied"
+
+/**
+ * Show `message` (an API message) in `body`: its server-rendered `html` when it has one,
+ * else its words as plain text. Returns `body`.
+ */
+export function showReply(body, message) {
+  if (typeof message.html === 'string') {
+    body.classList.remove('plain');
+    body.innerHTML = message.html; // cleaned by the server against an allow-list
+    addCopyButtons(body);
+  } else {
+    body.classList.add('plain');
+    body.textContent = message.content ?? '';
+  }
+  return body;
+}
+
+/** A bar with the code's language and a Copy button above each <pre> in `root`. */
+export function addCopyButtons(root) {
+  for (const pre of root.querySelectorAll('pre')) {
+    if (pre.parentElement.classList.contains('code-block')) continue;
+    const language = pre.dataset.language || '';
+    const button = h(
+      'button',
+      {
+        type: 'button',
+        class: 'copy-code',
+        'aria-label': language ? `Copy the ${language} code` : 'Copy the code',
+      },
+      'Copy',
+    );
+    button.addEventListener('click', () => copyCode(pre, button));
+    const block = h('div', { class: 'code-block' });
+    pre.replaceWith(block);
+    block.append(h('div', { class: 'code-bar' }, h('span', {}, language), button), pre);
+  }
+}
+
+async function copyCode(pre, button) {
+  const text = pre.textContent;
+  let copied = false;
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch (error) {
+      console.warn('The clipboard refused the code; copying by selection instead.', error);
+    }
+  }
+  // Served over plain http (a home network), a page has no clipboard API: copy the old way.
+  if (!copied) copied = copyBySelection(text, button);
+  if (!copied) {
+    selectText(pre);
+    toast('This browser would not copy: the code is selected, press Ctrl+C (⌘C).', 'error');
+    return;
+  }
+  button.textContent = 'Copied';
+  button.classList.add('copied');
+  setTimeout(() => {
+    button.textContent = 'Copy';
+    button.classList.remove('copied');
+  }, COPIED_MS);
+}
+
+function copyBySelection(text, button) {
+  const area = h('textarea', { readonly: true, class: 'copy-buffer', 'aria-hidden': 'true' });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  let copied = false;
+  try {
+    copied = document.execCommand('copy');
+  } catch {
+    copied = false; // reported by the caller, which selects the code for the person
+  }
+  area.remove();
+  button.focus();
+  return copied;
+}
+
+function selectText(element) {
+  const range = document.createRange();
+  range.selectNodeContents(element);
+  const selection = window.getSelection();
+  selection.removeAllRanges();
+  selection.addRange(range);
+}
 
 const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^\s`]*)/;
 const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
@@ -106,7 +203,7 @@ function renderFence(lines, start, match, parent) {
     body.push(lines[i]);
     i += 1;
   }
-  // An unclosed fence (a reply still streaming) runs to the end of the text.
+  // An unclosed fence runs to the end of the text.
   const code = h('code', language ? { class: `language-${language}` } : {}, body.join('\n'));
   const pre = h('pre', language ? { 'data-language': language } : {}, code);
   parent.append(pre);
@@ -199,7 +296,7 @@ const INLINE = new RegExp(
 );
 
 /** An http(s) address, or null: every other scheme (javascript:, data:, …) is refused. */
-export function safeUrl(raw) {
+function safeUrl(raw) {
   if (!/^https?:\/\//i.test(raw)) return null;
   try {
     const url = new URL(raw);
@@ -228,7 +325,7 @@ function trimUrl(url) {
 }
 
 /** Inline markdown → an array of nodes. `links: false` inside a link's own text. */
-export function inline(text, { links = true } = {}) {
+function inline(text, { links = true } = {}) {
   const nodes = [];
   let plain = '';
   const pushText = () => {

@@ -1,5 +1,6 @@
 // The tool trace of an answer: what Charlie looked up, what it found, and any guard that
-// stepped in. One line per step, each expandable to the full detail.
+// stepped in. One line per step, each expandable to the full detail. An answer that used
+// no tool has no trace to show: its block stays hidden (see `usedTools`).
 //
 // Steps arrive as the JSON of charlie/trace.py (`to_json`): an object whose `type` names
 // the kind of step, with every field of that kind present. Everything shown comes from
@@ -144,32 +145,50 @@ export function traceStep(step) {
   );
 }
 
+/**
+ * Whether a trace has something to show: a tool loaded or called, or a guard. The hint of
+ * which tools were pre-loaded comes with every answer, so on its own it is not shown.
+ */
+export function usedTools(steps) {
+  return steps.some((step) => step.type !== 'suggested');
+}
+
 function headline(steps) {
   const calls = steps.filter((s) => s.type === 'tool_call');
   const guards = steps.filter((s) => s.guard || s.type === 'guard');
-  const parts = [calls.length ? `${plural(calls.length, 'tool call')}` : 'no tools used'];
+  let used = 'no tools used';
+  if (calls.length) used = plural(calls.length, 'tool call');
+  else if (steps.some((s) => s.type === 'load')) used = 'tools loaded, none called';
+  const parts = [used];
   const names = [...new Set(calls.map((s) => s.name))];
   if (names.length) parts.push(names.join(', '));
   if (guards.length) parts.push(plural(guards.length, 'guard'));
   return `Trace · ${parts.join(' · ')}`;
 }
 
-/** A trace block; returns {element, add(step)} so steps can arrive while streaming. */
+/**
+ * A trace block; returns {element, add(step)} so steps can arrive while streaming. The
+ * element is hidden until a step shows that a tool was used (`usedTools`).
+ */
 export function traceBlock(steps = [], { open = false } = {}) {
   const list = h('ol', { class: 'trace-steps' });
   const title = h('span', { class: 'trace-title' });
   const element = h('details', { class: 'trace', open }, h('summary', {}, title), list);
   const all = [];
-  const add = (step) => {
-    all.push(step);
-    list.append(traceStep(step));
+  const update = () => {
     title.textContent = headline(all);
+    element.hidden = !usedTools(all);
     element.classList.toggle(
       'trace-has-guard',
       all.some((s) => s.guard || s.type === 'guard'),
     );
   };
+  const add = (step) => {
+    all.push(step);
+    list.append(traceStep(step));
+    update();
+  };
   steps.forEach(add);
-  title.textContent = headline(all);
+  update();
   return { element, add, steps: all };
 }
