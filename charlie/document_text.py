@@ -424,11 +424,25 @@ def _pdf_title(reader: Any) -> str | None:
 
 def _page_markdown(text: str) -> str:
     """A page's extracted text as markdown: lines kept (the PWA keeps line breaks), bullet
-    glyphs made list items, heading-like marks made literal, blank runs squeezed."""
-    lines = []
+    glyphs made list items, heading-like marks made literal, blank runs squeezed.
+
+    After a list item, a line starting in lower case is taken as the item's wrapped text;
+    any other line ends the list (markdown would otherwise fold it into the last item)."""
+    lines: list[str] = []
+    in_list = False
     for raw in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         line = raw.rstrip().replace("\x00", "")
-        line = _BULLET.sub(lambda m: f"{m.group(1)}- ", line)
+        item = _BULLET.sub(lambda m: f"{m.group(1)}- ", line)
+        if item != line:
+            in_list = True
+            lines.append(item)
+            continue
+        if in_list and line.strip():
+            if line.lstrip()[:1].islower():
+                lines.append("  " + _literal_line(line.lstrip()))
+                continue
+            lines.append("")
+        in_list = False
         lines.append(_literal_line(line))
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 

@@ -56,7 +56,10 @@ def test_a_pdf_becomes_a_note_with_its_pages_and_the_original_kept(
         tmp_path,
         "Q3 report.pdf",
         text_pdf(
-            ["Heating costs rose by (12%) in Q3.\n• boiler service\n# 4 invoices", "Café plans"],
+            [
+                "Heating costs rose by (12%) in Q3.\n• boiler service\nin spring\n# 4 invoices",
+                "Café plans",
+            ],
             title="Quarterly heating report",
         ),
     )
@@ -72,7 +75,7 @@ def test_a_pdf_becomes_a_note_with_its_pages_and_the_original_kept(
     assert note.body == (
         "Original: [Q3 report.pdf](../attachments/Q3-report.pdf) (PDF, 2 pages)\n\n"
         "## Page 1\n\n"
-        "Heating costs rose by (12%) in Q3.\n- boiler service\n\\# 4 invoices\n\n"
+        "Heating costs rose by (12%) in Q3.\n- boiler service\n  in spring\n\n\\# 4 invoices\n\n"
         "## Page 2\n\nCafé plans\n"
     )
     assert made.original == documents.attachments_dir(project) / "Q3-report.pdf"

@@ -120,19 +120,24 @@ def test_a_file_over_the_limit_is_refused_with_its_size(
 
 
 def test_only_the_upload_takes_bodies_over_the_app_limit(alice: TestClient) -> None:
-    big = b"Chapter one.\n" + b"All work and no play.\n" * ((MAX_BODY + 2 * 1024 * 1024) // 22)
-    assert MAX_BODY < len(big) < web_documents.LIMITS.max_bytes
-    response = upload(alice, "long.txt", big, kind="text/plain")
-    assert response.status_code == 201, response.text
-    assert response.json()["warning"].startswith("The document is longer than 1,000,000")
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(MAX_BODY + 1024 * 1024)
+    assert MAX_BODY < len(picture) < web_documents.LIMITS.max_bytes
+    response = upload(alice, "photo.png", picture, kind="image/png")
+    assert response.status_code == 415  # taken in whole, then refused for what it is
+    assert (
+        "It is a picture (PNG); Charlie can't read text in pictures yet"
+        in (response.json()["error"])
+    )
     elsewhere = alice.post(
         "/api/notes",
-        content=b'{"project": "kitchen", "title": "x", "body": "' + big + b'"}',
+        content=b'{"project": "kitchen", "title": "x", "body": "' + bytes(MAX_BODY) + b'"}',
         headers={"Content-Type": "application/json"},
     )
     assert elsewhere.status_code == 413
-    too_big = b"x" * (web_documents.LARGER_BODIES[web_documents.UPLOAD_PATH] + 1)
-    assert upload(alice, "huge.txt", too_big, kind="text/plain").status_code == 413
+    too_big = bytes(web_documents.LARGER_BODIES[web_documents.UPLOAD_PATH] + 1)
+    refused = upload(alice, "huge.txt", too_big, kind="text/plain")
+    assert refused.status_code == 413
+    assert refused.json()["error"] == "The request is larger than 26 MB."
 
 
 def test_a_name_with_folders_in_it_is_only_a_name(alice: TestClient, app_home: Home) -> None:

@@ -2,7 +2,8 @@
 
 `POST /api/notes/upload` (multipart: `project`, `file`) makes a note of the document and
 keeps the original in the project's `attachments/` folder; `GET /api/attachments/{project}/
-{name}` downloads a kept original. Uploads are bigger than any other request, so the app's
+{name}` downloads a kept original. The note is indexed before the upload is answered, so
+the person's next search finds it. Uploads are bigger than any other request, so the app's
 body limit is raised for the upload route alone (`LARGER_BODIES`).
 """
 
@@ -21,7 +22,8 @@ from starlette.datastructures import UploadFile
 from charlie import documents, projects
 from charlie.adapters.web.api import note_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, problem
-from charlie.search import mark_stale
+from charlie.errors import CharlieError
+from charlie.search import mark_stale, searcher_for
 
 router = APIRouter()
 LIMITS = documents.Limits()
@@ -69,12 +71,17 @@ async def upload(
             except documents.UnsupportedDocument as exc:
                 return problem(415, str(exc), type(exc).__name__)
     mark_stale(home, project)
+    warning = made.warning
+    try:  # indexed now, while the person waits anyway: their next search finds it at once
+        await run_in_threadpool(searcher_for, home)
+    except CharlieError as exc:  # the note is saved all the same: say so, and why
+        warning = f"{warning or ''} The note is saved, but not yet searchable: {exc}".strip()
     return {
         "note": note_json(made.note, full=True),
         "original": f"{documents.ATTACHMENTS_DIR}/{made.original.name}",
         "kind": made.kind,
         "pages": made.pages,
-        "warning": made.warning,
+        "warning": warning,
     }
 
 
