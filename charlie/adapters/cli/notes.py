@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import click
 
+from charlie import documents, usage
 from charlie import notes as core
-from charlie import usage
 from charlie.adapters.cli.common import (
     cli_user,
     open_index,
@@ -111,16 +111,58 @@ def rm_command(name: str, project: str | None) -> None:
 
 
 @notes_group.command("import")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @project_option
-def import_command(folder: Path, project: str | None) -> None:
-    """Copy every markdown file under FOLDER into the project's notes, then index them."""
+@click.option(
+    "--max-mb",
+    type=click.IntRange(1, 1024),
+    default=documents.Limits().max_bytes // documents.MB,
+    show_default=True,
+    help="The largest document to take, in MB.",
+)
+@click.pass_context
+def import_command(
+    ctx: click.Context, paths: tuple[Path, ...], project: str | None, max_mb: int
+) -> None:
+    """Bring in notes, then index them. A FOLDER: every markdown file under it, copied as
+    it is. A FILE (PDF, Word .docx, text or markdown): made a note, the original kept in
+    the project's attachments folder and linked from the note."""
+    failed = 0
     with opened_home() as home:
-        report = core.import_folder(_project(home, project, create=True), folder)
-        for problem in report.skipped:
-            click.echo(f"Skipped {problem}", err=True)
-        click.echo(f"Imported {len(report.imported)} notes, skipped {len(report.skipped)}.")
+        chosen = _project(home, project, create=True)
+        limits = documents.Limits(max_bytes=max_mb * documents.MB)
+        for path in paths:
+            if path.is_dir():
+                report = core.import_folder(chosen, path)
+                for problem in report.skipped:
+                    click.echo(f"Skipped {problem}", err=True)
+                click.echo(f"Imported {len(report.imported)} notes, skipped {len(report.skipped)}.")
+            elif not _import_document(chosen, path, limits):
+                failed += 1
         open_index(home)
+    if failed:
+        click.echo(f"Error: {failed} of {len(paths)} not imported (see above).", err=True)
+        ctx.exit(1)
+
+
+def _import_document(project: Project, path: Path, limits: documents.Limits) -> bool:
+    """Make a note of the document at `path`, saying what happened; whether it was made."""
+    try:
+        made = documents.import_document(project, path, limits=limits)
+    except documents.DocumentError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        return False
+    except CharlieError as exc:
+        click.echo(f"Error: {path.name} was not added: {exc}", err=True)
+        return False
+    what = documents.KIND_NAMES[made.kind]
+    if made.pages:
+        what += f", {made.pages} page{'s' if made.pages != 1 else ''}"
+    click.echo(f"Imported {path.name} as {made.note.key} ({what}).")
+    click.echo(f"  original kept in {made.original}")
+    if made.warning:
+        click.echo(f"Warning: {path.name}: {made.warning}", err=True)
+    return True
 
 
 @click.command("reindex")
@@ -149,7 +191,8 @@ def _hit_json(result: SearchResult, explain: bool) -> dict[str, Any]:
         "results": [
             {"id": h.key, "title": h.title, "score": round(h.score, 6)}
             | (
-                {k: v for k, v in asdict(h).items() if k not in {"key", "title", "score"}}
+                {k: v for k, v in asdict(h).items() if k not in {"key", "title", "score", "uses"}}
+                | {"why": h.in_words(), "detail": h.why()}
                 if explain
                 else {}
             )
@@ -247,9 +290,13 @@ def search_command(
             click.echo(f"keyword search joined: {result.fallback_reason}")
         if not result.hits:
             click.echo("No matching notes.")
+        elif explain:
+            for line in searcher.legend(result):
+                click.echo(f"({line})")
         for rank, hit in enumerate(result.hits, start=1):
             click.echo(f"{rank}. {hit.title}  [{hit.key}]  {hit.score:.3f}")
             if explain:
+                click.echo(f"   why: {hit.in_words()}")
                 click.echo(f"   {hit.why()}")
                 if hit.snippet:
                     click.echo(f"   {hit.snippet}")
