@@ -406,9 +406,10 @@ class Speaker:
             if why is not None:
                 skipped.append(f"{name}: {why}")
                 continue
-            started = time.perf_counter()
             try:
-                spoken = self._engine(name).synthesize(text)
+                engine = self._engine(name)
+                started = time.perf_counter()  # synthesis only: loading is not speaking
+                spoken = engine.synthesize(text)
             except VoiceUnavailable as exc:
                 self.down[name] = (time.monotonic(), str(exc))
                 skipped.append(f"{name}: {exc}")
