@@ -36,6 +36,7 @@ from charlie.budget import Budget
 from charlie.conversations import Channel, Message
 from charlie.errors import (
     CharlieError,
+    Conflict,
     DistillationError,
     Forbidden,
     LLMContextExceeded,
@@ -210,8 +211,9 @@ def context(
     *,
     within: Budget | None = None,
     instruction: str = "",
+    upto: Message | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """The messages to send for the next reply (the newest stored message is the person's),
+    """The messages to send for the next reply (the newest one shown, or `upto`, is the person's),
     fitted to `within` (default: a 4,096-token window). Memory and pins take at most half
     the prompt; `instruction` ends the system prompt."""
     within = within or Budget.of(budget.DEFAULT_WINDOW, DEFAULT_MAX_TOKENS)
@@ -222,7 +224,7 @@ def context(
     layers = budget.shorten(layers, room - budget.estimate(pinned))
     pending = conversations.undistilled(home, channel)
     count = min(max(len(pending), MIN_RECENT), MAX_CONTEXT_MESSAGES)
-    history = conversations.recent(home, channel, count)
+    history = conversations.recent(home, channel, count, upto=upto)
     speakers = {m.speaker for m in history if m.role == "user"}
     system = system_prompt(home, channel, user, layers, pinned)
     if instruction.strip():
@@ -302,6 +304,7 @@ def answerable(home: Home, channel: Channel, user: User, message_id: int) -> Mes
         asked = conversations.get_message(home, channel, message.parent_id)
         if asked.role != "user":
             raise CharlieError("That reply does not follow a message: nothing to regenerate.")
+        _alone_after(home, message, user, "regenerate that reply")
     elif conversations.newest_id(home, channel) != message.id:
         raise CharlieError(
             "That message already has an answer: regenerate the reply, or edit the message."
@@ -325,10 +328,13 @@ def answer_again(
     alternative the person can page back to — or, given the person's own last message whose
     turn failed, answer it now (retry)."""
     asked = answerable(home, channel, user, message_id)
-    if asked.id != message_id:
-        conversations.set_aside(home, channel, conversations.get_message(home, channel, message_id))
+    replacing = None
+    if asked.id != message_id:  # set aside only once the new reply is stored
+        replacing = conversations.get_message(home, channel, message_id)
     memory.ensure_file(home, channel)
-    yield from _answer(home, llm, channel, user, asked, [], registry, max_iterations, "")
+    yield from _answer(
+        home, llm, channel, user, asked, [], registry, max_iterations, "", replacing=replacing
+    )
 
 
 def editable(home: Home, channel: Channel, user: User, message_id: int, text: str) -> Message:
@@ -343,7 +349,19 @@ def editable(home: Home, channel: Channel, user: User, message_id: int, text: st
         raise CharlieError("That message is an alternative set aside: choose it first.")
     if message.parent_id is None:
         raise CharlieError("An imported message can't be edited here.")
+    _alone_after(home, message, user, "edit that message")
     return message
+
+
+def _alone_after(home: Home, message: Message, user: User, doing: str) -> None:
+    """Refuse to set aside other people's messages: in a shared thread, what followed a
+    message may be someone else's turn."""
+    others = conversations.others_after(home, message, user)
+    if others:
+        raise Conflict(
+            f"{', '.join(others)} wrote after it: to {doing} would set their messages aside "
+            "too. Start a new thread, or ask them."
+        )
 
 
 def edit_and_resend(
@@ -360,9 +378,8 @@ def edit_and_resend(
     """Replace the person's message `message_id` with `text` and answer it. The old version
     and every turn after it stay, as an alternative branch the person can page back to."""
     message = editable(home, channel, user, message_id, text)
-    conversations.set_aside(home, channel, message)
     asked = conversations.add_message(
-        home, channel, "user", text, user=user, parent_id=message.parent_id
+        home, channel, "user", text, user=user, parent_id=message.parent_id, replacing=message
     )
     memory.ensure_file(home, channel)
     yield from _answer(home, llm, channel, user, asked, [], registry, max_iterations, "")
@@ -378,12 +395,17 @@ def _answer(
     registry: Registry | None,
     max_iterations: int,
     instruction: str,
+    *,
+    replacing: Message | None = None,
 ) -> Iterator[Event]:
-    """The reply to `asked` (the newest message of the thread's kept branch), streamed."""
+    """The reply to `asked`, streamed; with `replacing`, a new reply in its place (the old
+    one is set aside once the new one is stored — a failed answer changes nothing)."""
     text = asked.content
     llm = model_for(channel, llm)
     within = plan(channel, llm)
-    messages, warning = context(home, channel, user, images, within=within, instruction=instruction)
+    messages, warning = context(
+        home, channel, user, images, within=within, instruction=instruction, upto=asked
+    )
     if warning:
         yield Notice(warning)
     loop = ToolLoop(
@@ -408,6 +430,7 @@ def _answer(
                 trace=loop.trace,
                 incomplete=True,
                 parent_id=asked.id,
+                hidden=replacing is not None,  # the reply it was to replace stays shown
             )
             kept = (
                 "The reply was cut off: the part shown is kept, marked incomplete, and is not "
@@ -430,6 +453,7 @@ def _answer(
         trace=loop.trace,
         incomplete=loop.looped,
         parent_id=asked.id,
+        replacing=replacing,
     )
     toolkit.record_citations(loop.context)
     yield Reply(stored, loop.prompt_tokens, loop.llm_seconds)

@@ -208,13 +208,10 @@ def new_thread(
     if source_id is not None:
         column, value, private = _holder(project_id, owner_id)
         row = home.db.execute(
-            f"SELECT id, deleted_at FROM conversations WHERE {column} = ? AND private = ? "
-            "AND source_id = ?",
+            f"SELECT id FROM conversations WHERE {column} = ? AND private = ? AND source_id = ?",
             (value, private, source_id),
         ).fetchone()
-        if row["deleted_at"] is not None:  # imported again: out of the trash
-            home.db.execute("UPDATE conversations SET deleted_at = NULL WHERE id = ?", (row[0],))
-        thread_id = int(row[0])
+        thread_id = int(row[0])  # one put in the trash stays there (`restore_thread`)
     else:
         thread_id = int(home.db.execute("SELECT last_insert_rowid()").fetchone()[0])
     return replace(channel, conversation_id=thread_id)
@@ -355,9 +352,14 @@ def add_message(
     trace: list[Step] | None = None,
     incomplete: bool = False,
     parent_id: int | None = None,
+    replacing: Message | None = None,
+    hidden: bool = False,
 ) -> Message:
-    """Store a message at the end of the thread's kept branch (or after `parent_id`, for an
-    alternative: a regenerated reply or an edited message)."""
+    """Store a message at the end of the thread's kept branch, or after `parent_id` (a
+    reply, or an alternative: a regenerated reply, an edited message). A message after one
+    set aside meanwhile is set aside too. With `replacing`, that message and what followed
+    it are set aside in the same transaction (an alternative takes its place, or nothing
+    changes); with `hidden`, the new one is stored set aside (an alternative not chosen)."""
     speaker = user.name if (role == "user" and user is not None) else ASSISTANT
     created = now()
     follows = (
@@ -365,41 +367,51 @@ def add_message(
         if parent_id is not None
         else "(SELECT ifnull(max(id), 0) FROM messages WHERE conversation_id = ? AND hidden = 0)"
     )
-    cursor = home.db.execute(
-        "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-        f"content, images, created_at, trace, incomplete, parent_id) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {follows})",
-        (
-            channel.conversation_id,
-            channel.project.id if channel.project else None,
-            int(channel.private),
-            role,
-            user.id if user else None,
-            speaker,
-            content,
-            json.dumps(images or []),
-            created,
-            None if trace is None else json.dumps(steps_to_json(trace), ensure_ascii=False),
-            int(incomplete),
-            parent_id if parent_id is not None else channel.conversation_id,
-        ),
+    values = (
+        channel.conversation_id,
+        channel.project.id if channel.project else None,
+        int(channel.private),
+        role,
+        user.id if user else None,
+        speaker,
+        content,
+        json.dumps(images or []),
+        created,
+        None if trace is None else json.dumps(steps_to_json(trace), ensure_ascii=False),
+        int(incomplete),
+        parent_id if parent_id is not None else channel.conversation_id,
     )
-    assert cursor.lastrowid is not None
-    home.db.execute(  # the thread moves up the list; its first words name it until renamed
-        "UPDATE conversations SET updated_at = ?, title = CASE WHEN title IS NULL AND ? "
-        "THEN ? ELSE title END WHERE id = ?",
-        (
-            created,
-            role == "user" and bool(content.strip()),
-            _clean_title(content),
-            channel.conversation_id,
-        ),
-    )
-    row = home.db.execute(
-        "SELECT parent_id FROM messages WHERE id = ?", (cursor.lastrowid,)
-    ).fetchone()
+    with transaction(home.db):
+        if replacing is not None:
+            _show(home, [replacing.id, *_subtree(home, replacing.id)], shown=False)
+        cursor = home.db.execute(
+            "INSERT INTO messages (conversation_id, project_id, private, role, user_id, "
+            "speaker, content, images, created_at, trace, incomplete, parent_id) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {follows})",
+            values,
+        )
+        new_id = cursor.lastrowid
+        assert new_id is not None
+        home.db.execute(  # after a message set aside (meanwhile, or by choice): aside too
+            "UPDATE messages SET hidden = 1 WHERE id = ? AND (? OR EXISTS "
+            "(SELECT 1 FROM messages p WHERE p.id = messages.parent_id AND p.hidden = 1))",
+            (new_id, int(hidden)),
+        )
+        home.db.execute(  # the thread moves up the list; its first words name it until renamed
+            "UPDATE conversations SET updated_at = ?, title = CASE WHEN title IS NULL AND ? "
+            "THEN ? ELSE title END WHERE id = ?",
+            (
+                created,
+                role == "user" and bool(content.strip()),
+                _clean_title(content),
+                channel.conversation_id,
+            ),
+        )
+        row = home.db.execute(
+            "SELECT parent_id, hidden FROM messages WHERE id = ?", (new_id,)
+        ).fetchone()
     return Message(
-        cursor.lastrowid,
+        new_id,
         role,
         speaker,
         content,
@@ -409,6 +421,7 @@ def add_message(
         trace,
         incomplete,
         parent_id=row[0],
+        hidden=bool(row[1]),
     )
 
 
@@ -450,13 +463,20 @@ def undistilled(home: Home, channel: Channel, *, limit: int | None = None) -> li
     return [_message(row) for row in rows]
 
 
-def recent(home: Home, channel: Channel, limit: int) -> list[Message]:
-    """The last `limit` messages in time, oldest first (imported history takes its place
-    by its own times, not by when it was imported)."""
+def recent(
+    home: Home, channel: Channel, limit: int, *, upto: Message | None = None
+) -> list[Message]:
+    """The last `limit` messages in time (up to and with `upto`, when given), oldest first
+    (imported history takes its place by its own times, not by when it was imported)."""
+    until = "" if upto is None else "AND (created_at, id) <= (?, ?) "
     rows = home.db.execute(
         "SELECT * FROM (SELECT * FROM messages WHERE conversation_id = ? AND hidden = 0 "
-        "ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id",
-        (channel.conversation_id, limit),
+        f"{until}ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id",
+        (
+            channel.conversation_id,
+            *(() if upto is None else (upto.created_at, upto.id)),
+            limit,
+        ),
     )
     return [_message(row) for row in rows]
 
@@ -555,6 +575,24 @@ def _subtree(home: Home, message_id: int) -> list[int]:
         (message_id,),
     ).fetchall()
     return [int(r[0]) for r in rows]
+
+
+def others_after(home: Home, message: Message, user: User) -> list[str]:
+    """The names of the other people whose shown messages follow `message` on its branch:
+    setting it aside would set theirs aside too."""
+    below = _subtree(home, message.id)
+    names: set[str] = set()
+    for start in range(0, len(below), 500):
+        part = below[start : start + 500]
+        names |= {
+            str(r[0])
+            for r in home.db.execute(
+                "SELECT DISTINCT speaker FROM messages WHERE role = 'user' AND hidden = 0 "
+                f"AND user_id IS NOT ? AND id IN ({','.join('?' * len(part))})",
+                (user.id, *part),
+            )
+        }
+    return sorted(names)
 
 
 def set_aside(home: Home, channel: Channel, message: Message) -> None:

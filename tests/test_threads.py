@@ -263,3 +263,72 @@ def test_threads_from_the_command_line(charlie: Any, llm: ScriptedLLMServer, hom
     assert "Worktops" in charlie("threads", "-p", "kitchen").stdout
     both = charlie("chat", "-p", "kitchen", "--new", "--thread", "1", "-m", "x")
     assert both.exit_code == 2 and "not both" in both.stderr
+
+
+def test_a_regenerate_the_model_fails_changes_nothing(
+    alice: TestClient, llm: ScriptedLLMServer
+) -> None:
+    thread = ok(alice.post("/api/channels/kitchen/threads", json={}), 201)["id"]
+    say(alice, llm, thread, "Tap height?", "Tall enough for a pot.")
+    say(alice, llm, thread, "Brass or steel?", "Steel.")
+    before = shown(alice, thread)
+    llm.error(500, "model crashed")
+    failed = alice.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{before[1]['id']}/regenerate"
+    )
+    assert "error" in [name for name, _ in events(failed)]
+    assert shown(alice, thread) == before  # the old reply and the turns after it stay
+    llm.reply("A gooseneck, 30 cm.", cut_after=2)  # cut off mid-stream
+    cut = alice.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{before[1]['id']}/regenerate"
+    )
+    assert "error" in [name for name, _ in events(cut)]
+    after = shown(alice, thread)
+    assert [m["content"] for m in after] == [m["content"] for m in before]
+    assert len(after[1]["alternatives"]) == 2  # the part shown is kept, as an alternative
+
+
+def test_a_reply_to_a_message_set_aside_meanwhile_is_set_aside(app_home: Home) -> None:
+    kitchen = projects.get_project(app_home, "kitchen")
+    channel = shared_channel(app_home, kitchen)
+    alice = ensure_user(app_home.db, "alice")
+    asked = conversations.add_message(app_home, channel, "user", "first", user=alice)
+    conversations.set_aside(app_home, channel, asked)  # an edit, while the reply streamed
+    late = conversations.add_message(app_home, channel, "assistant", "late", parent_id=asked.id)
+    assert late.hidden
+    after = conversations.add_message(app_home, channel, "user", "next", user=alice)
+    assert not after.hidden and after.parent_id != late.id
+    assert [m.content for m in conversations.recent(app_home, channel, 10)] == ["next"]
+
+
+def test_no_one_sets_aside_someone_elses_turn(
+    alice: TestClient, bob: TestClient, llm: ScriptedLLMServer
+) -> None:
+    thread = ok(alice.post("/api/channels/kitchen/threads", json={}), 201)["id"]
+    say(alice, llm, thread, "Shall we tile the splashback?", "Yes, metro tiles.")
+    say(bob, llm, thread, "I'd rather glass.", "Glass is easy to clean.")
+    first, reply = shown(alice, thread)[:2]
+    edit = alice.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{first['id']}/edit", json={"text": "x"}
+    )
+    assert edit.status_code == 409 and "bob wrote after it" in edit.text
+    again = alice.post(f"/api/channels/kitchen/threads/{thread}/messages/{reply['id']}/regenerate")
+    assert again.status_code == 409
+    assert len(shown(alice, thread)) == 4
+    last = shown(bob, thread)[-1]  # the newest reply is anyone's to regenerate
+    llm.reply("Glass, back-painted.")
+    regenerated = bob.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{last['id']}/regenerate"
+    )
+    assert regenerated.status_code == 200
+
+
+def test_an_imported_thread_put_in_the_trash_stays_there(app_home: Home) -> None:
+    channel = shared_channel(app_home, projects.get_project(app_home, "kitchen"))
+    imported = conversations.new_thread(app_home, channel, title="Old", source_id="chatgpt:x")
+    conversations.trash_thread(app_home, imported)
+    again = conversations.new_thread(app_home, channel, title="Old", source_id="chatgpt:x")
+    assert again.conversation_id == imported.conversation_id
+    assert [t.id for t in conversations.threads(app_home, channel, trash=True)] == [
+        imported.conversation_id
+    ]
