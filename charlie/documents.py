@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -51,7 +52,7 @@ from charlie.document_text import (
     memory_message,
     utf16_without_bom,
 )
-from charlie.errors import CharlieError, NotFound
+from charlie.errors import Busy, CharlieError, NotFound
 from charlie.files import NO_HARD_LINKS
 from charlie.projects import Project
 
@@ -375,6 +376,12 @@ def _looks_like_text(head: bytes) -> bool:
 # ---------------------------------------------------------------- reading, in a child
 
 
+# Documents read at once in this process: each reader may take up to its memory limit, so
+# a few uploads at once must not add up to more than the machine has.
+READERS = threading.BoundedSemaphore(2)
+READER_WAIT = 60.0  # seconds an upload waits for a reader before it is told to try again
+
+
 def read_document(path: Path, kind: Kind, name: str, limits: Limits) -> Extracted:
     """Read the document in a child process bounded in time and memory (see the module's
     docstring); its `DocumentError` is raised here as it was there."""
@@ -389,6 +396,8 @@ def read_document(path: Path, kind: Kind, name: str, limits: Limits) -> Extracte
         kind,
         json.dumps(asdict(limits)),
     ]
+    if not READERS.acquire(timeout=READER_WAIT):
+        raise Busy("Other documents are being read right now; try this one again in a minute.")
     try:
         done = subprocess.run(
             command,
@@ -403,6 +412,8 @@ def read_document(path: Path, kind: Kind, name: str, limits: Limits) -> Extracte
             f"Reading it took longer than {limits.seconds:g} s, so Charlie stopped. The file "
             "may be damaged, or made to stall readers."
         ) from None
+    finally:
+        READERS.release()
     try:
         answer: dict[str, Any] = json.loads(done.stdout)
     except ValueError:

@@ -112,6 +112,10 @@ class Unauthorized(CharlieError):
     """A request carried no valid credentials: an unknown, malformed or revoked token."""
 
 
+class Busy(CharlieError):
+    """Too much of one kind of work is running at once: try again in a moment."""
+
+
 class Forbidden(CharlieError):
     """Something only a household administrator may do."""
 

@@ -416,3 +416,48 @@ def test_cli_size_limit_is_an_option(charlie: Cli, tmp_path: Path) -> None:
     assert result.stderr.startswith(
         "Error: big.txt was not added: It is 2 MB, and Charlie takes documents of up to 1 MB."
     )
+
+
+def lying_docx(path: Path, real: int = 30 << 20, declared: int = 1000) -> Path:
+    """A .docx whose document part really unpacks to `real` bytes while the zip declares
+    `declared` (in the local header and in the central directory)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("word/document.xml", b"<w>" + b" " * real + b"</w>")
+    data = bytearray(path.read_bytes())
+    name = b"word/document.xml"
+    for signature, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        start = 0
+        while (start := data.find(signature, start)) != -1:
+            name_at = start + (30 if signature == b"PK\x03\x04" else 46)
+            if data[name_at : name_at + len(name)] == name:
+                data[start + at : start + at + 4] = declared.to_bytes(4, "little")
+            start += 4
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_zip_that_lies_about_its_sizes_is_refused(tmp_path: Path) -> None:
+    source = lying_docx(tmp_path / "lying.docx")
+    limits = Limits(max_unpacked=10 << 20)
+    with pytest.raises(documents.DocumentError, match=r"damaged|unpacks to more than"):
+        documents.read_document(source, "docx", "lying.docx", limits)
+
+
+def test_only_a_few_documents_are_read_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie.errors import Busy
+
+    monkeypatch.setattr(documents, "READER_WAIT", 0.1)
+    source = tmp_path / "plain.txt"
+    source.write_text("Oak worktops.")
+    taken = [documents.READERS.acquire(timeout=1) for _ in range(2)]
+    try:
+        assert all(taken)
+        with pytest.raises(Busy, match="try this one again"):
+            documents.read_document(source, "text", "plain.txt", Limits())
+    finally:
+        for _ in taken:
+            documents.READERS.release()
+    assert documents.read_document(source, "text", "plain.txt", Limits()).body.strip()

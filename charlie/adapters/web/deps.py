@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from charlie import sessions
 from charlie.db import explain_storage
 from charlie.errors import (
+    Busy,
     CharlieError,
     Conflict,
     DatabaseDamaged,
@@ -59,6 +60,7 @@ STATUS: list[tuple[type[Exception], int]] = [
     (Forbidden, 403),
     (sessions.TooManyAttempts, 429),
     (TooManyStreams, 429),
+    (Busy, 429),
     (DatabaseDamaged, 500),
     (DatabaseError, 503),  # a full disk, a disk error, a read-only or busy database
     (LLMUnavailable, 503),
