@@ -112,8 +112,9 @@ def reserve_attempt(db: sqlite3.Connection, keys: list[str]) -> list[int]:
             ).fetchone()
             if count >= (MAX_ADDRESS_FAILURES if key.startswith("addr:") else MAX_FAILURES):
                 raise TooManyAttempts(
-                    "Too many failed sign-ins; wait ten minutes and try again "
-                    "(a browser you signed in with before can keep trying)."
+                    "Too many sign-in attempts for this name (failed ones, or several at the "
+                    "same moment); try again in a moment, or after ten minutes if they "
+                    "failed (a browser you signed in with before can keep trying)."
                 )
         reserved = []
         for key in keys:
