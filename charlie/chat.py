@@ -343,6 +343,11 @@ def editable(home: Home, channel: Channel, user: User, message_id: int, text: st
     if not text.strip():
         raise CharlieError("The message is empty: type something to send.")
     message = conversations.get_message(home, channel, message_id)
+    if message.role == "user" and message.user_id is None:
+        raise Forbidden(
+            "That message belongs to no account (imported or restored history), so it can't "
+            "be edited here; send a new message instead."
+        )
     if message.role != "user" or message.user_id != user.id:
         raise Forbidden("You can only edit your own messages.")
     if message.hidden:
