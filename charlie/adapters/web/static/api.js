@@ -189,12 +189,23 @@ async function* eventStream(path, body, type, signal) {
 }
 
 /**
- * POST a chat message and yield `{event, data}` as the reply streams in
- * (`trace`, `token`, `notice`, `reply`, `suggestions`, `distilled`, `error`, `done`).
+ * POST a chat message to `thread` of `channel` (null: the thread most recently written in)
+ * and yield `{event, data}` as the reply streams in (`trace`, `token`, `notice`, `reply`,
+ * `suggestions`, `distilled`, `error`, `done`).
  */
-export function chatStream(channel, payload, signal) {
-  const path = `/api/channels/${enc(channel)}/chat`;
+export function chatStream(channel, payload, signal, thread = null) {
+  const path = `/api/channels/${enc(channel)}/chat${query({ thread })}`;
   return eventStream(path, JSON.stringify(payload), 'application/json', signal);
+}
+
+/**
+ * A message action that answers again, streaming as a chat message does: `regenerate`
+ * (message `id` is a reply, or your unanswered last message: retry) or `edit` (body
+ * `{text}`: your message `id`, changed and sent again).
+ */
+export function messageStream(channel, thread, id, action, body, signal) {
+  const path = `/api/channels/${enc(channel)}/threads/${enc(thread)}/messages/${enc(id)}/${action}`;
+  return eventStream(path, JSON.stringify(body), 'application/json', signal);
 }
 
 /**
@@ -202,7 +213,7 @@ export function chatStream(channel, payload, signal) {
  * turn. Yields the chat's events plus `heard` first, then `spoken` and one `audio` per
  * sentence of the spoken reply.
  */
-export function voiceStream(channel, pcm, signal, rate = 16000) {
-  const path = `/api/channels/${enc(channel)}/voice?rate=${rate}`;
+export function voiceStream(channel, pcm, signal, thread = null, rate = 16000) {
+  const path = `/api/channels/${enc(channel)}/voice${query({ rate, thread })}`;
   return eventStream(path, pcm, 'audio/L16', signal);
 }

@@ -8,6 +8,7 @@ import { createMemory } from './memory.js';
 import { createNotes } from './notes.js';
 import { createRecall } from './recall.js';
 import { createSettings } from './settings.js';
+import { createThreads } from './threads.js';
 import { createVoice } from './voice.js';
 
 const VIEWS = ['chat', 'notes', 'settings'];
@@ -91,6 +92,10 @@ const app = {
     clearTimeout(healthTimer);
     healthTimer = setTimeout(checkHealth, 15_000);
   },
+  // A reply came through: whatever the banner said about the model is over.
+  llmRecovered() {
+    $('#llm-banner').hidden = true;
+  },
   memoryUpdated: () => memory.distilled(),
   projectChanged(saved) {
     app.projects = app.projects.map((p) => (p.slug === saved.slug ? saved : p));
@@ -101,10 +106,17 @@ const app = {
     await loadProjects();
     app.navigate('chat', project.slug);
   },
+  // A project was deleted or restored: list them again and show `view` of `channel`.
+  async projectsChanged(view, channel) {
+    await loadProjects();
+    chatChannel = null;
+    app.navigate(view, app.projects.some((p) => p.slug === channel) ? channel : PRIVATE);
+  },
 };
 
 const chat = createChat(app);
-const recall = createRecall(app, chat);
+const threads = createThreads(app, chat);
+const recall = createRecall(app, chat, threads);
 const memory = createMemory(app);
 const notes = createNotes(app);
 const settings = createSettings(app);
@@ -134,6 +146,8 @@ function hideOfflineBanner() {
 }
 
 function showLlmBanner(message, title = 'Language model unreachable.') {
+  $('#llm-banner').classList.remove('open'); // on a phone, the details wait for a tap
+  $('#llm-details').setAttribute('aria-expanded', 'false');
   $('#llm-title').textContent = title;
   $('#llm-text').textContent =
     `${message || 'The model server did not answer.'} Replies will fail until it is back; ` +
@@ -185,7 +199,8 @@ function parseHash() {
   const view = VIEWS.includes(parts[0]) ? parts[0] : 'chat';
   const channel = parts[1] || remembered() || PRIVATE;
   const noteId = parts.length > 2 ? parts.slice(2).join('/') : null;
-  return { view, channel, noteId, named: Boolean(parts[1]) };
+  const thread = view === 'chat' ? parts[2] : undefined; // a thread id, or "new"
+  return { view, channel, noteId, thread, named: Boolean(parts[1]) };
 }
 
 async function route() {
@@ -213,7 +228,12 @@ async function route() {
     if (chatChannel !== channel) {
       chatChannel = channel;
       recall.follow(channel);
-      await Promise.all([chat.open(channel), memory.open(channel)]);
+      await Promise.all([
+        threads.open(channel, wanted.thread, { reload: true }),
+        memory.open(channel),
+      ]);
+    } else {
+      await threads.open(channel, wanted.thread); // another chat of the channel, perhaps
     }
   } else if (view === 'notes') {
     await notes.show(channel, noteId);
@@ -256,6 +276,26 @@ async function checkHealth() {
 }
 
 $('#llm-retry').addEventListener('click', checkHealth);
+$('#llm-details').addEventListener('click', () => {
+  const open = $('#llm-banner').classList.toggle('open');
+  $('#llm-details').setAttribute('aria-expanded', String(open));
+});
+
+// On a phone the memory pane is one long column: the history opens at its end, so bring it
+// into view (the pane's own listener has just shown it), and again once it has loaded.
+$('#memory-history-toggle').addEventListener('click', () => {
+  const history = $('#memory-history');
+  if (history.hidden) return;
+  const bring = () => history.scrollIntoView({ block: 'start' });
+  bring();
+  const loaded = new MutationObserver(() => {
+    if ($('#history-list').textContent.includes('Loading')) return;
+    loaded.disconnect();
+    bring();
+  });
+  loaded.observe($('#history-list'), { childList: true });
+  setTimeout(() => loaded.disconnect(), 10_000);
+});
 
 // ------------------------------------------------------------ signing in and out
 
@@ -275,6 +315,18 @@ function showSignIn(message) {
   error.hidden = !message;
   error.textContent = message || '';
   $('#signin-name').focus();
+  checkFirstRun();
+}
+
+// A household with no one yet: say how the first account is made (on the server's machine).
+async function checkFirstRun() {
+  try {
+    const household = await api('GET', '/api/household', undefined, { signedIn: false });
+    $('#signin-first-run').hidden = household.has_people;
+    return household.has_people;
+  } catch {
+    return true; // unknown (offline, say): the form alone, as before
+  }
 }
 
 whenSignedOut(() => {
@@ -320,7 +372,8 @@ $('#signin-form').addEventListener('submit', async (event) => {
     if (app.view === 'chat') chat.focus();
   } catch (failure) {
     error.hidden = false;
-    if (failure.status === 401) error.textContent = 'Wrong name or password.';
+    if (failure.status === 401 && !(await checkFirstRun())) error.hidden = true;
+    else if (failure.status === 401) error.textContent = 'Wrong name or password.';
     else if (failure.status === 0) error.textContent = `${failure.message}`;
     else error.textContent = failure.message;
     $('#signin-password').select();

@@ -1,6 +1,7 @@
-// Find in conversation: what was said, found again in this channel (or, when asked, in every
-// shared project too), each hit with its date and the words that matched marked. Choosing a
-// hit shows it in the chat among the messages around it (chat.showMessage).
+// Find in conversation: what was said, found again in every chat of this channel (or, when
+// asked, in every shared project too), each hit with its date, the chat it is in when that
+// is not the one shown, and the words that matched marked. Choosing a hit opens its chat
+// and shows it there among the messages around it (chat.showMessage).
 
 import { enc, get, query } from './api.js';
 import { $, clear, h, plural } from './dom.js';
@@ -38,7 +39,7 @@ export function marked(text, terms) {
   return parts.filter((part) => part !== '');
 }
 
-export function createRecall(app, chat) {
+export function createRecall(app, chat, threads) {
   const toggle = $('#recall-toggle');
   const panel = $('#recall-panel');
   const form = $('#recall-form');
@@ -62,9 +63,17 @@ export function createRecall(app, chat) {
     statusLine.textContent = '';
   }
 
-  function hitItem(hit, terms) {
+  /** Where a hit was said, when that is not the chat shown: its channel, or its chat. */
+  function whereSaid(hit) {
     const where = hit.project || 'private';
-    const elsewhere = where !== chat.channel;
+    if (where !== chat.channel) return `in ${app.channelName(where)}`;
+    if (hit.thread === undefined || hit.thread === null || hit.thread === chat.thread) return '';
+    const title = threads.titleOf(hit.thread);
+    return title ? `in “${title}”` : 'in another chat';
+  }
+
+  function hitItem(hit, terms) {
+    const elsewhere = whereSaid(hit);
     return h(
       'li',
       { class: 'recall-hit', dataset: { id: hit.message_id } },
@@ -76,7 +85,7 @@ export function createRecall(app, chat) {
           { class: 'recall-meta' },
           h('time', { datetime: hit.time }, fullDate(hit.time)),
           h('span', { class: 'speaker' }, hit.speaker),
-          elsewhere ? h('span', { class: 'recall-where' }, `in ${app.channelName(where)}`) : null,
+          elsewhere ? h('span', { class: 'recall-where' }, elsewhere) : null,
         ),
         h('span', { class: 'recall-text' }, marked(hit.text, terms)),
       ),
@@ -122,14 +131,12 @@ export function createRecall(app, chat) {
 
   function jump(hit) {
     const where = hit.project || 'private';
+    const thread = hit.thread ?? null;
     if (window.matchMedia('(max-width: 760px)').matches) setOpen(false); // room for the chat
-    if (where === chat.channel) {
-      chat.showMessage(where, hit.message_id);
-      return;
-    }
-    jumpingTo = where;
-    chat.showMessage(where, hit.message_id);
-    app.navigate('chat', where);
+    chat.showMessage(where, hit.message_id, thread);
+    if (where === chat.channel && (thread === null || thread === chat.thread)) return;
+    if (where !== chat.channel) jumpingTo = where;
+    app.navigate('chat', where, thread === null ? null : String(thread));
   }
 
   toggle.addEventListener('click', () => setOpen(panel.hidden));

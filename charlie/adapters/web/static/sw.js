@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v3';
+const VERSION = 'charlie-shell-v4';
 const SHELL = [
   '/',
   '/style.css',
@@ -13,6 +13,9 @@ const SHELL = [
   '/trace.js',
   '/chat.js',
   '/recall.js',
+  '/threads.js',
+  '/actions.js',
+  '/icons.js',
   '/memory.js',
   '/notes.js',
   '/settings.js',
