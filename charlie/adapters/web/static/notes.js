@@ -1,7 +1,7 @@
 // Notes: search with "why this result", the note list with tag filters, one note to read,
-// edit and tag, and new notes.
+// edit and tag, new notes, and documents (PDF, Word, text, markdown) added as notes.
 
-import { enc, get, notePath, post, put, query } from './api.js';
+import { ApiError, api, csrfToken, enc, get, notePath, post, put, query } from './api.js';
 import { $, append, clear, h, plural, toast, when } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 
@@ -33,6 +33,8 @@ export function createNotes(app) {
   const tagFilterBox = $('#tag-filter');
   const pane = $('#note-pane');
   const newButton = $('#new-note');
+  const documentButton = $('#add-document');
+  const documentInput = $('#document-input');
 
   let channel = null;
   let scope = ''; // a project slug, or '' for every project
@@ -146,7 +148,7 @@ export function createNotes(app) {
         'There are no projects yet, so no notes. Create a project in Settings.';
     } else if (!listed.length) {
       statusLine.textContent = scope
-        ? `No notes in ${app.channelName(scope)} yet. Write one with “New note”, ask Charlie to note something, or drop markdown files into its notes folder.`
+        ? `No notes in ${app.channelName(scope)} yet. Write one with “New note”, add a PDF or Word file with “Add document” (or drop it here), ask Charlie to note something, or drop markdown files into its notes folder.`
         : 'No notes yet in any project.';
     } else {
       statusLine.textContent = tagFilter
@@ -347,6 +349,36 @@ export function createNotes(app) {
     }
   }
 
+  // Deleting moves the note to the trash (Settings → Trash brings it back). The first press
+  // asks; the second, within 5 s, deletes.
+  function deleteButton(note) {
+    const button = h('button', { type: 'button', class: 'button-small button-danger' }, 'Delete');
+    let armed = null;
+    button.addEventListener('click', async () => {
+      if (!armed) {
+        button.textContent = 'Move to trash?';
+        armed = setTimeout(() => {
+          armed = null;
+          button.textContent = 'Delete';
+        }, 5000);
+        return;
+      }
+      clearTimeout(armed);
+      button.disabled = true;
+      const { project, name } = splitId(note.id, note.project);
+      try {
+        await api('DELETE', `/api/notes/${enc(project)}/${notePath(name)}`);
+        toast(`“${note.title || note.name}” is in the trash; Settings → Trash brings it back.`);
+        app.navigate('notes', channel);
+        refreshList();
+      } catch (error) {
+        button.disabled = false;
+        app.reportError(error, 'The note could not be deleted');
+      }
+    });
+    return button;
+  }
+
   function renderNote(note) {
     const tags = note.tags || [];
     pane.replaceChildren(
@@ -377,6 +409,8 @@ export function createNotes(app) {
             { type: 'button', class: 'button-small', onclick: () => editNote(note) },
             'Edit',
           ),
+          originalLink(note),
+          deleteButton(note),
         ),
       ),
       h(
@@ -550,6 +584,264 @@ export function createNotes(app) {
   }
 
   newButton.addEventListener('click', newNoteForm);
+
+  // ------------------------------------------------------------ documents in
+
+  // The server's limit (charlie/document_text.py, Limits.max_bytes): checked here first so a
+  // file too big is refused at once, not after minutes of uploading.
+  const MAX_DOCUMENT_MB = 25;
+  let documentPanel = null; // {projectSelect, choose, progress, status, errorLine} once shown
+  let uploading = false;
+  // The first line of a note made from a document: "Original: [name](../attachments/file)".
+  const ORIGINAL_LINK = /^Original: \[(?:[^\]\\]|\\.)*\]\(\.\.\/attachments\/([^)\s/]+)\)/;
+
+  /** The "Original file" download of a note made from a document (its first line links it). */
+  function originalLink(note) {
+    const match = ORIGINAL_LINK.exec(note.body || '');
+    if (!match) return null;
+    const { project } = splitId(note.id, note.project);
+    let name;
+    try {
+      name = decodeURIComponent(match[1]);
+    } catch {
+      return null;
+    }
+    return h(
+      'a',
+      {
+        class: 'button button-small',
+        href: `/api/attachments/${enc(project)}/${enc(name)}`,
+        download: name,
+      },
+      'Original file',
+    );
+  }
+
+  function defaultProject() {
+    return scope || app.currentProject() || (app.projects[0] && app.projects[0].slug);
+  }
+
+  /** The "Add a document" panel in the note pane: where to, a drop zone, progress, errors. */
+  function documentForm() {
+    if (!app.projects.length) {
+      toast('Create a project first (Settings), then documents can become its notes.', 'error');
+      return null;
+    }
+    openId = null;
+    markCurrent();
+    view.classList.add('note-open');
+    const projectSelect = h(
+      'select',
+      { id: 'document-project' },
+      app.projects.map((p) => h('option', { value: p.slug }, p.name)),
+    );
+    projectSelect.value = defaultProject();
+    const choose = h(
+      'button',
+      { type: 'button', class: 'button-primary', onclick: () => documentInput.click() },
+      'Choose a file…',
+    );
+    const progress = h('progress', {
+      id: 'document-progress',
+      max: '1',
+      value: '0',
+      hidden: true,
+      'aria-label': 'Upload progress',
+    });
+    const status = h('p', { class: 'small', id: 'document-status', role: 'status' });
+    const errorLine = h('div', {
+      class: 'form-error',
+      id: 'document-error',
+      role: 'alert',
+      hidden: true,
+    });
+    const zone = h(
+      'div',
+      { class: 'drop-zone' },
+      h('p', {}, 'Drop a PDF, Word (.docx), text or markdown file here, or'),
+      choose,
+      h(
+        'p',
+        { class: 'hint small' },
+        `Up to ${MAX_DOCUMENT_MB} MB. Its text becomes a note you can search; the file ` +
+          'itself is kept beside it. Scanned PDFs need OCR first.',
+      ),
+    );
+    pane.replaceChildren(
+      h(
+        'section',
+        { class: 'note-editor document-form', 'aria-labelledby': 'document-heading' },
+        h('h2', { id: 'document-heading' }, 'Add a document'),
+        h('label', { for: 'document-project' }, 'Project'),
+        projectSelect,
+        zone,
+        progress,
+        status,
+        errorLine,
+        h(
+          'div',
+          { class: 'actions' },
+          h(
+            'button',
+            {
+              type: 'button',
+              class: 'button-quiet',
+              onclick: () => app.navigate('notes', channel),
+            },
+            'Close',
+          ),
+        ),
+      ),
+    );
+    documentPanel = { projectSelect, status, progress, errorLine, choose };
+    return documentPanel;
+  }
+
+  function openDocumentForm() {
+    if (documentForm()) documentPanel.choose.focus();
+  }
+
+  /** POST one file as multipart, reporting upload progress (fetch cannot); → the answer. */
+  function sendDocument(project, file, onProgress) {
+    return new Promise((resolve, reject) => {
+      const form = new FormData();
+      form.append('project', project);
+      form.append('file', file, file.name);
+      const request = new XMLHttpRequest();
+      request.open('POST', '/api/notes/upload');
+      request.setRequestHeader('Accept', 'application/json');
+      request.setRequestHeader('X-CSRF-Token', csrfToken());
+      request.upload.addEventListener('progress', (event) => {
+        if (event.lengthComputable) onProgress(event.loaded / event.total);
+      });
+      request.upload.addEventListener('load', () => onProgress(1));
+      request.addEventListener('load', () => {
+        let data = null;
+        try {
+          data = JSON.parse(request.responseText);
+        } catch {
+          // not JSON: a proxy's error page; the status says enough
+        }
+        if (request.status >= 200 && request.status < 300 && data) resolve(data);
+        else if (request.status === 413 && !(data && data.kind === 'DocumentTooLarge'))
+          reject(
+            new ApiError(
+              413,
+              'TooLarge',
+              `${file.name} was not added: it is larger than the ${MAX_DOCUMENT_MB} MB ` +
+                'Charlie takes.',
+            ),
+          );
+        else
+          reject(
+            new ApiError(
+              request.status,
+              (data && data.kind) || `HTTP${request.status}`,
+              (data && data.error) ||
+                `The server answered ${request.status} ${request.statusText}.`,
+            ),
+          );
+      });
+      request.addEventListener('error', () =>
+        reject(
+          new ApiError(
+            0,
+            'Offline',
+            "Can't reach Charlie's server. Check the connection, then try again.",
+          ),
+        ),
+      );
+      request.send(form);
+    });
+  }
+
+  async function addDocuments(files) {
+    if (!files.length) return;
+    if (uploading) {
+      toast('A document is still being added; add this one when it is done.', 'error');
+      return;
+    }
+    const showing = documentPanel && pane.contains(documentPanel.status);
+    const panel = showing ? documentPanel : documentForm();
+    if (!panel) return;
+    const project = panel.projectSelect.value;
+    uploading = true;
+    panel.errorLine.hidden = true;
+    panel.errorLine.replaceChildren();
+    const failures = [];
+    let made = null;
+    for (const file of files) {
+      panel.progress.hidden = false;
+      panel.progress.value = 0;
+      pane.setAttribute('aria-busy', 'true');
+      try {
+        if (file.size > MAX_DOCUMENT_MB * 1024 * 1024) {
+          const mb = (file.size / 1024 / 1024).toFixed(1);
+          throw new Error(
+            `${file.name} was not added: it is ${mb} MB, and Charlie takes documents of ` +
+              `up to ${MAX_DOCUMENT_MB} MB.`,
+          );
+        }
+        panel.status.textContent = `Uploading ${file.name}…`;
+        const answer = await sendDocument(project, file, (share) => {
+          panel.progress.value = share;
+          panel.status.textContent =
+            share < 1
+              ? `Uploading ${file.name}… ${Math.round(share * 100)}%`
+              : `Reading and indexing ${file.name}…`;
+        });
+        made = answer.note;
+        toast(`Added ${file.name} as the note “${answer.note.title}”.`);
+        if (answer.warning) toast(answer.warning, 'error');
+      } catch (error) {
+        if (error.status === 0) app.markOffline(error.message);
+        failures.push(error.message);
+      }
+    }
+    uploading = false;
+    pane.removeAttribute('aria-busy');
+    documentInput.value = '';
+    if (made) await refreshList();
+    if (failures.length) {
+      panel.progress.hidden = true;
+      panel.status.textContent = made ? 'The other documents were added.' : '';
+      panel.errorLine.hidden = false;
+      panel.errorLine.replaceChildren(
+        ...failures.map((message) => h('p', { class: 'document-failure' }, message)),
+      );
+      return;
+    }
+    if (made) app.navigate('notes', channel, made.id);
+  }
+
+  documentButton.addEventListener('click', openDocumentForm);
+  documentInput.addEventListener('change', () => addDocuments([...documentInput.files]));
+
+  // Dropping files anywhere on the notes view adds them (into the panel's project).
+  let dragDepth = 0;
+  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes('Files');
+  view.addEventListener('dragenter', (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    dragDepth += 1;
+    view.classList.add('dropping');
+  });
+  view.addEventListener('dragover', (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = 'copy';
+  });
+  view.addEventListener('dragleave', () => {
+    dragDepth = Math.max(0, dragDepth - 1);
+    if (!dragDepth) view.classList.remove('dropping');
+  });
+  view.addEventListener('drop', (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    dragDepth = 0;
+    view.classList.remove('dropping');
+    addDocuments([...event.dataTransfer.files]);
+  });
 
   // ------------------------------------------------------------ entry
 
