@@ -33,6 +33,8 @@ export function iconButton(name, label, onclick, { disabled = false, className =
  */
 export function messageToolbar(message, can, on) {
   const bar = h('div', { class: 'msg-actions', role: 'group', 'aria-label': 'Message actions' });
+  const pager = alternativesPager(message, can.busy, on.choose); // first: it is always shown
+  if (pager) bar.append(pager);
   const copy = iconButton('copy', 'Copy message', () => copyMessage(message.content, copy), {
     className: 'msg-copy',
   });
@@ -46,8 +48,6 @@ export function messageToolbar(message, can, on) {
   if (can.retry) {
     bar.append(retryButton(on.retry, can.busy));
   }
-  const pager = alternativesPager(message, can.busy, on.choose);
-  if (pager) bar.append(pager);
   return bar;
 }
 
