@@ -69,6 +69,13 @@ def test_an_unknown_name_is_an_error_that_names_the_command(
     assert [name for name, _, _ in people()] == ["alice", "bob"]
 
 
+def test_an_app_over_mcp_acts_only_as_someone_who_was_added(charlie: Cli) -> None:
+    result = charlie("mcp", "--user", "carol")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: There is no one named 'carol' in this household")
+    assert [name for name, _, _ in people()] == ["alice", "bob"]
+
+
 def test_the_login_name_is_not_made_into_a_person(
     monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLMServer
 ) -> None:
