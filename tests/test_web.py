@@ -59,7 +59,7 @@ def test_wrong_password_then_rate_limit(app_home: Home) -> None:
         assert wrong.json()["error"] == "Wrong name or password."
     limited = client.post("/api/login", json={"name": "alice", "password": PASSWORD})
     assert limited.status_code == 429
-    assert "wait ten minutes" in limited.json()["error"]
+    assert "after ten minutes" in limited.json()["error"]
 
 
 def test_chat_streams_trace_tokens_and_reply(
