@@ -11,7 +11,10 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import BrowserContext, Locator, Page, expect
 
-from .pwa import PHONE, Server, open_chat, send, sign_in, wait_for_reply
+from charlie import conversations, projects, users
+from charlie.conversations import shared_channel
+
+from .pwa import PHONE, Console, Server, open_chat, send, sign_in, wait_for_reply
 
 pytestmark = pytest.mark.browser
 
@@ -273,10 +276,13 @@ def test_time_to_first_word_of_a_regenerated_reply(page: Page, server: Server) -
         page.evaluate(TIME_FIRST_WORD)
         page.locator(".msg-assistant").last.get_by_role("button", name="Regenerate reply").click()
         again.append(first_word(page))
-    fresh_ms, again_ms = statistics.median(fresh), statistics.median(again)
-    print(f"time to first word: fresh message {fresh_ms:.0f} ms, regenerate {again_ms:.0f} ms")
-    assert fresh_ms >= MODEL_DELAY * 1000 and again_ms >= MODEL_DELAY * 1000
-    assert again_ms < fresh_ms + 150, (fresh, again)
+    print(
+        f"time to first word, median (best) of 5: fresh message {statistics.median(fresh):.0f}"
+        f" ({min(fresh):.0f}) ms, regenerate {statistics.median(again):.0f} ({min(again):.0f}) ms"
+    )
+    assert min(fresh) >= MODEL_DELAY * 1000 and min(again) >= MODEL_DELAY * 1000
+    # The best of each: a busy machine only ever adds to a time.
+    assert min(again) < min(fresh) + 150, (fresh, again)
 
 
 def test_actions_are_in_reach_on_a_touch_screen(
@@ -291,3 +297,33 @@ def test_actions_are_in_reach_on_a_touch_screen(
         expect(button).to_be_in_viewport()
     edit = page.locator(".msg-user").last.get_by_role("button", name="Edit message")
     assert edit.evaluate("b => getComputedStyle(b).opacity") == "1"
+
+
+def test_an_edit_that_would_set_aside_someone_elses_turn_changes_nothing(
+    page: Page, server: Server, console: Console
+) -> None:
+    console.allow(r"status of 409 .*/edit")  # refused, as it should be
+    server.project("Kitchen")
+    with server.home() as home:
+        kitchen_chat = shared_channel(home, projects.get_project(home, "kitchen"))
+        for name, question, answer in (
+            ("alice", "Shelves in pine?", "Pine is soft."),
+            ("bob", "What about the doors?", "Oak, to match."),
+        ):
+            person = users.get_user(home.db, name)
+            conversations.add_message(home, kitchen_chat, "user", question, user=person)
+            conversations.add_message(home, kitchen_chat, "assistant", answer)
+    sign_in(page)
+    open_chat(page, "kitchen", "Kitchen")
+    expect(page.locator(".msg-user").last.get_by_role("button", name="Edit message")).to_have_count(
+        0
+    )  # bob's message is his to edit
+    page.locator(".msg-user").first.get_by_role("button", name="Edit message").click()
+    page.get_by_role("textbox", name="Edit your message").fill("Shelves in oak?")
+    page.get_by_role("button", name="Save & send").click()
+    expect(page.locator("#toast")).to_contain_text("bob wrote after it")
+    expect(bodies(page)).to_have_text(
+        ["Shelves in pine?", "Pine is soft.", "What about the doors?", "Oak, to match."]
+    )
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    assert len(server.llm.requests) == 0

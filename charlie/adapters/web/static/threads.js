@@ -502,10 +502,15 @@ export function createThreads(app, chat) {
 
   /**
    * Name chat `id` in the address, in place (no new history entry), while the address
-   * still shows this channel's chat without naming one — or names the new chat just made.
+   * still shows this channel's chat without naming one — or, `made`, names the new chat
+   * just made. An address the person has moved on to is left alone.
    */
   function nameInAddress(id, { made = false } = {}) {
-    const unnamed = /^(#\/?(chat(\/[^/]*)?\/?)?)?$/.test(location.hash);
+    const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean);
+    const unnamed =
+      (parts.length === 0 || parts[0] === 'chat') &&
+      parts.length < 3 &&
+      (parts.length < 2 || decodeURIComponent(parts[1]) === channel);
     if (made ? location.hash === address(null) : unnamed) {
       history.replaceState(history.state, '', address(id));
     }
