@@ -272,3 +272,21 @@ def _transcribe(path: Path) -> str:
 
 def test_spoken_helper_is_deterministic() -> None:
     assert np.array_equal(spoken("Hello there.").samples, spoken("Hello there.").samples)
+
+
+def test_a_spoken_turn_goes_into_the_thread_shown(
+    alice: TestClient, llm: ScriptedLLMServer, app_home: Home
+) -> None:
+    kitchen = conversations.shared_channel(app_home, projects.get_project(app_home, "kitchen"))
+    older = conversations.new_thread(app_home, kitchen, title="Older")
+    conversations.new_thread(app_home, kitchen, title="Newer")  # written in most recently
+    llm.reply("Quartz.")
+    response = alice.post(
+        f"/api/channels/kitchen/voice?thread={older.conversation_id}",
+        content=question_wav(),
+        headers={"Content-Type": "audio/wav"},
+    )
+    assert response.status_code == 200, response.text
+    assert [m.content for m in conversations.recent(app_home, older, 10)][-1] == "Quartz."
+    missing = alice.post("/api/channels/kitchen/voice?thread=999", content=question_wav())
+    assert missing.status_code == 404

@@ -105,19 +105,19 @@ async def _recording(request: Request) -> audio_io.Audio:
 
 @router.post("/channels/{channel}/voice")
 async def voice_chat(
-    channel: str, request: Request, session: SessionDep, home: HomeDep
+    channel: str, request: Request, session: SessionDep, home: HomeDep, thread: int | None = None
 ) -> StreamingResponse:
     """A spoken turn: the body is the recording (WAV, WebM, Ogg, MP3, or raw 16-bit PCM with
     `Content-Type: audio/L16`). Answers a stream of events like the text chat, plus `heard`,
-    `spoken` and `audio` (one per sentence, base64 WAV)."""
-    channel_for(home, channel, session.user)  # refuse a bad channel before any work
+    `spoken` and `audio` (one per sentence, base64 WAV). `thread` as for the text chat."""
+    thread = channel_for(home, channel, session.user, thread).conversation_id  # refused early
     voice, llm = _voice(request), request.app.state.llm
     recording = await _recording(request)
     heard = await run_in_threadpool(voice.hear, recording)  # no speech → 400 before streaming
     user = session.user
 
     def answer(own: Home) -> Iterator[str]:
-        target = channel_for(own, channel, user)
+        target = channel_for(own, channel, user, thread)
         for event in voice_turn.answer(own, llm, target, user, heard, voice):
             yield _voice_event(event)
 
