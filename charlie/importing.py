@@ -302,19 +302,11 @@ def distill_pending(home: Home, channel: Channel, llm: LLMClient) -> Iterator[Di
 def distill_calls(home: Home, channels: list[Channel], llm: LLMClient) -> tuple[int, int]:
     """How many messages await distillation in `channels`, and about how many requests to
     the model folding them in will take (the batches `distill_pending` will send)."""
-    window = llm.context_window()
     calls = messages = 0
     for channel in channels:
         pending = conversations.undistilled(home, channel)
         messages += len(pending)
-        memory_tokens = budget.estimate(memory.as_prompt(memory.load(home, channel)))
-        answer = min(max(llm.max_tokens, memory_tokens + DISTILL_GROWTH), window // 2)
-        room = (
-            budget.Budget(window, answer).prompt
-            - budget.estimate(distill.SYSTEM_PROMPT)
-            - memory_tokens
-            - DISTILL_FRAME
-        )
+        room = _room(home, channel, llm)[1]
         used = count = 0
         for message in pending:
             size = min(budget.estimate(message.content) + budget.MESSAGE_TOKENS, room)
@@ -327,11 +319,9 @@ def distill_calls(home: Home, channels: list[Channel], llm: LLMClient) -> tuple[
     return messages, calls
 
 
-def _fitted(
-    home: Home, channel: Channel, llm: LLMClient, pending: list[Message]
-) -> tuple[LLMClient, list[Message]]:
-    """The oldest of `pending` that fit one distillation request beside the memory and room
-    for its answer (as a chat's distillation is fitted); one message too long is shortened."""
+def _room(home: Home, channel: Channel, llm: LLMClient) -> tuple[int, int]:
+    """The answer's token budget for one distillation of `channel`, and the room left for
+    the messages beside the memory and the instructions."""
     window = llm.context_window()
     memory_tokens = budget.estimate(memory.as_prompt(memory.load(home, channel)))
     answer = min(max(llm.max_tokens, memory_tokens + DISTILL_GROWTH), window // 2)
@@ -341,6 +331,15 @@ def _fitted(
         - memory_tokens
         - DISTILL_FRAME
     )
+    return answer, room
+
+
+def _fitted(
+    home: Home, channel: Channel, llm: LLMClient, pending: list[Message]
+) -> tuple[LLMClient, list[Message]]:
+    """The oldest of `pending` that fit one distillation request beside the memory and room
+    for its answer (as a chat's distillation is fitted); one message too long is shortened."""
+    answer, room = _room(home, channel, llm)
     batch: list[Message] = []
     used = 0
     for message in pending:

@@ -4,7 +4,7 @@
 // retry a turn that failed. chat.js decides which of these apply and carries them out; this
 // file only draws the controls and copies text.
 
-import { h, toast } from './dom.js';
+import { copyText, h, toast } from './dom.js';
 import { icon } from './icons.js';
 
 const COPIED_MS = 1500; // how long the Copy button shows that it copied
@@ -151,17 +151,7 @@ export function editForm(text, { save, cancel }) {
 
 /** Copy `text` to the clipboard, showing on `button` that it did. */
 export async function copyMessage(text, button) {
-  let copied = false;
-  if (navigator.clipboard && window.isSecureContext) {
-    try {
-      await navigator.clipboard.writeText(text);
-      copied = true;
-    } catch (error) {
-      console.warn('The clipboard refused the message; copying by selection instead.', error);
-    }
-  }
-  // Served over plain http (a home network), a page has no clipboard API: copy the old way.
-  if (!copied) copied = copyBySelection(text, button);
+  const copied = await copyText(text, button);
   if (!copied) {
     toast('This browser would not copy the message: select it and press Ctrl+C (⌘C).', 'error');
     return false;
@@ -178,18 +168,3 @@ export async function copyMessage(text, button) {
   return true;
 }
 
-function copyBySelection(text, button) {
-  const area = h('textarea', { readonly: true, class: 'copy-buffer', 'aria-hidden': 'true' });
-  area.value = text;
-  document.body.append(area);
-  area.select();
-  let copied = false;
-  try {
-    copied = document.execCommand('copy');
-  } catch {
-    copied = false; // told to the person by the caller
-  }
-  area.remove();
-  button.focus();
-  return copied;
-}

@@ -66,3 +66,30 @@ export function toast(message, kind = 'info') {
 export function plural(count, one, many = `${one}s`) {
   return `${count} ${count === 1 ? one : many}`;
 }
+
+/** Put `text` on the clipboard: the clipboard API where the page may use it, else the older
+ *  copy by selection (a page served over plain http on a home network has no clipboard API).
+ *  Focus goes back to `button`. Resolves to whether it was copied; the caller says so. */
+export async function copyText(text, button) {
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch (error) {
+      console.warn('The clipboard refused the text; copying by selection instead.', error);
+    }
+  }
+  const area = h('textarea', { readonly: true, class: 'copy-buffer', 'aria-hidden': 'true' });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  let copied = false;
+  try {
+    copied = document.execCommand('copy');
+  } catch {
+    copied = false; // told to the person by the caller
+  }
+  area.remove();
+  button.focus();
+  return copied;
+}

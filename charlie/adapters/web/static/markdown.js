@@ -12,7 +12,7 @@
 // italic, strikethrough, and links whose address is http(s) only — anything else stays
 // plain text.
 
-import { h, toast } from './dom.js';
+import { copyText, h, toast } from './dom.js';
 
 const COPIED_MS = 2000; // how long a Copy button says "Copied"
 
@@ -55,17 +55,7 @@ export function addCopyButtons(root) {
 
 async function copyCode(pre, button) {
   const text = pre.textContent;
-  let copied = false;
-  if (navigator.clipboard && window.isSecureContext) {
-    try {
-      await navigator.clipboard.writeText(text);
-      copied = true;
-    } catch (error) {
-      console.warn('The clipboard refused the code; copying by selection instead.', error);
-    }
-  }
-  // Served over plain http (a home network), a page has no clipboard API: copy the old way.
-  if (!copied) copied = copyBySelection(text, button);
+  const copied = await copyText(text, button);
   if (!copied) {
     selectText(pre);
     toast('This browser would not copy: the code is selected, press Ctrl+C (⌘C).', 'error');
@@ -77,22 +67,6 @@ async function copyCode(pre, button) {
     button.textContent = 'Copy';
     button.classList.remove('copied');
   }, COPIED_MS);
-}
-
-function copyBySelection(text, button) {
-  const area = h('textarea', { readonly: true, class: 'copy-buffer', 'aria-hidden': 'true' });
-  area.value = text;
-  document.body.append(area);
-  area.select();
-  let copied = false;
-  try {
-    copied = document.execCommand('copy');
-  } catch {
-    copied = false; // reported by the caller, which selects the code for the person
-  }
-  area.remove();
-  button.focus();
-  return copied;
 }
 
 function selectText(element) {

@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v4';
+const VERSION = 'charlie-shell-v5';
 const SHELL = [
   '/',
   '/style.css',
