@@ -2,7 +2,8 @@
 
 An archive holds, per project:
 
-- `projects/<slug>/`: project.toml, memory.md and the notes, byte for byte;
+- `projects/<slug>/`: project.toml, memory.md, the notes and the originals of documents
+  brought in as notes (`attachments/`), byte for byte;
 - `conversations/<slug>.md`: its threads, to read;
 - `conversations/<slug>.jsonl`: every message of every thread (alternatives set aside
   included), one a line, in the format of `charlie import jsonl` plus what makes a restore
@@ -39,6 +40,7 @@ from typing import Any
 
 from charlie import __version__
 from charlie import db as database
+from charlie.documents import ATTACHMENTS_DIR
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.notes import NOTES_DIR
@@ -231,8 +233,9 @@ def _write(
 
 
 def _add_tree(out: _Writer, folder: Path, shown: str, skipped: list[str]) -> None:
-    """project.toml, memory.md and the notes, as they are; a symbolic link is never followed
-    (it could lead anywhere on the computer), so it is skipped and named."""
+    """project.toml, memory.md, the notes and the documents' originals, as they are; a
+    symbolic link is never followed (it could lead anywhere on the computer), so it is
+    skipped and named."""
     for name in (CONFIG_FILE, MEMORY_FILE):
         path = folder / name
         if path.is_symlink():
@@ -240,6 +243,7 @@ def _add_tree(out: _Writer, folder: Path, shown: str, skipped: list[str]) -> Non
         elif path.is_file():
             out.add(f"{shown}/{name}", path.read_bytes())
     _add_notes(out, folder / NOTES_DIR, f"{shown}/{NOTES_DIR}", skipped)
+    _add_notes(out, folder / ATTACHMENTS_DIR, f"{shown}/{ATTACHMENTS_DIR}", skipped)
 
 
 def _add_notes(out: _Writer, folder: Path, shown: str, skipped: list[str]) -> None:

@@ -42,6 +42,9 @@ def _fill(home: Home) -> None:
     (notes / "plans").mkdir(parents=True)
     (notes / "tiles.md").write_bytes(b"---\ntitle: Tiles\n---\nBlue tiles, \xc3\xa9t\xc3\xa9.\n")
     (notes / "plans" / "budget.md").write_bytes(b"# Budget\n\n2,000 for the sink.\n")
+    originals = notes.parent / "attachments"  # a document brought in as a note keeps it here
+    originals.mkdir()
+    (originals / "quote.pdf").write_bytes(b"%PDF-1.4 the fitter's quote\n")
     outside = home.settings.home.parent / "outside.md"
     outside.write_text(f"Not a note: {SECRET}\n", "utf-8")
     (notes / "link.md").symlink_to(outside)  # never followed
@@ -278,6 +281,7 @@ def test_a_restored_home_holds_what_was_exported(
     assert kitchen[3]["fields"][-1] == "chatgpt:c1" and kitchen[3]["messages"][0][5] == "u1"
     assert len(after["private_revisions"]) == 1 and len(after["private"]["threads"]) == 1
     assert "notes/plans/budget.md" in after["kitchen_files"]
+    assert after["kitchen_files"]["attachments/quote.pdf"].startswith(b"%PDF")
     assert bob_private == 0
 
 
