@@ -600,10 +600,13 @@ export function createChat(app) {
   async function readBack({ reply, error }, asked, replaced) {
     const mine = generation;
     let latest = [];
-    try {
-      latest = await get(messagesPath({ limit: 4 }));
-    } catch (failure) {
-      console.warn('The messages just sent could not be read back:', failure.message);
+    for (let attempt = 1; attempt <= 3 && !latest.length; attempt += 1) {
+      try {
+        latest = await get(messagesPath({ limit: 4 })); // a busy server may drop one read
+      } catch (failure) {
+        console.warn(`The messages just sent could not be read back (try ${attempt}):`, failure.message);
+        await new Promise((resolve) => setTimeout(resolve, 300 * attempt));
+      }
     }
     if (mine !== generation) return;
     if (asked) {
