@@ -149,6 +149,7 @@ class LLMClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._model = model
+        self._model_setting = "CHARLIE_LLM_MODEL"  # what to change when the model is missing
         self.max_tokens = max_tokens  # sent as `max_tokens`: the longest answer
         self._window = Window(
             context_window or None, "CHARLIE_LLM_CONTEXT" if context_window else ""
@@ -197,6 +198,9 @@ class LLMClient:
             return self
         chosen = copy.copy(self)
         chosen._model = model
+        chosen._model_setting = (
+            "the project's model (Settings → Model, or `charlie projects set SLUG --model NAME`)"
+        )
         fixed = self._window.source == "CHARLIE_LLM_CONTEXT"
         chosen._window = self._window if fixed else self._windows.setdefault(model, Window())
         return chosen
@@ -583,9 +587,9 @@ class LLMClient:
         try:
             available = self.models()
         except LLMError:
-            return "Set CHARLIE_LLM_MODEL to a model the server has loaded."
+            return f"Set {self._model_setting} to a model the server has loaded."
         names = ", ".join(available[:10]) or "none loaded"
-        return f"Set CHARLIE_LLM_MODEL to one of: {names}."
+        return f"Set {self._model_setting} to one of: {names}."
 
     def _json(self, response: httpx.Response) -> dict[str, Any]:
         data = _loads(response.text, self.base_url)

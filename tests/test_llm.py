@@ -95,6 +95,10 @@ def test_wrong_model_lists_the_models_the_server_has(llm: ScriptedLLMServer) -> 
         wrong.chat([{"role": "user", "content": "hi"}])
     assert "'no-such-model'" in str(err.value)
     assert "CHARLIE_LLM_MODEL to one of: test-model" in str(err.value)
+    project = LLMClient(llm.base_url, "test-model", retries=0).with_model("gone-model")
+    with pytest.raises(LLMModelNotFound) as err:
+        project.chat([{"role": "user", "content": "hi"}])
+    assert "the project's model" in str(err.value) and "CHARLIE_LLM_MODEL" not in str(err.value)
 
 
 def test_empty_model_setting_uses_the_servers_first_model() -> None:
