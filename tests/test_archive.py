@@ -516,3 +516,16 @@ def test_a_line_that_cannot_be_restored_is_named_and_the_rest_come_back(
             "SELECT content FROM messages WHERE project_id = ? ORDER BY id", (garden.id,)
         ).fetchall()
     assert [r[0] for r in said] == ["What about the garden?", "Agreed, next week."]
+
+
+def test_a_restore_into_a_home_with_no_one_says_how_to_make_the_first_account(
+    charlie: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Home.open(load_settings()) as home:
+        create_project(home, "notes-only")
+    zip_path = tmp_path / "notes.zip"
+    assert charlie("export", "-o", str(zip_path), "-p", "notes-only").exit_code == 0
+    monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "fresh"))
+    result = charlie("restore", str(zip_path))
+    assert result.exit_code == 0, result.output
+    assert "`charlie users add NAME --admin` makes the first" in result.output

@@ -69,6 +69,7 @@ def restore_command(file: Path, merge: bool) -> None:
     with opened_home() as home:
         result = restore.restore_archive(home, checked, merge=merge)
         admins = home.db.execute("SELECT 1 FROM users WHERE is_admin = 1").fetchone()
+        people = home.db.execute("SELECT 1 FROM users").fetchone()
     click.echo(
         f"Restored {len(result.projects)} project{'' if len(result.projects) == 1 else 's'} "
         f"({', '.join(result.projects) or 'none'}): "
@@ -86,4 +87,9 @@ def restore_command(file: Path, merge: bool) -> None:
         )
         if admins is None:
             click.echo("No one is an administrator yet: `charlie users admin NAME` makes one.")
+    if people is None:
+        click.echo(
+            "No one has an account in this home yet: `charlie users add NAME --admin` makes "
+            "the first."
+        )
     click.echo("Run `charlie reindex` to make the restored notes and messages searchable.")
