@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh data home per test, the scripted LLM server, the CLI runner."""
+"""Shared fixtures: a fresh data home per test, the scripted LLM server, the CLI runner,
+signed-in web clients."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
+from web_support import signed_in
 
 from charlie import users
 from charlie.adapters.cli import cli
@@ -85,3 +88,19 @@ def charlie(charlie_home: Path) -> Cli:
             users.add_user(home.db, "alice", None, is_admin=True)
             users.add_user(home.db, "bob", None)
     return Cli()
+
+
+# Signed-in web clients. A test module that asks for them defines `app_home`: the data home
+# with alice (PASSWORD, an administrator) and bob in it, as that module needs it.
+
+
+@pytest.fixture
+def alice(app_home: Home) -> Iterator[TestClient]:
+    with signed_in("alice") as client:
+        yield client
+
+
+@pytest.fixture
+def bob(app_home: Home) -> Iterator[TestClient]:
+    with signed_in("bob") as client:
+        yield client

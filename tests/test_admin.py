@@ -8,7 +8,6 @@ search index.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 
 import pytest
 from fastapi.routing import APIRoute
@@ -33,18 +32,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
     users.add_user(home.db, "bob", PASSWORD)
     projects.create_project(home, "Kitchen")
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
-
-
-@pytest.fixture
-def bob(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("bob") as client:
-        yield client
 
 
 def admin_routes() -> list[tuple[str, str]]:

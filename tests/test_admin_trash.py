@@ -3,8 +3,6 @@ scripted LLM server on loopback)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
@@ -29,18 +27,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
     memory.save(home, channel, Memory(summary="Chose oiled oak."), "edit")
     projects.create_project(home, "Garden")
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
-
-
-@pytest.fixture
-def bob(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("bob") as client:
-        yield client
 
 
 def slugs(client: TestClient) -> list[str]:

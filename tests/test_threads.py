@@ -5,13 +5,12 @@ channel feeding one memory; regenerate, edit and resend, alternatives, retry."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
-from web_support import PASSWORD, events, signed_in
+from web_support import PASSWORD, events
 
 from charlie import conversations, projects
 from charlie.conversations import private_channel, shared_channel
@@ -26,18 +25,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
         set_password(home.db, name, PASSWORD)
     projects.create_project(home, "Kitchen")
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
-
-
-@pytest.fixture
-def bob(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("bob") as client:
-        yield client
 
 
 def ok(response: Any, status: int = 200) -> Any:

@@ -5,7 +5,6 @@ OpenAI-compatible LLM double on loopback."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +45,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
         set_password(home.db, name, PASSWORD)
     projects.create_project(home, "Kitchen")
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
 
 
 def question_wav(text: str = QUESTION) -> bytes:

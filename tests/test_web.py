@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
@@ -26,18 +24,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
         auth, "JWT refresh tokens", "We rotate the refresh_token on every use.", ["jwt"]
     )
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
-
-
-@pytest.fixture
-def bob(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("bob") as client:
-        yield client
 
 
 def test_login_sets_safe_cookies(app_home: Home) -> None:

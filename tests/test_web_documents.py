@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from document_files import kitchen_docx, scanned_pdf, text_pdf
@@ -28,12 +26,6 @@ def app_home(home: Home) -> Home:
         set_password(home.db, name, PASSWORD)
     projects.create_project(home, "Kitchen")
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
 
 
 def upload(

@@ -7,13 +7,12 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
-from web_support import PASSWORD, signed_in
+from web_support import PASSWORD
 
 from charlie import archive, conversations, notes, projects
 from charlie.adapters.web.app import create_app
@@ -41,12 +40,6 @@ def app_home(home: Home, llm: ScriptedLLMServer) -> Home:
     conversations.add_message(home, private_channel(home, alice), "user", ALICE_WORDS, user=alice)
     conversations.add_message(home, private_channel(home, bob), "user", BOB_SECRET, user=bob)
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
 
 
 def test_alice_downloads_the_shared_projects_and_her_own_private_channel(

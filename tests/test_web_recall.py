@@ -4,14 +4,13 @@ messages around one (`messages?around=ID`), in-process, with a real SQLite home.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
-from web_support import PASSWORD, signed_in
+from web_support import PASSWORD
 
 from charlie import conversations, projects
 from charlie.adapters.web.app import create_app
@@ -55,18 +54,6 @@ def app_home(home: Home, llm: ScriptedLLMServer, tmp_path: Path) -> Home:
     )
     conversations.add_message(home, mine, "assistant", "Your kayak secret is safe with me.")
     return home
-
-
-@pytest.fixture
-def alice(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("alice") as client:
-        yield client
-
-
-@pytest.fixture
-def bob(app_home: Home) -> Iterator[TestClient]:
-    with signed_in("bob") as client:
-        yield client
 
 
 def recall(client: TestClient, channel: str, q: str, **params: Any) -> Any:
