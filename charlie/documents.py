@@ -53,7 +53,7 @@ from charlie.document_text import (
     utf16_without_bom,
 )
 from charlie.errors import Busy, CharlieError, NotFound
-from charlie.files import NO_HARD_LINKS
+from charlie.files import fsync_folder, link_new
 from charlie.projects import Project
 
 __all__ = [
@@ -204,8 +204,8 @@ def keep_original(project: Project, source: Path, name: str, kind: Kind) -> Path
             os.fsync(out.fileno())
         for candidate in _candidates(stem, suffix):
             target = folder / candidate
-            if _link_new(Path(tmp), target):
-                _fsync_folder(folder)
+            if link_new(Path(tmp), target):
+                fsync_folder(folder)
                 return target
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -227,36 +227,6 @@ def _candidates(stem: str, suffix: str) -> Iterator[str]:
     while True:
         yield f"{stem}-{number}{suffix}"
         number += 1
-
-
-def _link_new(tmp: Path, target: Path) -> bool:
-    """Give the written temp file the name `target`, or return False if it is taken."""
-    try:
-        os.link(tmp, target, follow_symlinks=False)
-        return True
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno not in NO_HARD_LINKS:
-            raise
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(target, flags, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as out, open(tmp, "rb") as data:
-        shutil.copyfileobj(data, out, 1024 * 1024)
-        out.flush()
-        os.fsync(out.fileno())
-    return True
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def original_path(project: Project, name: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -54,18 +55,15 @@ def write_atomic(path: Path, text: str, *, replaces: str | None = ANY) -> str:
             handle.flush()
             os.fsync(handle.fileno())
         if replaces is None:
-            _link_new(Path(tmp), path, text)
+            if not link_new(Path(tmp), path):
+                raise FileChanged(path)
         else:
             if replaces != ANY and text_sha(path) != replaces:
                 raise FileChanged(path)
             os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_folder(path.parent)
     return sha256_text(text)
 
 
@@ -73,15 +71,16 @@ def write_atomic(path: Path, text: str, *, replaces: str | None = ANY) -> str:
 NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 
 
-def _link_new(tmp: Path, path: Path, text: str) -> None:
-    """Give the written temp file its name `path`, raising `FileChanged` if that name is
-    taken. Without hard links, the file is created only if absent, then written: never
-    replacing one, but a crash in between can leave it short."""
+def link_new(tmp: Path, path: Path) -> bool:
+    """Give the written temp file `tmp` the name `path`, or return False if that name is
+    taken (`os.link` never replaces a file). Without hard links, the file is created only
+    if absent, then copied into: never replacing one, but a crash in between can leave it
+    short."""
     try:
         os.link(tmp, path, follow_symlinks=False)
-        return
+        return True
     except FileExistsError:
-        raise FileChanged(path) from None
+        return False
     except OSError as exc:
         if exc.errno not in NO_HARD_LINKS:
             raise
@@ -89,11 +88,21 @@ def _link_new(tmp: Path, path: Path, text: str) -> None:
     try:
         fd = os.open(path, flags, 0o644)
     except FileExistsError:
-        raise FileChanged(path) from None
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+        return False
+    with os.fdopen(fd, "wb") as out, open(tmp, "rb") as data:
+        shutil.copyfileobj(data, out, 1024 * 1024)
+        out.flush()
+        os.fsync(out.fileno())
+    return True
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename or a new name in `folder` survive a crash."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def not_written(exc: OSError, path: Path) -> CharlieError:
