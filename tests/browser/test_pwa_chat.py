@@ -51,7 +51,7 @@ def test_streamed_reply_with_an_expandable_trace(
     # Streaming: part of the answer is on screen while the reply is still arriving.
     page.wait_for_function(
         "() => { const m = [...document.querySelectorAll('.msg-assistant')].pop();"
-        " return m.hasAttribute('aria-busy')"
+        " return m && m.hasAttribute('aria-busy')"
         " && m.querySelector('.msg-body').textContent.length > 0; }"
     )
     wait_for_reply(page)

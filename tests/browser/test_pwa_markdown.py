@@ -123,7 +123,7 @@ def test_a_reply_streams_as_plain_text_then_shows_its_html(page: Page, server: S
     send(page, "The plan?")
     page.wait_for_function(
         "() => { const m = [...document.querySelectorAll('.msg-assistant')].pop();"
-        " return m.hasAttribute('aria-busy')"
+        " return m && m.hasAttribute('aria-busy')"
         " && m.querySelector('.msg-body').textContent.includes('|'); }"
     )
     streaming = page.locator(".msg-assistant .msg-body").last

@@ -61,7 +61,7 @@ export function createChat(app) {
   let images = [];
   let viewingEarlier = false; // the list shows messages around one found, not the latest
   let pendingJump = null; // {channel, thread, id}: the message to show when that thread opens
-  let finding = null; // while the chat to open is being looked up: the promise of its thread
+  let finding = null; // while a chat opens (its thread looked up, its messages read): its promise
   let hooks = { created() {}, changed() {} }; // the chats list hears of new and changed threads
   const shown = new WeakMap(); // each message's <li> → the message as the API gave it
 
@@ -166,6 +166,18 @@ export function createChat(app) {
    * and stores it); it is just no longer shown.
    */
   async function open(nextChannel, nextThread = null) {
+    // A message sent while the chat opens waits until its messages are shown: sent sooner,
+    // it would be shown twice (as sent, and again among the messages read back).
+    const opening = openNow(nextChannel, nextThread);
+    finding = opening;
+    try {
+      await opening;
+    } finally {
+      if (finding === opening) finding = null;
+    }
+  }
+
+  async function openNow(nextChannel, nextThread) {
     controller = null;
     setBusy(false);
     channel = nextChannel;
@@ -180,10 +192,8 @@ export function createChat(app) {
     if (nextThread instanceof Promise) {
       empty.hidden = false;
       empty.textContent = 'Loading messages…';
-      finding = nextThread;
       const found = await nextThread;
       if (mine !== generation) return;
-      finding = null;
       nextThread = found;
     }
     thread = nextThread;
