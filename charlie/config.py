@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(
         1024, ge=16, le=1_000_000, description="The longest answer, in tokens (max_tokens)."
     )
+    tool_mode: Literal["auto", "native", "text", "constrained"] = Field(
+        "auto",
+        description="How the model is offered tools: native calls, calls written as text, "
+        "constrained JSON steps, or auto (chosen from what the model does).",
+    )
     user: str = Field(default_factory=_default_user, description="Who is talking in the CLI.")
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")
     embeddings: Literal["local", "openai"] = Field(

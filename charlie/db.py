@@ -359,6 +359,30 @@ def m010_threads_and_branches(db: sqlite3.Connection) -> None:
     )
 
 
+def m011_model_habits_and_distill_backoff(db: sqlite3.Connection) -> None:
+    """What Charlie has seen a model do with tools (`charlie.toolmode`: what `charlie doctor`
+    observed, and how many answers in a row its tool use failed), so every process picks the
+    same tool mode; and each thread's distillation back-off (the newest message when the
+    model last failed to distill it, and how many times in a row), so every process honours
+    it — `charlie chat -m` included."""
+    run_script(
+        db,
+        """
+        CREATE TABLE model_habits (
+            key TEXT PRIMARY KEY,
+            native_calls INTEGER,
+            text_calls INTEGER,
+            json_schema INTEGER,
+            misses INTEGER NOT NULL DEFAULT 0,
+            last_miss TEXT NOT NULL DEFAULT '',
+            updated_at TEXT NOT NULL
+        );
+        ALTER TABLE conversations ADD COLUMN distill_failed_at INTEGER;
+        ALTER TABLE conversations ADD COLUMN distill_failures INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -370,6 +394,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m008_imported_messages,
     m009_api_tokens,
     m010_threads_and_branches,
+    m011_model_habits_and_distill_backoff,
 ]
 
 

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
 from charlie import conversations, memory
 from charlie import db as database
@@ -60,9 +60,9 @@ You maintain the long-term memory of a conversation, kept in three layers:
    short paragraphs. Update it with what the new messages add; keep what still holds.
 2. decisions: everything agreed, chosen or constrained, one short sentence each. Keep every
    existing decision unless the new messages revise or cancel it; add new ones.
-3. quotes: up to 3 meaningful lines from the NEW messages, copied character for character
-   (a whole message or an exact part of one), with the speaker's name exactly as shown.
-   Never paraphrase a quote. Skip small talk.
+3. quotes: up to 3 meaningful lines a person said in the NEW messages (never Charlie's),
+   copied character for character (a whole message or an exact part of one), with the
+   speaker's name exactly as shown. Never paraphrase a quote. Skip small talk.
 The current memory may have been edited by hand by the person: treat its content as true.
 Answer with a JSON object only: {"summary": "...", "decisions": ["..."],
 "quotes": [{"speaker": "...", "text": "..."}]}"""
@@ -91,15 +91,51 @@ RESPONSE_FORMAT = {
 }
 
 
+# The longest field kept: a longer one is cut there (a quote at a word), never fatal — one
+# runaway field must not cost the whole distillation.
+LONGEST = {"speaker": 200, "text": 2000, "summary": 8000, "decision": 1000}
+MOST_DECISIONS, MOST_QUOTES = 200, 50
+
+
+def _cut(text: Any, size: int) -> Any:
+    if not isinstance(text, str) or len(text) <= size:
+        return text
+    cut = text[:size]
+    space = cut.rfind(" ")
+    return cut[:space] if space > size // 2 else cut
+
+
 class _QuoteOut(BaseModel):
-    speaker: str = Field(max_length=200)
-    text: str = Field(min_length=1, max_length=2000)
+    speaker: str
+    text: str = Field(min_length=1)
+
+    @field_validator("speaker", "text", mode="before")
+    @classmethod
+    def _short(cls, value: Any, info: ValidationInfo) -> Any:
+        return _cut(value, LONGEST[str(info.field_name)])
 
 
 class _Output(BaseModel):
-    summary: str = Field(min_length=1, max_length=8000)
-    decisions: list[str] = Field(max_length=200)
-    quotes: list[_QuoteOut] = Field(max_length=50)
+    summary: str = Field(min_length=1)
+    decisions: list[str]
+    quotes: list[_QuoteOut]
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _short_summary(cls, value: Any) -> Any:
+        return _cut(value, LONGEST["summary"])
+
+    @field_validator("decisions", mode="before")
+    @classmethod
+    def _few_decisions(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [_cut(d, LONGEST["decision"]) for d in value[:MOST_DECISIONS]]
+
+    @field_validator("quotes", mode="before")
+    @classmethod
+    def _few_quotes(cls, value: Any) -> Any:
+        return value[:MOST_QUOTES] if isinstance(value, list) else value
 
 
 @dataclass
@@ -283,14 +319,17 @@ def _ask(
 def verify_quotes(
     quotes: list[_QuoteOut], messages: list[Message]
 ) -> tuple[list[Quote], list[dict[str, str]]]:
-    """Keep quotes found verbatim in `messages` (attributed to who really said them)."""
+    """Keep quotes a person said, found verbatim in `messages` (attributed to who really said
+    them). Charlie's own words are never quoted: the quotes are what people said."""
     kept: list[Quote] = []
     rejected: list[dict[str, str]] = []
     for quote in quotes:
         text = normalise(quote.text).strip('"“” ')
-        said = [m for m in messages if text and text in normalise(m.content)]
+        found = [m for m in messages if text and text in normalise(m.content)]
+        said = [m for m in found if m.role == "user"]
         if not said:
-            rejected.append({"speaker": quote.speaker, "text": quote.text, "why": "not verbatim"})
+            why = "said by Charlie, not a person" if found else "not verbatim"
+            rejected.append({"speaker": quote.speaker, "text": quote.text, "why": why})
             continue
         same = [m for m in said if m.speaker.lower() == quote.speaker.strip().lower()]
         kept.append(Quote((same or said)[0].speaker, text))
@@ -499,6 +538,10 @@ def quotes_window(home: Home, channel: Channel) -> int:
     return configured or home.settings.quotes_window
 
 
+def nothing_new(channel: Channel) -> DistillationError:
+    return DistillationError(f"There are no new messages to distill in {channel.label}.")
+
+
 MERGE_TRIES = 3  # merges redone when the person saves memory.md at the very moment of writing
 
 
@@ -508,7 +551,7 @@ def distill(
     """Fold `window` (default: every undistilled message) into the channel's memory."""
     window = window if window is not None else conversations.undistilled(home, channel)
     if not window:
-        raise DistillationError(f"There are no new messages to distill in {channel.label}.")
+        raise nothing_new(channel)
     started = now()
     attempts, structured = 0, True
 

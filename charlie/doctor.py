@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 import httpx
 
+from charlie import textcalls
 from charlie.config import Settings
 from charlie.llm import LLMClient
-from charlie.tools import calls_in_text
 
 Status = Literal["ok", "warn", "fail", "skip"]
 ESSENTIAL = ("reachable", "model", "streaming")
@@ -308,7 +308,7 @@ def _tools(probe: _Probe) -> Check:
         if function.get("name") == "add" and isinstance(parsed, dict):
             return Check("tool calls", "ok", f"native call add({json.dumps(parsed)})")
         raise _Failed(f"a native call that is not valid: {json.dumps(function)[:120]}", FIX_TOOLS)
-    calls, _ = calls_in_text(str(message.get("content") or ""), ["add"])
+    calls = textcalls.read(str(message.get("content") or ""), {"add": ["a", "b"]}).calls
     if calls:
         return Check("tool calls", "warn", "written as text, not a native call", FIX_TOOLS)
     raise _Failed("no tool call: the server ignored the tools", FIX_TOOLS)

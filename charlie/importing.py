@@ -26,25 +26,21 @@ import codecs
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from charlie import budget, conversations, distill, memory
+from charlie import conversations
 from charlie import db as database
-from charlie.chat import DISTILL_FRAME, DISTILL_GROWTH
-from charlie.conversations import ASSISTANT, Channel, Message
-from charlie.distill import DistillResult
+from charlie.conversations import ASSISTANT, Channel
 from charlie.errors import CharlieError, DatabaseError, NotFound
 from charlie.home import Home
-from charlie.llm import LLMClient
 
 BATCH = 1000  # rows per transaction
 MAX_TEXT = 100_000  # characters of one message
 MAX_LINE = 2_000_000  # characters of one line: room for MAX_TEXT written as \u escapes
 MAX_PROBLEMS = 1000  # broken lines reported one by one; the rest are only counted
-MAX_DISTILL_BATCH = 100  # messages folded into memory by one request at most
 ROLES = ("user", "assistant")
 INSERT = (
     "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
@@ -280,76 +276,3 @@ def _store(home: Home, rows: list[tuple[Any, ...]], report: ImportReport) -> Non
     report.added += len(added)
     report.already += len(rows) - len(added)
     report.message_ids += added
-
-
-def distill_pending(home: Home, channel: Channel, llm: LLMClient) -> Iterator[DistillResult]:
-    """Fold every message of `channel` awaiting distillation into memory, oldest first, in
-    batches that fit the model's window: imported history can be far longer than one
-    request holds. Raises what `distill.distill` raises; what is folded in stays folded."""
-    token = distill.claim(home, channel)
-    if token is None:
-        raise CharlieError(
-            f"A distillation of {channel.label} is running; try again once it is done."
-        )
-    try:
-        while pending := conversations.undistilled(home, channel, limit=MAX_DISTILL_BATCH):
-            client, batch = _fitted(home, channel, llm, pending)
-            yield distill.distill(home, channel, client, batch)
-    finally:
-        distill.release(home, channel, token)
-
-
-def distill_calls(home: Home, channels: list[Channel], llm: LLMClient) -> tuple[int, int]:
-    """How many messages await distillation in `channels`, and about how many requests to
-    the model folding them in will take (the batches `distill_pending` will send)."""
-    calls = messages = 0
-    for channel in channels:
-        pending = conversations.undistilled(home, channel)
-        messages += len(pending)
-        room = _room(home, channel, llm)[1]
-        used = count = 0
-        for message in pending:
-            size = min(budget.estimate(message.content) + budget.MESSAGE_TOKENS, room)
-            if count and (used + size > room or count >= MAX_DISTILL_BATCH):
-                calls += 1
-                used = count = 0
-            used += size
-            count += 1
-        calls += int(count > 0)
-    return messages, calls
-
-
-def _room(home: Home, channel: Channel, llm: LLMClient) -> tuple[int, int]:
-    """The answer's token budget for one distillation of `channel`, and the room left for
-    the messages beside the memory and the instructions."""
-    window = llm.context_window()
-    memory_tokens = budget.estimate(memory.as_prompt(memory.load(home, channel)))
-    answer = min(max(llm.max_tokens, memory_tokens + DISTILL_GROWTH), window // 2)
-    room = (
-        budget.Budget(window, answer).prompt
-        - budget.estimate(distill.SYSTEM_PROMPT)
-        - memory_tokens
-        - DISTILL_FRAME
-    )
-    return answer, room
-
-
-def _fitted(
-    home: Home, channel: Channel, llm: LLMClient, pending: list[Message]
-) -> tuple[LLMClient, list[Message]]:
-    """The oldest of `pending` that fit one distillation request beside the memory and room
-    for its answer (as a chat's distillation is fitted); one message too long is shortened."""
-    answer, room = _room(home, channel, llm)
-    batch: list[Message] = []
-    used = 0
-    for message in pending:
-        size = budget.estimate(message.content) + budget.MESSAGE_TOKENS
-        if batch and used + size > room:
-            break
-        if size > room:
-            message = replace(
-                message, content=budget.shorten(message.content, room - budget.MESSAGE_TOKENS)
-            )
-        batch.append(message)
-        used += size
-    return llm.with_max_tokens(answer), batch

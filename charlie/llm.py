@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from charlie import textcalls
 from charlie.budget import DEFAULT_WINDOW
 from charlie.config import Settings
 from charlie.errors import (
@@ -33,6 +34,9 @@ from charlie.errors import (
     LLMStreamError,
     LLMUnavailable,
 )
+from charlie.textcalls import ToolCall, arguments_text
+
+__all__ = ["Completion", "Delta", "LLMClient", "ToolCall", "arguments_text"]
 
 TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/webp", "image/gif"}
@@ -67,13 +71,6 @@ class Window:
 
     tokens: int | None = None
     source: str = ""
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str
 
 
 @dataclass
@@ -310,13 +307,15 @@ class LLMClient:
         response_format: dict[str, Any] | None = None,
         temperature: float | None = None,
     ) -> Completion:
-        """One whole (non-streamed) answer."""
+        """One whole answer. It is streamed all the same, and gathered here: a server that
+        goes silent for `timeout` seconds is given up on, and closing the stream stops the
+        generation at the server, so an abandoned answer never runs on beside the next."""
         started = time.perf_counter()
-        body = self._body(messages, tools, response_format, temperature, stream=False)
-        result = self._complete(body, started)
+        body = self._body(messages, tools, response_format, temperature, stream=True)
+        result = self._gathered(body, started)
         if _thought_only(result):
             try:
-                result = self._complete(_without_thinking(body), started)
+                result = self._gathered(_without_thinking(body), started)
             except LLMRejected as exc:
                 raise _no_answer(self.base_url, result) from exc
             if not (result.content.strip() or result.tool_calls):
@@ -347,16 +346,14 @@ class LLMClient:
                 raise _no_answer(self.base_url, result)
         yield result
 
-    def _complete(self, body: dict[str, Any], started: float) -> Completion:
-        data = self._json(self._send("POST", "/chat/completions", json=body))
-        try:
-            result = self._whole(data, started)
-        except (KeyError, IndexError, TypeError) as exc:
-            raise LLMBadResponse(
-                f"The server at {self.base_url} answered without a chat message "
-                f"({preview(json.dumps(data))}). Check that it is OpenAI-compatible."
-            ) from exc
-        return self._observed(body, result)
+    def _gathered(self, body: dict[str, Any], started: float) -> Completion:
+        stream = self._streamed(body, started)
+        while True:
+            try:
+                next(stream)
+            except StopIteration as done:
+                result: Completion = done.value
+                return result
 
     def _streamed(self, body: dict[str, Any], started: float) -> Generator[Delta, None, Completion]:
         """Send `body` and yield the answer's text as it streams; return the `Completion`."""
@@ -404,13 +401,15 @@ class LLMClient:
                     f"The server at {self.base_url} ended the stream before the reply was "
                     "finished (no finish_reason, no [DONE]): it may have crashed or restarted."
                 )
+        except httpx.TimeoutException as exc:
+            raise LLMUnavailable(_silent(self.base_url, self._http.timeout.read)) from exc
         except httpx.TransportError as exc:
             raise LLMUnavailable(
                 f"The connection to {self.base_url} broke while the reply was streaming ({exc}). "
                 "Your message is saved; send it again when the server is back."
             ) from exc
         finally:
-            response.close()
+            response.close()  # a reply given up on stops at the server too
         rest = think.flush(cut=result.finish_reason == "length")
         if rest:
             yield Delta(rest)
@@ -457,16 +456,20 @@ class LLMClient:
         seen = self.observed
         seen.last_usage = dict(result.usage)
         seen.last_prompt_estimate = least_prompt_tokens(body.get("messages") or [])
-        if body.get("tools"):
+        offered = textcalls.known_of(body.get("tools") or [])
+        if offered:
             if result.tool_calls:
                 seen.native_calls += 1
-            elif has_text_call(result.content):
+            elif textcalls.read(result.content, offered).calls:
                 seen.text_calls += 1
-        if body.get("tools") and not result.tool_calls and not result.content.strip():
+        if offered and not result.tool_calls and not result.content.strip():
             # A call the model wrote while thinking, then stopped: the only move it made
             # (llama.cpp surfaces such a call as reasoning). One drafted before an answer
             # or beside a real call is a plan, not a call, and is never run.
-            result.tool_calls = tagged_calls(result.reasoning, "think_call")
+            thought = textcalls.read(result.reasoning, offered, whole=False).calls
+            result.tool_calls = [
+                ToolCall(f"think_call_{n}", c.name, c.arguments) for n, c in enumerate(thought)
+            ]
         reported = result.usage.get("prompt_tokens")
         sent = seen.last_prompt_estimate
         if (
@@ -520,13 +523,16 @@ class LLMClient:
             try:
                 request = self._http.build_request(method, path, **kwargs)
                 response = self._http.send(request, stream=stream)
-            except httpx.TimeoutException as exc:
+            except httpx.ConnectTimeout as exc:
                 if last_try:
                     raise LLMUnavailable(
-                        f"The language model server at {url} did not answer in time "
-                        f"({type(exc).__name__}). Try a smaller model, or raise "
-                        "CHARLIE_LLM_TIMEOUT."
+                        f"The language model server at {url} did not take the connection in "
+                        "time. Is it running? Check CHARLIE_LLM_BASE_URL."
                     ) from exc
+            except httpx.TimeoutException as exc:
+                # Never sent again: the server may still be working on it, and a second copy
+                # would only queue behind the first (or run beside it).
+                raise LLMUnavailable(_silent(url, self._http.timeout.read)) from exc
             except httpx.TransportError as exc:
                 if last_try:
                     raise LLMUnavailable(
@@ -601,6 +607,15 @@ class LLMClient:
         return data
 
 
+def _silent(url: str, seconds: float | None) -> str:
+    return (
+        f"The language model server at {url} sent nothing for {seconds or 0:g} s, so Charlie "
+        "gave up on this answer (and closed the request, which stops it at the server). A "
+        "slow machine reading a long prompt can take that long: raise CHARLIE_LLM_TIMEOUT, "
+        "or try a smaller model."
+    )
+
+
 def _llamacpp_window(data: dict[str, Any]) -> int | None:
     settings = data.get("default_generation_settings") or {}
     return settings.get("n_ctx") or data.get("n_ctx")
@@ -644,14 +659,6 @@ def _stream_error(error: Any) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or json.dumps(error))
     return str(error)
-
-
-def arguments_text(arguments: Any) -> str:
-    """A tool call's arguments as the JSON text the tool loop parses: servers send a string,
-    some an object, some nothing."""
-    if arguments is None:
-        return ""
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
 def _message_calls(message: dict[str, Any]) -> list[ToolCall]:
@@ -723,41 +730,6 @@ class _CallAssembler:
             ToolCall(slot["id"] or f"call_{at}", slot["name"], slot["args"])
             for at, slot in enumerate(self._slots)
         ]
-
-
-_TAGGED_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-def tagged_calls(text: str, prefix: str = "text_call") -> list[ToolCall]:
-    """The `<tool_call>{"name": …, "arguments": {…}}</tool_call>` calls (Qwen, Hermes) in
-    `text`; a tag that does not hold such an object is not a call."""
-    calls: list[ToolCall] = []
-    for match in _TAGGED_CALL.finditer(text):
-        call = call_from_json(match.group(1), f"{prefix}_{len(calls)}")
-        if call is not None:
-            calls.append(call)
-    return calls
-
-
-def call_from_json(raw: str, call_id: str) -> ToolCall | None:
-    """A call written as `{"name": …, "arguments": {…}}` (or `"parameters"`), else None."""
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        return None
-    arguments = arguments_text(data.get("arguments", data.get("parameters", {})))
-    return ToolCall(call_id, data["name"], arguments)
-
-
-_BARE_CALL = re.compile(r'\{\s*"name"\s*:\s*"[^"]+"\s*,\s*"(?:arguments|parameters)"\s*:')
-
-
-def has_text_call(text: str) -> bool:
-    """Whether `text` holds a tool call written as text: a `<tool_call>` tag, or a JSON
-    object that opens with a name and arguments (bare or fenced)."""
-    return bool(tagged_calls(text)) or bool(_BARE_CALL.search(text))
 
 
 def least_prompt_tokens(messages: list[dict[str, Any]]) -> int:

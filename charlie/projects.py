@@ -19,7 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -57,6 +57,9 @@ class ProjectConfig(BaseModel):
         min_length=1,
         max_length=300,
         description="The model this project's chat uses (unset: CHARLIE_LLM_MODEL).",
+    )
+    tool_mode: Literal["auto", "native", "text", "constrained"] | None = Field(
+        None, description="How the model is offered tools here (unset: CHARLIE_TOOL_MODE)."
     )
 
 

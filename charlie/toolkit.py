@@ -44,7 +44,7 @@ def searcher(context: ToolContext) -> Searcher:
     return built
 
 
-def _scope(context: ToolContext) -> list[projects.Project]:
+def scope(context: ToolContext) -> list[projects.Project]:
     """The projects a search may look in: the channel's (plus any switched to) — or, in a
     private channel, every shared project of the household."""
     if context.channel.project is None:
@@ -56,10 +56,10 @@ def _scope(context: ToolContext) -> list[projects.Project]:
 def _note(context: ToolContext, ref: str) -> notes.Note:
     """A note from its id, "project/name", or just its name in the channel's project."""
     ref = ref.strip().removesuffix(".md")
-    scope = {p.slug: p for p in _scope(context)}
+    in_scope = {p.slug: p for p in scope(context)}
     head, _, tail = ref.partition("/")
-    if tail and head in scope:
-        return notes.get_note(scope[head], tail)
+    if tail and head in in_scope:
+        return notes.get_note(in_scope[head], tail)
     if context.channel.project is None:
         raise ToolError("Name the note by its id, project/name, as search_notes shows it.")
     return notes.get_note(context.channel.project, ref)
@@ -77,7 +77,7 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
         limit: How many notes to return (1-10).
     """
     limit = max(1, min(limit, 10))
-    found = searcher(context).search(query, context.user, _scope(context), limit=limit)
+    found = searcher(context).search(query, context.user, scope(context), limit=limit)
     if not found.hits:
         return Result("No notes matched.", "no notes", hits=(), count=0)
     lines = []
@@ -158,17 +158,17 @@ def search_conversation(
         key = usage.message_key(hit.message.id)
         if key not in context.cited:
             context.cited.append(key)
-        lines = [f"[{_when(hit.message.created_at)} · {hit.channel} · message {hit.message.id}]"]
+        lines = [f"[{when(hit.message.created_at)} · {hit.channel} · message {hit.message.id}]"]
         for m in hit.around:
             mark = "→" if m.id == hit.message.id else " "
-            lines.append(f"{mark} [{_when(m.created_at)}] {m.speaker}: {m.content}")
+            lines.append(f"{mark} [{when(m.created_at)}] {m.speaker}: {m.content}")
         blocks.append("\n".join(lines))
     about = f"(about {found.when.describe()})\n" if found.when is not None else ""
     text = fence("messages", escape(about + "\n\n".join(blocks)))
     hits = tuple(
         Hit(
             usage.message_key(h.message.id),
-            f"{h.message.speaker}, {_when(h.message.created_at)}",
+            f"{h.message.speaker}, {when(h.message.created_at)}",
             h.score,
             h.message.content[:160],
         )
@@ -177,7 +177,7 @@ def search_conversation(
     return Result(text, f"{len(hits)} messages", hits=hits, count=len(hits))
 
 
-def _when(created_at: str) -> str:
+def when(created_at: str) -> str:
     """A stored time as the model and the person read it: 2023-05-08 13:56 UTC."""
     return created_at[:16].replace("T", " ") + " UTC"
 
@@ -365,6 +365,9 @@ MEMORY = Category(
         r"\bsearch",
         r"\bwhere did\b",
         r"\bour\b",
+        # a question about the household's own things: what the notes and history are for
+        r"^\s*(when|where|who|which|how (much|many|long|often)|what time|what day)\b",
+        r"\b(is|are|was|were|did|do|does|has|have) (the|our|we|my|your)\b.*\?",
     ),
 )
 NOTES = Category(

@@ -6,9 +6,9 @@ docstring (the first paragraph, plus an `Args:` section for each parameter). Cat
 are loaded on demand: a turn starts with the `load_tools` meta-tool and whatever the
 pre-suggestion pass chose, and the model asks for more.
 
-Models call tools natively (OpenAI `tool_calls`) or in text, as Qwen's
-`<tool_call>{"name": …, "arguments": …}</tool_call>` or a fenced JSON object; both are
-parsed here, and `ToolMarkupFilter` keeps such markup from ever reaching the person.
+Models call tools natively (OpenAI `tool_calls`) or in text; `charlie.textcalls` reads every
+text form and keeps such markup from ever reaching the person, and `charlie.toolloop` runs
+the calls.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Literal
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import ToolCall, call_from_json, partial_tag_suffix, preview
+from charlie.llm import preview
 from charlie.trace import Hit
 from charlie.users import User
 
@@ -278,78 +278,6 @@ class Registry:
             for name, category in self.categories.items()
             if any(re.search(cue, lowered) for cue in category.cues)
         ]
-
-
-# ---------------------------------------------------------------- calls in text
-
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-_FENCED = re.compile(r"```(?:json|tool_call)?\s*(\{.*?\})\s*```", re.DOTALL)
-
-
-def calls_in_text(text: str, known: Iterable[str]) -> tuple[list[ToolCall], str]:
-    """Tool calls a model wrote as text, and the text without them.
-
-    Recognised: `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Qwen, Hermes), a
-    fenced JSON object of that shape, or a message that is only such an object. A fenced
-    or bare object counts only when it names a known tool, so code samples stay text.
-    """
-    names = set(known) | {META_TOOL}
-    calls: list[ToolCall] = []
-
-    def take(raw: str, strict: bool) -> bool:
-        call = call_from_json(raw, f"text_call_{len(calls)}")
-        if call is None or (strict and call.name not in names):
-            return False
-        calls.append(call)
-        return True
-
-    rest = _TAGGED.sub(lambda m: "" if take(m.group(1), strict=False) else m.group(0), text)
-    rest = _FENCED.sub(lambda m: "" if take(m.group(1), strict=True) else m.group(0), rest)
-    stripped = rest.strip()
-    if stripped.startswith("{") and stripped.endswith("}") and take(stripped, strict=True):
-        rest = ""
-    return calls, rest.strip()
-
-
-class ToolMarkupFilter:
-    """Holds streamed text back while it may be tool-call markup, so none is ever shown.
-
-    Text inside `<tool_call>…</tool_call>` is dropped. A fenced block, or a message that
-    starts with `{`, is held until it is complete; it is released afterwards only if it
-    turns out not to be a tool call (`calls_in_text` decides at the end of the message).
-    """
-
-    def __init__(self) -> None:
-        self._buffer = ""
-        self._held = False  # everything from here on waits for the end of the message
-        self._started = False
-
-    def feed(self, text: str) -> str:
-        if self._held:
-            self._buffer += text
-            return ""
-        self._buffer += text
-        if not self._started and self._buffer.strip():
-            self._started = True
-            if self._buffer.lstrip().startswith("{"):
-                self._held = True
-                return ""
-        for marker in ("<tool_call>", "```"):
-            at = self._buffer.find(marker)
-            if at >= 0:
-                shown, self._buffer, self._held = self._buffer[:at], self._buffer[at:], True
-                return shown
-        keep = max(
-            partial_tag_suffix(self._buffer, "<tool_call>"), partial_tag_suffix(self._buffer, "```")
-        )
-        shown = self._buffer[: len(self._buffer) - keep]
-        self._buffer = self._buffer[len(self._buffer) - keep :]
-        return shown
-
-    def held(self) -> str:
-        """What was held back (to be parsed for calls, or shown) at the end of the message."""
-        rest, self._buffer = self._buffer, ""
-        return rest
 
 
 # ---------------------------------------------------------------- running

@@ -26,7 +26,10 @@ Guard = Literal[
     "write_not_allowed",  # a write tool this project does not allow
     "write_refused",  # a write the channel's write policy refused when the tool ran
     "timeout",  # the tool ran past its time limit
+    "unreadable_call",  # the model wrote a call Charlie could not read; it was asked again
 ]
+ToolMode = Literal["native", "text", "constrained"]
+By = Literal["model", "charlie"]
 GUARDS: tuple[str, ...] = get_args(Guard)
 
 
@@ -71,7 +74,8 @@ class Called:
 
     `arguments` is the JSON object the model sent, or its raw text when that was not a
     JSON object. `hits` is what a search found, best first; `count` how many things the
-    tool found (None for tools that find nothing).
+    tool found (None for tools that find nothing). `by` says who asked for it: the model, or
+    Charlie itself (its own look-up before the model answers).
     """
 
     type: ClassVar[str] = "tool_call"
@@ -84,6 +88,17 @@ class Called:
     guard: Guard | None = None
     hits: tuple[Hit, ...] | None = None
     count: int | None = None
+    by: By = "model"
+
+
+@dataclass(frozen=True)
+class Moded:
+    """How this answer talks to the model about tools (`charlie.toolmode`), and why:
+    native calls, calls written as text, or constrained JSON steps."""
+
+    type: ClassVar[str] = "mode"
+    mode: ToolMode
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -95,8 +110,9 @@ class Stopped:
     detail: str
 
 
-Step = Preloaded | Loaded | Called | Stopped
-KINDS = {kind.type: kind for kind in (Preloaded, Loaded, Called, Stopped)}
+Step = Preloaded | Loaded | Called | Moded | Stopped
+KINDS = {kind.type: kind for kind in (Preloaded, Loaded, Called, Moded, Stopped)}
+MODES: tuple[str, ...] = get_args(ToolMode)
 
 
 def to_json(step: Step) -> dict[str, Any]:
@@ -135,7 +151,13 @@ def from_json(data: Mapping[str, Any]) -> Step:
                 guard=None if data.get("guard") is None else as_guard(data["guard"]),
                 hits=None if hits is None else tuple(Hit(**hit) for hit in hits),
                 count=data.get("count"),
+                by="charlie" if data.get("by") == "charlie" else "model",
             )
+        if kind is Moded:
+            mode = str(data["mode"])
+            if mode not in MODES:
+                raise UnknownStep(f"unknown tool mode {mode!r}: {dict(data)}")
+            return Moded(mode, str(data.get("reason", "")))  # type: ignore[arg-type]
         return Stopped(as_guard(data["guard"]), str(data.get("detail", "")))
     except (KeyError, TypeError) as exc:
         raise UnknownStep(f"a {kind.type} trace step without {exc}: {dict(data)}") from exc

@@ -90,11 +90,11 @@ def test_quotes_must_be_verbatim(
         )
     )
     result = distill.distill(home, channel, client)
-    assert result.memory.quotes == [
-        Quote("alice", "We will use oak, not marble."),
-        Quote("Charlie", "Oak is durable"),
+    assert result.memory.quotes == [Quote("alice", "We will use oak, not marble.")]
+    assert [(r["text"], r["why"]) for r in result.rejected_quotes] == [
+        ("We will use oak instead of marble.", "not verbatim"),
+        ("Oak is durable", "said by Charlie, not a person"),  # quotes are what people said
     ]
-    assert [r["text"] for r in result.rejected_quotes] == ["We will use oak instead of marble."]
     stored = home.db.execute("SELECT rejected_quotes FROM distillations").fetchone()[0]
     assert "instead of marble" in stored
     assert "instead of marble" not in channel.project.memory_path.read_text()  # type: ignore[union-attr]

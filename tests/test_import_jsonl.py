@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from llm_double import ScriptedLLMServer
 from test_distill import distill_answer, is_distillation
 
-from charlie import budget, conversations, importing
+from charlie import batches, budget, conversations, importing
 from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
 from charlie.projects import create_project, get_project
@@ -302,7 +302,7 @@ def test_distill_folds_the_import_into_memory_in_batches(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(importing, "MAX_DISTILL_BATCH", 2)
+    monkeypatch.setattr(batches, "MAX_BATCH", 2)
     llm.default = lambda req: distill_answer() if is_distillation(req) else "?"
     path = write(tmp_path / "h.jsonl", HISTORY)
     result = charlie("import", "jsonl", str(path), "-p", "kitchen", "--distill")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from charlie import conversations, exports, importing
+from charlie import batches, conversations, exports, importing
 from charlie.adapters.cli.importing import ProgressBar
 from charlie.conversations import private_channel, shared_channel
 from charlie.errors import CharlieError, NotFound
@@ -343,7 +343,7 @@ def test_distill_folds_each_conversation_in_order_and_resumes(
 ) -> None:
     from test_distill import distill_answer, is_distillation
 
-    monkeypatch.setattr(importing, "MAX_DISTILL_BATCH", 2)
+    monkeypatch.setattr(batches, "MAX_BATCH", 2)
     calls: list[str] = []
     failing = {"on": 2}  # the second request fails: an interruption
 

@@ -1,5 +1,6 @@
 import json
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -62,7 +63,8 @@ def test_whole_answer_and_tools_are_sent(llm: ScriptedLLMServer) -> None:
     answer = client(llm).chat([{"role": "user", "content": "time?"}], tools=tools)
     assert answer.tool_calls[0].name == "now"
     assert llm.requests[0]["tools"] == tools
-    assert llm.requests[0]["stream"] is False
+    # Gathered from a stream: given up on after a silence, it stops at the server too.
+    assert llm.requests[0]["stream"] is True
 
 
 def test_image_is_sent_as_a_data_url_part(llm: ScriptedLLMServer, tmp_path: Path) -> None:
@@ -120,7 +122,7 @@ def test_garbage_answer_is_a_clear_error(llm: ScriptedLLMServer) -> None:
 
 def test_json_without_a_message_is_a_clear_error(llm: ScriptedLLMServer) -> None:
     llm.garbage(b'{"choices": []}', content_type="application/json")
-    with pytest.raises(LLMBadResponse, match="without a chat message"):
+    with pytest.raises(LLMBadResponse, match="neither an event stream nor a chat message"):
         client(llm).chat([])
 
 
@@ -146,10 +148,24 @@ def test_client_errors_are_not_retried(llm: ScriptedLLMServer) -> None:
     assert len(llm.requests) == 1
 
 
-def test_slow_server_times_out_with_advice(llm: ScriptedLLMServer) -> None:
+def test_slow_server_times_out_with_advice_and_is_never_asked_twice(
+    llm: ScriptedLLMServer,
+) -> None:
     llm.delay(2.0)
     llm.reply("too late")
-    with pytest.raises(LLMUnavailable, match=r"did not answer in time.*CHARLIE_LLM_TIMEOUT"):
+    with pytest.raises(LLMUnavailable, match=r"sent nothing for 0.3 s.*CHARLIE_LLM_TIMEOUT"):
+        client(llm, timeout=0.3, retries=2).chat([])
+    assert len(llm.requests) == 1  # a second copy would queue behind the first at the server
+
+
+def test_the_timeout_is_on_silence_not_on_the_whole_answer(llm: ScriptedLLMServer) -> None:
+    llm.reply("a steady answer that takes longer than the timeout", chunk_size=4, chunk_delay=0.05)
+    started = time.monotonic()
+    answer = client(llm, timeout=0.3).chat([])
+    assert time.monotonic() - started > 0.3
+    assert answer.content == "a steady answer that takes longer than the timeout"
+    llm.reply("starts, then goes quiet", chunk_size=4, chunk_delay=0.6)
+    with pytest.raises(LLMUnavailable, match=r"sent nothing for 0\.3 s"):
         client(llm, timeout=0.3).chat([])
 
 

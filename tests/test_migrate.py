@@ -122,6 +122,11 @@ ROWS: dict[str, list[str]] = {
         MESSAGE.replace(") VALUES", ", parent_id, hidden) VALUES")
         + "(9, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Marble.', '[]', '2026-01-14', 3, 1)",
     ],
+    "m011_model_habits_and_distill_backoff": [
+        "INSERT INTO model_habits VALUES ('http://127.0.0.1:8080/v1 qwen', 1, NULL, 1, 2, "
+        "'a tool call Charlie could not read', '2026-12-01')",
+        "UPDATE conversations SET distill_failed_at = 9, distill_failures = 2 WHERE id = 3",
+    ],
 }
 
 
@@ -151,6 +156,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "discord_bindings",
         "discord_suggestion_messages",
         "api_tokens",
+        "model_habits",
     }
     assert columns(conn, "messages") == [
         "id",
@@ -170,7 +176,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "parent_id",
         "hidden",
     ]
-    assert columns(conn, "conversations")[-8:] == [
+    assert columns(conn, "conversations")[-10:] == [
         "distill_claim",
         "distill_claimed_at",
         "title",
@@ -179,6 +185,8 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "archived_at",
         "deleted_at",
         "source_id",
+        "distill_failed_at",
+        "distill_failures",
     ]
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()

@@ -145,7 +145,7 @@ def test_unknown_tool_and_bad_arguments_go_back_to_the_model(
         (False, None),
     ]
     answers = [r["messages"][-1]["content"] for r in llm.requests[1:5]]
-    assert "there is no tool 'delete_everything' loaded" in answers[0]
+    assert "there is no tool 'delete_everything'. The tools are: load_tools, now" in answers[0]
     assert "not valid JSON" in answers[1]
     assert "'soon' is not a date" in answers[2]
     assert "needs the argument days" in answers[3]

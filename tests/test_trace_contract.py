@@ -20,6 +20,7 @@ from charlie.trace import (
     Called,
     Hit,
     Loaded,
+    Moded,
     Preloaded,
     Step,
     Stopped,
@@ -43,6 +44,11 @@ EXAMPLES: list[Step] = [
     Called("search_notes", {"query": "zebras"}, True, "no notes", 3.0, hits=(), count=0),
     Called("read_note", {"note": "kitchen/worktops"}, True, "read Worktop decision", 1.0),
     Called("create_note", {"title": "x"}, True, "created kitchen/x", 2.0, writes=True),
+    Called(
+        "search_notes", {"query": "oak?"}, True, "1 note", 4.0, hits=HITS[:1], count=1, by="charlie"
+    ),
+    Moded("constrained", "auto: the model's tool use failed in 2 answers in a row"),
+    Moded("text", "tool_mode = text (set)"),
     *(Called("now", "{oops", False, "refused", 0.1, guard=guard) for guard in GUARDS),
     *(Stopped(guard, f"because of {guard}") for guard in GUARDS),
 ]
@@ -86,6 +92,7 @@ def test_a_search_step_carries_its_hits_as_fields() -> None:
             },
         ],
         "count": 2,
+        "by": "model",
     }
 
 
@@ -104,6 +111,7 @@ def test_a_search_step_carries_its_hits_as_fields() -> None:
             "guard": "sleepy",
         },
         {"type": "load", "ok": True},
+        {"type": "mode", "mode": "telepathy", "reason": "x"},
     ],
 )
 def test_a_step_this_charlie_does_not_know_fails_loudly(data: dict[str, Any]) -> None:
@@ -118,6 +126,19 @@ def test_the_cli_and_discord_render_every_kind_and_refuse_an_unknown_one(render:
         assert line is None or isinstance(line, str)
     with pytest.raises(AssertionError):
         render({"type": "tool_call", "name": "now"})  # a dict is not a step
+
+
+def test_the_cli_says_which_look_ups_were_charlies_own_and_which_mode_was_used() -> None:
+    own = next(s for s in EXAMPLES if isinstance(s, Called) and s.by == "charlie")
+    assert (
+        cli_line(own) == "· Charlie looked up: search_notes('oak?') → 1 note: Worktop decision 0.82"
+    )
+    moded = next(s for s in EXAMPLES if isinstance(s, Moded))
+    assert cli_line(moded) == (
+        "· tool mode: constrained (auto: the model's tool use failed in 2 answers in a row)"
+    )
+    assert cli_line(Moded("native", "auto: nothing seen of this model yet")) is None
+    assert discord_line(moded) is None
 
 
 def test_the_cli_lists_the_hits_and_discord_counts_them() -> None:

@@ -52,7 +52,10 @@ def test_every_kind_of_step_renders_from_its_fields(page: Page, server: Server) 
     ]
     assert rendered["steps"][5]["found"] == []  # a search that found nothing
     assert not any("unknown step" in line for line in lines)
-    assert rendered["headline"].startswith("Trace · 12 tool calls")
+    assert lines[8] == 'Charlie looked up search_notes("oak?") → 1 note'
+    assert lines[9] == "mode constrained steps"
+    assert lines[10] == "mode tool calls written as text"
+    assert rendered["headline"].startswith("Trace · 14 tool calls")
     # The console fixture fails the test on any console error: every kind and every guard
     # (EXAMPLES has them all) was known.
 

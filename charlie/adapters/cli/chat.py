@@ -9,8 +9,8 @@ from typing import assert_never
 
 import click
 
+from charlie import batches, conversations, distill, memory, suggestions, trace
 from charlie import chat as core_chat
-from charlie import conversations, distill, memory, suggestions, trace
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -37,6 +37,8 @@ def trace_line(step: trace.Step) -> str | None:
             return f"· hint: {', '.join(categories)}" if categories else None
         case trace.Loaded(category=category, ok=ok):
             return f"· loaded {category} tools{'' if ok else ' (no such category)'}"
+        case trace.Moded(mode=mode, reason=reason):
+            return f"· tool mode: {mode} ({reason})" if mode != "native" else None
         case trace.Stopped(guard=guard, detail=detail):
             return f"· stopped: {detail or guard}"
         case trace.Called():
@@ -56,7 +58,8 @@ def _call_line(step: trace.Called) -> str:
     write = " [write]" if step.writes else ""
     found = ", ".join(f"{hit.title} {hit.score:.2f}" for hit in step.hits or ())
     summary = f"{step.summary}: {found}" if found else step.summary
-    return f"· {mark}{step.name}({shown}){write} → {summary}"
+    who = "Charlie looked up: " if step.by == "charlie" else ""
+    return f"· {who}{mark}{step.name}({shown}){write} → {summary}"
 
 
 class Printer:
@@ -191,7 +194,11 @@ def _interactive(
             continue
         if command == "/distill":
             try:
-                click.echo(distilled_line(distill.distill(home, channel, llm)), err=True)
+                results = list(batches.distill_all(home, channel, llm))
+                if not results:
+                    raise distill.nothing_new(channel)
+                for result in results:
+                    click.echo(distilled_line(result), err=True)
             except CharlieError as exc:
                 click.echo(f"Error: {exc}", err=True)
             continue

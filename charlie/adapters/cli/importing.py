@@ -10,7 +10,7 @@ from typing import IO
 
 import click
 
-from charlie import exports, importing
+from charlie import batches, exports, importing
 from charlie.adapters.cli.common import (
     distilled_line,
     message_index,
@@ -257,7 +257,7 @@ def _distill(home: Home, channel: Channel, quiet: bool) -> tuple[int, str | None
     done = 0
     try:
         with opened_llm(home) as llm:
-            for result in importing.distill_pending(home, channel, llm):
+            for result in batches.distill_all(home, channel, llm):
                 done += 1
                 if not quiet:
                     click.echo(distilled_line(result))
@@ -289,7 +289,7 @@ def _distill_threads(
     failure = None
     try:
         with opened_llm(home) as llm:
-            messages, requests = importing.distill_calls(home, threads, llm)
+            messages, requests = batches.requests_needed(home, threads, llm)
             if not quiet:
                 click.echo(
                     f"Folding {messages:,} {_plural(messages, 'message')} of {len(threads):,} "
@@ -298,7 +298,7 @@ def _distill_threads(
                     err=True,
                 )
             for thread in threads:
-                for result in importing.distill_pending(home, thread, llm):
+                for result in batches.distill_all(home, thread, llm):
                     made += 1
                     if not quiet:
                         click.echo(f"[{made}/{max(requests, made)}] {distilled_line(result)}")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from charlie import distill, memory
+from charlie import batches, distill, memory
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -112,10 +112,9 @@ def distill_command(project: str | None, private: bool, user_name: str | None) -
     """Distill the conversation into memory now, without waiting for the cadence."""
     with opened_home() as home, opened_llm(home) as llm:
         channel, _ = resolve_channel(home, project, private, user_name, create=False)
-        token = distill.claim(home, channel)
-        if token is None:
-            raise CharlieError(f"A distillation of {channel.label} is running; try again soon.")
-        try:
-            click.echo(distilled_line(distill.distill(home, channel, llm)))
-        finally:
-            distill.release(home, channel, token)
+        done = 0
+        for result in batches.distill_all(home, channel, llm):
+            click.echo(distilled_line(result))  # one line a batch: each fits the model
+            done += 1
+        if not done:
+            raise distill.nothing_new(channel)

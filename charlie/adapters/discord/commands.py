@@ -7,7 +7,7 @@ in a worker thread and sends the text (only to the person who asked). Failures a
 
 from __future__ import annotations
 
-from charlie import distill, links, memory, projects
+from charlie import batches, distill, links, memory, projects
 from charlie.adapters.discord.conversation import caller, channel_for
 from charlie.adapters.discord.store import Place, bind, bound_slug, unbind
 from charlie.conversations import Channel
@@ -60,20 +60,19 @@ def distill_text(home: Home, llm: LLMClient, place: Place, discord_id: int) -> s
     """Distill the conversation into memory now, without waiting for the cadence."""
     user = caller(home, discord_id)
     channel = channel_for(home, place, user)
-    token = distill.claim(home, channel)
-    if token is None:
-        raise CharlieError("A distillation of this conversation is running; try again soon.")
-    try:
-        result = distill.distill(home, channel, llm)
-    finally:
-        distill.release(home, channel, token)
+    results = list(batches.distill_all(home, channel, llm))  # in batches that fit the model
+    if not results:
+        raise distill.nothing_new(channel)
+    result = results[-1]
+    first = results[0].first_message_id
     m = result.memory
     line = (
-        f"🧠 Memory of {_title(channel)} updated from messages {result.first_message_id}–"
+        f"🧠 Memory of {_title(channel)} updated from messages {first}–"
         f"{result.last_message_id}: {len(m.decisions)} decisions, {len(m.quotes)} quotes."
     )
-    if result.rejected_quotes:
-        line += f" {len(result.rejected_quotes)} quote(s) were not verbatim and were left out."
+    rejected = sum(len(r.rejected_quotes) for r in results)
+    if rejected:
+        line += f" {rejected} quote(s) were not verbatim and were left out."
     return line
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from charlie.llm import preview
-from charlie.trace import Called, Loaded, Preloaded, Step, Stopped
+from charlie.trace import Called, Loaded, Moded, Preloaded, Step, Stopped
 
 LIMIT = 2000  # characters in one Discord message
 FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -187,7 +187,7 @@ def trace_line(step: Step) -> str | None:
     """One short line for a step of the tool loop, e.g. "searched notes for 'JWT refresh'
     → 3 notes"; None for steps not worth a line."""
     match step:
-        case Preloaded():
+        case Preloaded() | Moded():
             return None
         case Loaded(category=category, ok=ok):
             return f"loaded the {category} tools" if ok else None

@@ -17,6 +17,13 @@ const GUARDS = {
   write_not_allowed: 'write not allowed in this project',
   write_refused: 'write refused',
   timeout: 'timed out',
+  unreadable_call: 'a tool call Charlie could not read',
+};
+
+const MODES = {
+  native: 'native tool calls',
+  text: 'tool calls written as text',
+  constrained: 'constrained steps',
 };
 
 function guardText(guard) {
@@ -55,8 +62,13 @@ function stepLine(step) {
         ` ${step.category}`,
         step.ok ? ` → ${step.tools.join(', ') || 'loaded'}` : badge('unknown category', 'error'),
       ];
+    case 'mode':
+      if (!(step.mode in MODES)) console.error(`Unknown tool mode ${JSON.stringify(step.mode)}`);
+      return [h('span', { class: 'step-label' }, 'mode'), ` ${MODES[step.mode] || step.mode}`];
     case 'tool_call':
       return [
+        step.by === 'charlie' ? h('span', { class: 'step-label' }, 'Charlie looked up') : null,
+        step.by === 'charlie' ? ' ' : null,
         h('code', { class: 'step-call' }, callText(step)),
         ' → ',
         h('span', { class: 'step-summary' }, step.summary || (step.ok ? 'done' : 'failed')),
@@ -106,6 +118,7 @@ function stepDetail(step) {
     parts.push(
       facts([
         ['tool', step.name],
+        ['asked by', step.by === 'charlie' ? 'Charlie (its own look-up)' : 'the model'],
         ['result', step.summary],
         ['found', step.count],
         ['status', step.ok ? 'ok' : 'failed'],
@@ -115,6 +128,7 @@ function stepDetail(step) {
       ]),
     );
   }
+  if (step.type === 'mode') parts.push(h('p', {}, step.reason));
   parts.push(
     h(
       'details',
@@ -147,10 +161,11 @@ export function traceStep(step) {
 
 /**
  * Whether a trace has something to show: a tool loaded or called, or a guard. The hint of
- * which tools were pre-loaded comes with every answer, so on its own it is not shown.
+ * which tools were pre-loaded, and the tool mode, come with every answer, so on their own
+ * they are not shown.
  */
 export function usedTools(steps) {
-  return steps.some((step) => step.type !== 'suggested');
+  return steps.some((step) => step.type !== 'suggested' && step.type !== 'mode');
 }
 
 function headline(steps) {

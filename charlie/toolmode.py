@@ -1,0 +1,138 @@
+"""How an answer offers tools to the model — and, in `auto`, which way suits this model.
+
+- `native`: the tools go in the request's `tools`; the model answers with `tool_calls`
+  (or writes them as text, which `charlie.textcalls` reads all the same).
+- `text`: the tools are described in the prompt and the model writes its calls as text —
+  for servers that drop `tools` (llama.cpp without `--jinja`).
+- `constrained`: Charlie asks for the next step as JSON held to a schema (`json_schema`:
+  which tool and its arguments, or `answer`), runs the tool, then asks for the answer in
+  plain text — for models that narrate tools instead of calling them, or write calls
+  nobody can read. Charlie also looks things up itself first (`charlie.toolloop`).
+- `auto` (the default) picks from what was seen of this model, kept in the database so
+  every process (the server, `charlie chat -m`, the Discord bot) picks the same: what
+  `charlie doctor` observed, and how many answers in a row the model's tool use failed.
+
+The choice comes with its reason, shown in the answer's trace and by `charlie doctor`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from charlie.db import now
+from charlie.home import Home
+from charlie.trace import ToolMode
+
+Setting = Literal["auto", "native", "text", "constrained"]
+Outcome = Literal["used", "missed", "none"]
+MISSES_FOR_CONSTRAINED = 2  # answers in a row whose tool use failed before auto constrains
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The mode of one answer, why, and whether Charlie looks things up itself first."""
+
+    mode: ToolMode
+    reason: str
+
+    @property
+    def looks_up(self) -> bool:
+        return self.mode == "constrained"
+
+
+@dataclass(frozen=True)
+class Habits:
+    """What was seen of one model on one server (None: not probed)."""
+
+    native_calls: bool | None = None
+    text_calls: bool | None = None
+    json_schema: bool | None = None
+    misses: int = 0
+    last_miss: str = ""
+
+
+def key(base_url: str, model: str) -> str:
+    return f"{base_url.rstrip('/')} {model}"
+
+
+def habits(home: Home, base_url: str, model: str) -> Habits:
+    row = home.db.execute(
+        "SELECT * FROM model_habits WHERE key = ?", (key(base_url, model),)
+    ).fetchone()
+    if row is None:
+        return Habits()
+
+    def flag(value: int | None) -> bool | None:
+        return None if value is None else bool(value)
+
+    return Habits(
+        flag(row["native_calls"]),
+        flag(row["text_calls"]),
+        flag(row["json_schema"]),
+        int(row["misses"]),
+        str(row["last_miss"]),
+    )
+
+
+def decide(setting: Setting, seen: Habits) -> Choice:
+    """The mode for `setting`, given what was seen of the model."""
+    if setting != "auto":
+        return Choice(setting, f"tool_mode = {setting} (set)")
+    schema_ok = seen.json_schema is not False
+    if seen.misses >= MISSES_FOR_CONSTRAINED and schema_ok:
+        return Choice(
+            "constrained",
+            f"auto: the model's tool use failed in {seen.misses} answers in a row "
+            f"({seen.last_miss})",
+        )
+    if seen.native_calls is False and seen.text_calls is False and schema_ok:
+        return Choice("constrained", "auto: charlie doctor saw the model make no tool call")
+    if seen.native_calls is False and seen.text_calls:
+        return Choice("text", "auto: the server drops tools; the model writes calls as text")
+    if seen.native_calls:
+        return Choice("native", "auto: charlie doctor saw native tool calls")
+    return Choice("native", "auto: nothing seen of this model yet")
+
+
+def choose(home: Home, setting: Setting, base_url: str, model: str) -> Choice:
+    return decide(setting, habits(home, base_url, model))
+
+
+def record_answer(home: Home, base_url: str, model: str, outcome: Outcome, why: str = "") -> None:
+    """After an answer that offered tools: a failure counts towards constrained mode, a
+    tool used well starts the count again, an answer that needed none changes nothing."""
+    if outcome == "none":
+        return
+    misses = "misses + 1" if outcome == "missed" else "0"
+    home.db.execute(
+        "INSERT INTO model_habits (key, misses, last_miss, updated_at) VALUES (?, ?, ?, ?) "
+        f"ON CONFLICT(key) DO UPDATE SET misses = {misses}, "
+        "last_miss = CASE WHEN excluded.misses > 0 THEN excluded.last_miss ELSE last_miss END, "
+        "updated_at = excluded.updated_at",
+        (key(base_url, model), int(outcome == "missed"), why, now()),
+    )
+
+
+def record_probe(
+    home: Home,
+    base_url: str,
+    model: str,
+    *,
+    native_calls: bool | None,
+    text_calls: bool | None,
+    json_schema: bool | None,
+) -> None:
+    """What `charlie doctor` observed; the count of failed answers starts again."""
+    home.db.execute(
+        "INSERT INTO model_habits (key, native_calls, text_calls, json_schema, misses, "
+        "updated_at) VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT(key) DO UPDATE SET "
+        "native_calls = excluded.native_calls, text_calls = excluded.text_calls, "
+        "json_schema = excluded.json_schema, misses = 0, last_miss = '', "
+        "updated_at = excluded.updated_at",
+        (key(base_url, model), _int(native_calls), _int(text_calls), _int(json_schema), now()),
+    )
+
+
+def _int(flag: bool | None) -> int | None:
+    return None if flag is None else int(flag)
