@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 import httpx
 
-from charlie import textcalls
+from charlie import textcalls, toolmode
 from charlie.config import Settings
+from charlie.home import Home
 from charlie.llm import LLMClient
 
 Status = Literal["ok", "warn", "fail", "skip"]
@@ -49,6 +50,20 @@ ADD_TOOL = {
         },
     },
 }
+LOOKUP_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "search_notes",
+        "description": "Search the household's notes by meaning and keywords.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What to look for."}},
+            "required": ["query"],
+        },
+    },
+}
+LOOKUP_QUESTION = "What did we decide about the kitchen worktops? Look it up in our notes."
+LOOKUP_SYSTEM = "You are a household assistant. Look things up with the tools you have."
 ANSWER_SCHEMA = {
     "type": "json_schema",
     "json_schema": {
@@ -95,6 +110,8 @@ class Report:
     server: str
     model: str
     checks: list[Check] = field(default_factory=list)
+    # What the model did with tools, for `auto` (`charlie.toolmode`); None: not probed.
+    habits: toolmode.Habits | None = None
 
     @property
     def ok(self) -> bool:
@@ -134,6 +151,8 @@ class _Probe:
         )
         self.model = settings.llm_model
         self.names: list[str] = []  # what `GET /models` listed
+        self.native_calls: bool | None = None  # the model called a tool offered natively
+        self.text_calls: bool | None = None  # … one described in the prompt, as text
 
     def limit(self) -> float:
         left = self.deadline - time.monotonic()
@@ -314,6 +333,61 @@ def _tools(probe: _Probe) -> Check:
     raise _Failed("no tool call: the server ignored the tools", FIX_TOOLS)
 
 
+def _tool_use(probe: _Probe) -> Check:
+    """What the model does, unforced, with a question a tool answers: a native call, a call
+    written as text that Charlie reads, or none — then with the tool described in the
+    prompt instead. This decides the tool mode `auto` starts with."""
+    known = textcalls.known_of([LOOKUP_TOOL])
+    response = probe.chat(
+        [
+            {"role": "system", "content": LOOKUP_SYSTEM},
+            {"role": "user", "content": LOOKUP_QUESTION},
+        ],
+        tools=[LOOKUP_TOOL],
+        max_tokens=96,
+    )
+    content = ""
+    if response.status_code < 400:
+        message = _message(response)
+        named = [(c.get("function") or {}).get("name") for c in message.get("tool_calls") or []]
+        content = str(message.get("content") or "")
+        if "search_notes" in named:
+            probe.native_calls = True
+            return Check("tool use", "ok", "the model called a tool natively, unasked")
+        read = textcalls.read(content, known)
+        if read.calls:
+            probe.native_calls = True
+            return Check("tool use", "ok", "a call written as text, which Charlie reads")
+    probe.native_calls = False
+    described = toolmode.TEXT_TOOLS.format(toolmode.tool_line(LOOKUP_TOOL["function"]))
+    response = probe.chat(
+        [
+            {"role": "system", "content": f"{LOOKUP_SYSTEM}\n\n{described}"},
+            {"role": "user", "content": LOOKUP_QUESTION},
+        ],
+        max_tokens=96,
+    )
+    if (
+        response.status_code < 400
+        and textcalls.read(str(_message(response).get("content") or ""), known).calls
+    ):
+        probe.text_calls = True
+        return Check(
+            "tool use",
+            "warn",
+            "a call only with the tool described in the prompt",
+            "Charlie describes tools in the prompt (tool_mode text) for this model",
+        )
+    probe.text_calls = False
+    return Check(
+        "tool use",
+        "warn",
+        "the model answered without calling the tool",
+        "Charlie asks for each step as constrained JSON (tool_mode constrained) and looks "
+        "things up itself",
+    )
+
+
 def _json_schema(probe: _Probe) -> Check:
     fix = (
         "use a server with json_schema output (llama.cpp, LM Studio, Ollama 0.5+); "
@@ -423,12 +497,13 @@ PROBES: list[tuple[str, Callable[[_Probe], Check]]] = [
     ("context window", _context),
     ("streaming", _streaming),
     ("tool calls", _tools),
+    ("tool use", _tool_use),
     ("json_schema", _json_schema),
     ("images", _images),
     ("embeddings", _embeddings),
     ("tokens/s", _speed),
 ]
-ALL_CHECKS = ("reachable", "model", *(name for name, _ in PROBES))
+ALL_CHECKS = ("reachable", "model", *(name for name, _ in PROBES), "tool mode")
 
 
 def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
@@ -473,9 +548,28 @@ def examine(
         report.model = probe.model
         for name, run in PROBES:
             report.checks.append(_guarded(name, probe, partial(run, probe)))
+        schema = next(c for c in report.checks if c.check == "json_schema").status
+        report.habits = toolmode.Habits(probe.native_calls, probe.text_calls, schema == "ok")
+        chosen = toolmode.decide(settings.tool_mode, report.habits)
+        report.checks.append(Check("tool mode", "ok", f"{chosen.mode} ({chosen.reason})"))
         return report
     finally:
         probe.http.close()
+
+
+def remember(home: Home, report: Report) -> None:
+    """Keep what the doctor saw of the model, so `auto` starts from it (and the count of
+    failed answers starts again)."""
+    if report.habits is None or not report.model:
+        return
+    toolmode.record_probe(
+        home,
+        report.server,
+        report.model,
+        native_calls=report.habits.native_calls,
+        text_calls=report.habits.text_calls,
+        json_schema=report.habits.json_schema,
+    )
 
 
 def _skipped(report: Report, why: str) -> Report:

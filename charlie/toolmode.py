@@ -18,7 +18,7 @@ The choice comes with its reason, shown in the answer's trace and by `charlie do
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from charlie.db import now
 from charlie.home import Home
@@ -27,6 +27,11 @@ from charlie.trace import ToolMode
 Setting = Literal["auto", "native", "text", "constrained"]
 Outcome = Literal["used", "missed", "none"]
 MISSES_FOR_CONSTRAINED = 2  # answers in a row whose tool use failed before auto constrains
+TEXT_TOOLS = (
+    "You can use these tools. To use one, write only "
+    '<tool_call>{{"name": "TOOL", "arguments": {{...}}}}</tool_call> and wait for its result; '
+    "otherwise answer in plain words.\n{}"
+)
 
 
 @dataclass(frozen=True)
@@ -87,12 +92,12 @@ def decide(setting: Setting, seen: Habits) -> Choice:
             f"({seen.last_miss})",
         )
     if seen.native_calls is False and seen.text_calls is False and schema_ok:
-        return Choice("constrained", "auto: charlie doctor saw the model make no tool call")
+        return Choice("constrained", "auto: doctor saw no tool call")
     if seen.native_calls is False and seen.text_calls:
-        return Choice("text", "auto: the server drops tools; the model writes calls as text")
+        return Choice("text", "auto: doctor saw calls only as text")
     if seen.native_calls:
-        return Choice("native", "auto: charlie doctor saw native tool calls")
-    return Choice("native", "auto: nothing seen of this model yet")
+        return Choice("native", "auto: doctor saw tool calls")
+    return Choice("native", "auto: nothing seen of the model yet")
 
 
 def choose(home: Home, setting: Setting, base_url: str, model: str) -> Choice:
@@ -132,6 +137,13 @@ def record_probe(
         "updated_at = excluded.updated_at",
         (key(base_url, model), _int(native_calls), _int(text_calls), _int(json_schema), now()),
     )
+
+
+def tool_line(function: dict[str, Any]) -> str:
+    """`name(a, b): what it does` — one line a small model can read."""
+    parameters = ", ".join((function.get("parameters") or {}).get("properties") or {})
+    description = str(function.get("description") or "").split(". ")[0].rstrip(".")
+    return f"- {function['name']}({parameters}): {description}"
 
 
 def _int(flag: bool | None) -> int | None:

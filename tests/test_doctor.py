@@ -39,7 +39,8 @@ JSON_FIX = (
 def capable(request: dict[str, Any]) -> Any:
     """A server that does everything right: native tool calls, schema-valid JSON, text."""
     if request.get("tools"):
-        return ToolCallsReply([("add", {"a": 2, "b": 3})])
+        name = request["tools"][0]["function"]["name"]
+        return ToolCallsReply([(name, {"a": 2, "b": 3} if name == "add" else {"query": "oak"})])
     if request.get("response_format"):
         return '{"answer": 5}'
     return "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
@@ -62,14 +63,18 @@ def test_a_capable_server_passes_every_check(charlie: Cli, llm: ScriptedLLMServe
         CONTEXT_DEFAULT,
     ]
     assert re.fullmatch(r"streaming       ok: 8 chunks, first after \d+\.\d s", out[5])
-    assert out[6:10] == [
+    assert out[6:11] == [
         'tool calls      ok: native call add({"a": 2, "b": 3})',
+        "tool use        ok: the model called a tool natively, unasked",
         'json_schema     ok: valid JSON {"answer": 5}',
         "images          ok: a PNG was accepted",
         "embeddings      not used (CHARLIE_EMBEDDINGS=local)",
     ]
-    assert re.fullmatch(r"tokens/s        ok: [\d.]+ tokens/s \(8 tokens in \d+\.\d s\)", out[10])
-    assert out[11:] == ["Charlie can chat with this server."]
+    assert re.fullmatch(r"tokens/s        ok: [\d.]+ tokens/s \(8 tokens in \d+\.\d s\)", out[11])
+    assert out[12:] == [
+        "tool mode       ok: native (auto: doctor saw tool calls)",
+        "Charlie can chat with this server.",
+    ]
     sent = [r for r in llm.requests if r.get("tools")]
     assert sent[0]["tool_choice"] == "required"
     image = llm.requests[-2]["messages"][0]["content"][1]["image_url"]["url"]
@@ -128,7 +133,7 @@ def test_a_server_refusing_images_says_not_supported(charlie: Cli, llm: Scripted
     llm.default = no_images
     result = charlie("doctor", "--json")
     assert result.exit_code == 0
-    images = json.loads(result.output)["checks"][6]
+    images = json.loads(result.output)["checks"][7]
     assert images == {
         "check": "images",
         "status": "warn",
@@ -183,10 +188,12 @@ def test_a_missing_model_fails_and_skips_the_rest(
         "context window  not run: the model is not available",
         "streaming       not run: the model is not available",
         "tool calls      not run: the model is not available",
+        "tool use        not run: the model is not available",
         "json_schema     not run: the model is not available",
         "images          not run: the model is not available",
         "embeddings      not run: the model is not available",
         "tokens/s        not run: the model is not available",
+        "tool mode       not run: the model is not available",
         "Charlie cannot chat with this server until the FAIL lines above are fixed.",
     ]
     assert llm.requests == []  # no model call made for a model that is not there
@@ -345,10 +352,12 @@ def test_the_web_app_runs_the_same_checks_on_request(home: Home, llm: ScriptedLL
         ("context window", "warn"),
         ("streaming", "ok"),
         ("tool calls", "ok"),
+        ("tool use", "ok"),
         ("json_schema", "ok"),
         ("images", "ok"),
         ("embeddings", "skip"),
         ("tokens/s", "ok"),
+        ("tool mode", "ok"),
     ]
     assert report["checks"][2]["fix"] == (
         "set CHARLIE_LLM_CONTEXT to the window the server runs the model with"
@@ -390,3 +399,82 @@ def test_a_server_that_hangs_up_is_told_apart_from_one_that_is_not_there(
         "reachable       FAIL: the connection broke (Server disconnected without sending a "
         "response.)  check the server's log, restart it"
     )
+
+
+# ------------------------------------------------------------------ tool use and the mode
+
+
+def unforced(answer: Any, *, described: Any = "I would look in the notes.") -> Any:
+    """A server whose model calls tools when forced (`tool_choice: required`), and answers
+    the doctor's unforced question with `answer` (and, with the tool described in the
+    prompt instead, with `described`)."""
+
+    def respond(request: dict[str, Any]) -> Any:
+        if request.get("tools") and request.get("tool_choice") != "required":
+            return answer
+        system = str(request["messages"][0].get("content") or "")
+        if "<tool_call>" in system and not request.get("tools"):
+            return described
+        return capable(request)
+
+    return respond
+
+
+def test_a_call_written_as_text_is_one_charlie_reads_and_native_mode_is_kept(
+    charlie: Cli, llm: ScriptedLLMServer
+) -> None:
+    llm.default = unforced(
+        '<function name="search_notes" arguments=\'{"query": "worktops"}\'></function>'
+    )
+    found = run_with(charlie, llm)
+    assert found["tool use"] == "tool use        ok: a call written as text, which Charlie reads"
+    assert found["tool mode"] == "tool mode       ok: native (auto: doctor saw tool calls)"
+
+
+def test_a_model_that_narrates_gets_constrained_steps_from_then_on(
+    charlie: Cli, llm: ScriptedLLMServer
+) -> None:
+    llm.default = unforced("To find it, Charlie can use the search_notes function.")
+    found = run_with(charlie, llm)
+    assert found["tool use"].startswith(
+        "tool use        warn: the model answered without calling the tool"
+    )
+    assert "tool_mode constrained" in found["tool use"]
+    assert found["tool mode"] == ("tool mode       ok: constrained (auto: doctor saw no tool call)")
+    # Remembered: the next chat (another process, as `charlie chat -m` is) uses it.
+    charlie("projects", "create", "Kitchen")
+    llm.default = lambda request: (
+        '{"tool": "answer"}' if request.get("response_format") else "Oak, 38 mm."
+    )
+    result = charlie("chat", "-p", "kitchen", "-m", "How thick are the worktops?")
+    assert result.exit_code == 0, result.output
+    assert "· tool mode: constrained (auto: doctor saw no tool call)" in result.output
+    schemas = [
+        r["response_format"]["json_schema"]["name"]
+        for r in llm.requests
+        if r.get("response_format")
+    ]
+    assert "step" in schemas  # each step asked as JSON held to a schema
+
+
+def test_a_server_that_drops_tools_gets_them_described_in_the_prompt(
+    charlie: Cli, llm: ScriptedLLMServer
+) -> None:
+    llm.default = unforced(
+        "I'll look.",
+        described='<tool_call>{"name": "search_notes", "arguments": {"query": "oak"}}</tool_call>',
+    )
+    found = run_with(charlie, llm)
+    assert found["tool use"].startswith(
+        "tool use        warn: a call only with the tool described in the prompt"
+    )
+    assert found["tool mode"] == "tool mode       ok: text (auto: doctor saw calls only as text)"
+
+
+def test_a_mode_that_is_set_is_the_mode_used_whatever_was_seen(
+    charlie: Cli, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm.default = unforced("No tools for me.")
+    monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")
+    found = run_with(charlie, llm)
+    assert found["tool mode"] == "tool mode       ok: native (tool_mode = native (set))"

@@ -7,6 +7,7 @@ import json
 import click
 
 from charlie import doctor
+from charlie.adapters.cli.common import opened_home
 from charlie.config import load_settings
 
 
@@ -28,6 +29,8 @@ def doctor_command(as_json: bool, timeout: float) -> None:
     """
     settings = load_settings()
     report = doctor.examine(settings, timeout=timeout)
+    with opened_home() as home:
+        doctor.remember(home, report)  # `auto` starts from what it saw
     if as_json:
         click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=1))
     else:

@@ -1,0 +1,30 @@
+"""Telling a distillation request from a chat request, and scripting the model's answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def is_distillation(request: dict[str, Any]) -> bool:
+    return str(request["messages"][0]["content"]).startswith("You maintain the long-term memory")
+
+
+def is_step(request: dict[str, Any]) -> bool:
+    """A constrained tool step: JSON held to the `step` schema."""
+    response_format = request.get("response_format") or {}
+    return (response_format.get("json_schema") or {}).get("name") == "step"
+
+
+def distill_answer(
+    summary: str = "Planning the kitchen.",
+    decisions: tuple[str, ...] = ("Oak worktops",),
+    quotes: tuple[tuple[str, str], ...] = (),
+) -> str:
+    return json.dumps(
+        {
+            "summary": summary,
+            "decisions": list(decisions),
+            "quotes": [{"speaker": s, "text": t} for s, t in quotes],
+        }
+    )

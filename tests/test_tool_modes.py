@@ -1,0 +1,241 @@
+"""The tool modes against the scripted server: constrained steps with Charlie's own look-ups,
+tools described in text, and `auto`, which learns from what the model does and keeps it
+in the database for every process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from llm_double import ErrorReply, ScriptedLLMServer
+from support.distilling import is_step
+
+from charlie import chat, conversations, notes, toolmode
+from charlie.conversations import Channel, private_channel, shared_channel
+from charlie.home import Home
+from charlie.llm import LLMClient
+from charlie.projects import Project, create_project, update_project
+from charlie.trace import Called, Moded, Stopped
+from charlie.users import User, ensure_user
+
+
+@pytest.fixture
+def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
+    made = LLMClient(llm.base_url, "test-model", retries=0)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def alice(home: Home) -> User:
+    return ensure_user(home.db, "alice")
+
+
+@pytest.fixture
+def kitchen(home: Home) -> Project:
+    made = create_project(home, "Kitchen")
+    notes.create_note(made, "Plumber", "Dave Rossi comes on Thursday 11 December at 8am.")
+    notes.create_note(made, "Worktops", "Solid oak worktops, 38 mm thick, oiled each spring.")
+    return made
+
+
+def turn(home: Home, client: LLMClient, channel: Channel, user: User, text: str) -> list[Any]:
+    return list(chat.turn(home, client, channel, user, text))
+
+
+def steps(events: list[Any]) -> list[Any]:
+    return [e.step for e in events if isinstance(e, chat.TraceEvent)]
+
+
+def shown(events: list[Any]) -> str:
+    return "".join(e.text for e in events if isinstance(e, chat.Token))
+
+
+def constrained(home: Home, project: Project) -> Channel:
+    return shared_channel(home, update_project(home, project.slug, tool_mode="constrained"))
+
+
+# ---------------------------------------------------------------- constrained
+
+
+def test_constrained_looks_up_first_asks_each_step_as_json_then_answers_in_text(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = constrained(home, kitchen)
+    llm.reply('{"tool": "read_note", "arguments": {"note": "kitchen/plumber"}}')
+    llm.reply('{"tool": "answer"}')
+    llm.reply("Dave comes on Thursday 11 December at 8am.", chunk_size=16)
+    events = turn(home, client, channel, alice, "Who is our plumber?")
+    trace = steps(events)
+    assert Moded("constrained", "tool_mode = constrained (set)") in trace
+    own = [s for s in trace if isinstance(s, Called) and s.by == "charlie"]
+    assert [s.name for s in own] == ["search_notes", "search_conversation"]
+    assert own[0].hits and own[0].hits[0].key == "kitchen/plumber"
+    model = [s for s in trace if isinstance(s, Called) and s.by == "model"]
+    assert [(s.name, s.ok) for s in model] == [("read_note", True)]
+    first, second, answer = llm.requests
+    assert is_step(first) and is_step(second) and not is_step(answer)
+    assert "tools" not in first and "tools" not in answer
+    branches = first["response_format"]["json_schema"]["schema"]["anyOf"]
+    names = [b["properties"]["tool"]["const"] for b in branches]
+    assert "read_note" in names and names[-1] == "answer"
+    # The look-up and the tool's result are data at the end of the system prompt; the
+    # person's words stay theirs, and nothing of it is stored.
+    system = answer["messages"][0]["content"]
+    assert '<lookup by="Charlie">' in system and 'read_note(note="kitchen/plumber")' in system
+    assert answer["messages"][-1]["content"] == "Who is our plumber?"
+    assert "Choose" in first["messages"][-1]["content"]  # the step's instruction, after them
+    assert shown(events) == "Dave comes on Thursday 11 December at 8am."
+    stored = conversations.recent(home, channel, 2)
+    assert [m.content for m in stored] == [
+        "Who is our plumber?",
+        "Dave comes on Thursday 11 December at 8am.",
+    ]
+
+
+def test_a_hinted_category_beyond_memory_is_used_on_the_first_step(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = constrained(home, kitchen)
+    llm.reply('{"tool": "days_between", "arguments": {"start": "2026-12-01", "end": "2026-12-24"}}')
+    llm.reply('{"tool": "answer"}')
+    llm.reply("23 days.")
+    events = turn(home, client, channel, alice, "How many days from 2026-12-01 to 2026-12-24?")
+    first = llm.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    names = [b["properties"]["tool"]["const"] for b in first]
+    assert names[0] == "days_between"  # the tools sharing words with the message come first
+    assert "answer" not in names  # a small model offered "answer" takes it
+    second = llm.requests[1]["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert second[-1]["properties"]["tool"]["const"] == "answer"
+    assert "days_between" in llm.requests[2]["messages"][0]["content"]
+    assert shown(events) == "23 days."
+
+
+def test_a_step_that_is_not_json_is_a_guard_and_the_answer_still_comes(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = constrained(home, kitchen)
+    llm.reply("I think I should search the notes")
+    llm.reply("The worktops are 38 mm thick.")
+    events = turn(home, client, channel, alice, "How thick are the worktops?")
+    assert any(isinstance(s, Stopped) and s.guard == "unreadable_call" for s in steps(events))
+    assert shown(events) == "The worktops are 38 mm thick."
+
+
+def test_a_server_without_json_schema_is_answered_freely(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = constrained(home, kitchen)
+    llm.respond(lambda request: ErrorReply(400, "response_format is not supported"))
+    llm.reply("38 mm.")
+    events = turn(home, client, channel, alice, "How thick are the worktops?")
+    modes = [s for s in steps(events) if isinstance(s, Moded)]
+    assert [m.mode for m in modes] == ["constrained", "native"]
+    assert "refused json_schema" in modes[1].reason
+    assert llm.requests[-1].get("tools")  # the model may call tools itself now
+    assert "<lookup" in llm.requests[-1]["messages"][0]["content"]  # what was found stays
+    assert shown(events) == "38 mm."
+
+
+def test_the_look_up_in_a_private_channel_never_reaches_another_persons_private_messages(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    bob = ensure_user(home.db, "bob")
+    conversations.add_message(
+        home, private_channel(home, bob), "user", "My secret: the plumber code is 4471.", user=bob
+    )
+    list(chat.index_messages(home))
+    mine = private_channel(home, alice)
+    home.settings.tool_mode = "constrained"
+    llm.reply('{"tool": "answer"}')
+    llm.reply("I don't know the plumber code.")
+    events = turn(home, client, mine, alice, "What is the plumber code?")
+    assert any(isinstance(s, Called) and s.by == "charlie" for s in steps(events))
+    for request in llm.requests:
+        assert "4471" not in json.dumps(request)
+    found = [h for s in steps(events) if isinstance(s, Called) for h in s.hits or ()]
+    assert all("4471" not in h.snippet for h in found)
+
+
+# ---------------------------------------------------------------- text
+
+
+def test_text_mode_describes_the_tools_and_runs_the_call_the_model_writes(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = shared_channel(home, update_project(home, "kitchen", tool_mode="text"))
+    llm.reply('<tool_call>{"name": "read_note", "arguments": {"note": "worktops"}}</tool_call>')
+    llm.reply("38 mm, solid oak.")
+    events = turn(home, client, channel, alice, "What did we note about the worktops?")
+    first = llm.requests[0]
+    assert "tools" not in first
+    assert "- read_note(note): Read one note in full" in first["messages"][0]["content"]
+    assert [s.name for s in steps(events) if isinstance(s, Called)] == ["read_note"]
+    assert shown(events) == "38 mm, solid oak."
+
+
+# ---------------------------------------------------------------- auto
+
+
+def narrates(request: dict[str, Any]) -> Any:
+    if is_step(request):
+        return '{"tool": "answer"}'
+    if request.get("tools"):
+        return "To answer that, Charlie can use the search_notes function."
+    return "Thursday at 8am."
+
+
+def test_auto_turns_to_constrained_steps_after_two_answers_that_miss_and_says_why(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = shared_channel(home, kitchen)
+    llm.default = narrates
+    for _ in range(2):
+        events = turn(home, client, channel, alice, "When is the plumber coming?")
+        assert not any(isinstance(s, Moded) for s in steps(events))  # native: nothing said
+    seen = toolmode.habits(home, client.base_url, "test-model")
+    assert seen.misses == 2 and "search_notes instead of calling it" in seen.last_miss
+    # Another process (a new home on the same database) decides the same.
+    with Home.open(home.settings) as elsewhere:
+        events = turn(elsewhere, client, channel, alice, "When is the plumber coming?")
+    modes = [s for s in steps(events) if isinstance(s, Moded)]
+    assert [m.mode for m in modes] == ["constrained"]
+    assert modes[0].reason.startswith("auto: the model's tool use failed in 2 answers in a row")
+    assert shown(events) == "Thursday at 8am."
+
+
+def test_a_tool_used_well_starts_the_count_again(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = shared_channel(home, kitchen)
+    llm.reply("Charlie can use the search_notes function for that.")
+    turn(home, client, channel, alice, "When is the plumber coming?")
+    llm.tool_calls([("search_notes", {"query": "plumber"})])
+    llm.reply("Thursday.")
+    turn(home, client, channel, alice, "When is the plumber coming?")
+    assert toolmode.habits(home, client.base_url, "test-model").misses == 0
+    llm.reply("Hello!")
+    turn(home, client, channel, alice, "Hi there")  # no tool needed: counts for nothing
+    assert toolmode.habits(home, client.base_url, "test-model").misses == 0
+
+
+def test_an_unknown_tool_gets_one_retry_with_the_real_names_then_an_answer(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = shared_channel(home, kitchen)
+    llm.tool_calls([("read_notes", {"query": "plumber"})])
+    llm.tool_calls([("find_everything", {})])
+    llm.reply("I could not find it.")
+    events = turn(home, client, channel, alice, "When is the plumber coming?")
+    refused = [s for s in steps(events) if isinstance(s, Called)]
+    assert [(s.name, s.guard) for s in refused] == [
+        ("read_notes", "unknown_tool"),
+        ("find_everything", "unknown_tool"),
+    ]
+    retry = llm.requests[1]["messages"][-1]["content"]
+    assert "there is no tool 'read_notes'. The tools are: load_tools, search_notes" in retry
+    assert "tools" not in llm.requests[2]  # asked for an answer after the second miss
+    assert shown(events) == "I could not find it."
+    assert toolmode.habits(home, client.base_url, "test-model").misses == 1
