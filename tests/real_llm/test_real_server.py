@@ -10,6 +10,7 @@ conversation larger than the window still answered).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import httpx
@@ -33,6 +34,15 @@ from .real_llm_support import (
 )
 
 pytestmark = pytest.mark.real_llm
+
+# Which model scripts/real-llm serves (gemma or qwen), read when this file is imported: the
+# autouse `charlie_home` fixture clears every CHARLIE_* variable. Unset: Gemma, as written.
+SERVED = os.environ.get("CHARLIE_REAL_LLM_MODEL_KIND", "gemma")
+NOT_FORCED_WITH_QWEN = (
+    "Gemma's template only: with Qwen2.5-Coder's own (Hermes <tool_call>) template, "
+    'tool_choice: "required" does not hold the model to a call in llama.cpp; it wrote the '
+    "call as a ```json block as text, then newlines up to the cap"
+)
 
 
 def test_a_reply_streams_through_the_client() -> None:
@@ -169,6 +179,7 @@ def test_a_placeholder_memory_from_the_server_is_refused(
     assert len(conversations.undistilled(home, channel)) == 2
 
 
+@pytest.mark.skipif(SERVED == "qwen", reason=NOT_FORCED_WITH_QWEN)
 def test_a_forced_tool_call_is_parsed() -> None:
     """`tool_choice: "required"` makes llama.cpp constrain even a 270M model to a call, which
     its own parser returns as `tool_calls`: Charlie must read it, streamed and whole."""
@@ -260,6 +271,10 @@ def test_the_answer_is_capped_by_max_tokens(monkeypatch: pytest.MonkeyPatch, cha
     assert last.role == "assistant" and last.content.strip()
 
 
+@pytest.mark.skipif(
+    SERVED == "qwen",
+    reason=f"{NOT_FORCED_WITH_QWEN}, so the doctor's tool-call probe warns (written as text)",
+)
 def test_doctor_passes_against_llama_cpp(charlie: Any, charlie_on_real_server: Any) -> None:
     """`charlie doctor` probes the server and prints its table; llama.cpp started with
     --jinja streams, makes native tool calls and keeps to a json_schema. (A 270M model sees
