@@ -371,6 +371,7 @@ def _answer(
         within,
         choice,
     )
+    loop.context.asked = asked.id
     try:
         yield from loop.run(messages, text)
     except LLMError as exc:

@@ -145,10 +145,13 @@ def search_conversation(
     channels = recall.conversations_for(
         context.home, context.user, context.channel, everywhere=all_projects
     )
+    wanted = max(1, min(limit, 10))
     try:
-        found = recaller.recall(context.user, channels, query, limit=max(1, min(limit, 10)))
+        found = recaller.recall(context.user, channels, query, limit=wanted + 1)
     except recall.RecallError as exc:
         raise ToolError(str(exc)) from exc
+    # The question being answered is not what was said earlier.
+    found.hits = [h for h in found.hits if h.message.id != context.asked][:wanted]
     if not found.hits:
         return Result("No earlier messages matched.", "no messages", count=0)
     if any(h.conversation_id != context.channel.conversation_id for h in found.hits):

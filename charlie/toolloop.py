@@ -184,6 +184,9 @@ class ToolLoop:
         forced: str | None = None
         without_tools = False  # the server failed on the model's tool call: text only
         retried = False  # one retry for a call Charlie could not read, or an unknown tool
+        # A question about the household's own things (memory hinted): one answered without
+        # a look-up is a miss for auto.
+        asked_about_memory = "memory" in active and bool(QUESTION.search(_text_of(self._asked)))
         if self.choice.mode == "text":
             messages[0] = {**messages[0], "content": self._with_text_tools(messages[0], active)}
         while True:
@@ -228,16 +231,23 @@ class ToolLoop:
                     )
                 if offer and not calls:
                     self._narrated(self.reply, active)
+                    self._unlooked(asked_about_memory)
                 return
             messages.append(_assistant_message(completion, calls, in_text))
             results = []
             unknown = False
+            repeated = False
             for call in calls:
                 outcome, event = self._call(call, seen, active)
                 unknown |= _guarded(event, "unknown_tool")
+                repeated |= _guarded(event, "duplicate_call")
                 yield event
                 results.append((call, budget.shorten(outcome, self._result_cap())))
             messages.extend(_result_messages(results, in_text))
+            if repeated and not forced:
+                self._missed("it called the same tool again and again")
+                forced = "the same tool call was repeated"
+                yield self._event(trace.Stopped("duplicate_call", forced))
             if unknown:
                 self._missed("a tool that does not exist")
                 if retried:
@@ -337,6 +347,10 @@ class ToolLoop:
 
     def _missed(self, why: str) -> None:
         self.outcome, self.miss = "missed", why
+
+    def _unlooked(self, asked_about_memory: bool) -> None:
+        if self.outcome == "none" and asked_about_memory:
+            self._missed("it answered a question about the household without looking it up")
 
     def _narrated(self, reply: str, active: list[str]) -> None:
         """An answer that talks about a tool by name instead of calling it is a miss."""
@@ -494,6 +508,7 @@ class ToolLoop:
             h
             for h in found.hits
             if h.score >= LOOKUP_MIN_SCORE
+            and h.message.id != context.asked
             and not any(h.message.content.strip() in shown for shown in in_context)
         ][:LOOKUP_MESSAGES]
         if not hits and not found.hits:

@@ -85,6 +85,7 @@ class ToolContext:
     services: dict[str, Any] = field(default_factory=dict)  # lazily built, e.g. the searcher
     cited: list[str] = field(default_factory=list)  # note keys the answer drew on
     found: list[str] = field(default_factory=list)  # note keys search tools returned
+    asked: int | None = None  # the message being answered: recall never offers it back
     extra_projects: list[str] = field(default_factory=list)  # projects switched to
     untrusted: list[str] = field(default_factory=list)  # what others wrote, read so far
 

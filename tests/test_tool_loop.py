@@ -113,9 +113,10 @@ def test_category_requested_mid_turn(
     assert "UTC" in llm.requests[2]["messages"][-1]["content"]
 
 
-def test_repeated_identical_call_is_refused(
+def test_a_repeated_identical_call_is_refused_and_ends_tool_use(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User
 ) -> None:
+    """A small model repeated one call until the round limit (Qwen 1.5B, 6 rounds)."""
     channel = shared_channel(home, create_project(home, "Plain"))
     llm.tool_calls([("date_add", {"start": "2026-01-01", "days": 3})])
     llm.tool_calls([("date_add", {"start": "2026-01-01", "days": 3})])
@@ -124,7 +125,9 @@ def test_repeated_identical_call_is_refused(
     calls = [t for t in trace if t.get("type") == "tool_call"]
     assert [c.get("guard") for c in calls] == [None, "duplicate_call"]
     assert calls[0]["summary"] == "Sunday 2026-01-04"
-    assert "already called" in llm.requests[2]["messages"][-1]["content"]
+    assert "already called" in llm.requests[2]["messages"][-2]["content"]
+    assert llm.requests[2]["messages"][-1]["content"].startswith("Tool use is over")
+    assert "tools" not in llm.requests[2] and len(llm.requests) == 3
 
 
 def test_unknown_tool_and_bad_arguments_go_back_to_the_model(

@@ -239,3 +239,29 @@ def test_an_unknown_tool_gets_one_retry_with_the_real_names_then_an_answer(
     assert "tools" not in llm.requests[2]  # asked for an answer after the second miss
     assert shown(events) == "I could not find it."
     assert toolmode.habits(home, client.base_url, "test-model").misses == 1
+
+
+def test_a_question_about_the_household_answered_without_a_look_up_is_a_miss(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    """Qwen 1.5B answered "In the garage." to a question whose answer it never looked up."""
+    channel = shared_channel(home, kitchen)
+    llm.reply("In the garage.")
+    turn(home, client, channel, alice, "Where did we say the spare key is?")
+    seen = toolmode.habits(home, client.base_url, "test-model")
+    assert seen.misses == 1 and "without looking it up" in seen.last_miss
+
+
+def test_the_question_being_answered_is_never_found_as_something_said_earlier(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = shared_channel(home, kitchen)
+    conversations.add_message(home, channel, "user", "The spare key is under the pot.", user=alice)
+    conversations.add_message(home, channel, "assistant", "Noted.")
+    list(chat.index_messages(home))
+    llm.tool_calls([("search_conversation", {"query": "where is the spare key"})])
+    llm.reply("Under the pot.")
+    events = turn(home, client, channel, alice, "Where is the spare key?")
+    call = next(s for s in steps(events) if isinstance(s, Called))
+    assert call.hits and all(h.snippet != "Where is the spare key?" for h in call.hits)
+    assert call.hits[0].snippet == "The spare key is under the pot."
