@@ -53,18 +53,20 @@ TAGS = (
     "<|python_tag|>",
     "[TOOL_CALLS]",
 )
-# Chat-template markers a model sometimes writes as text; never shown.
 # Markers a model sometimes writes as text, never shown: its chat template's (`<|im_end|>`,
 # `<end_of_turn>`), stray call tags, and the fences Charlie puts around data (`<note …>`,
-# `<memory>`, `<tool_result …>`: a small model copies them into its answer).
+# `<memory>`, `<tool_result …>`: a small model copies them into its answer). After it was
+# shown such fences, their fields written as tags too (`<title>…</title>`: `echoes`).
 FENCE_TAGS = ("note", "memory", "tool_result", "tool_response", "messages", "lookup")
+FIELD_TAGS = ("id", "title", "score", "snippet", "tags", "speaker", "query")
 TEMPLATE_NAMES = ("im_start", "im_end", "eot_id", "eom_id", "end", "python_tag", "tool_call")
-MARKERS = re.compile(
+_MARKERS = (
     r"</?tool_call>|</function>|</tools>|<\|(?:" + "|".join(TEMPLATE_NAMES) + r")\|>"
     r"|<(?:end|start)_of_turn>|\[/?TOOL_CALLS\]|\[ARGS\]"
-    r"|</?(?:" + "|".join(FENCE_TAGS) + r")\b[^<>]{0,300}>",
-    re.IGNORECASE,
+    r"|</?(?:" + "|".join(FENCE_TAGS) + r")\b[^<>]{0,300}>"
 )
+MARKERS = re.compile(_MARKERS, re.IGNORECASE)
+ECHOES = re.compile(_MARKERS + r"|</?(?:" + "|".join(FIELD_TAGS) + r")>", re.IGNORECASE)
 MARKER_NAMES = (
     *(f"|{name}|" for name in TEMPLATE_NAMES),
     "end_of_turn",
@@ -129,7 +131,7 @@ def known_of(tools: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
 # ---------------------------------------------------------------- reading whole text
 
 
-def read(text: str, known: Known, *, whole: bool = True) -> Reading:
+def read(text: str, known: Known, *, whole: bool = True, echoes: bool = False) -> Reading:
     """Every call written in `text`, and the text without them. `whole`: `text` is the
     whole message (a JSON call of an unknown tool then counts when it is all there is)."""
     reading = Reading()
@@ -138,7 +140,7 @@ def read(text: str, known: Known, *, whole: bool = True) -> Reading:
     shown = _read_loose(prose, known, reading, whole=whole and not tagged)
     if tagged:
         shown += _read_tagged(tagged, known, reading)
-    reading.text = _tidy(shown)
+    reading.text = _tidy(shown, ECHOES if echoes else MARKERS)
     for number, call in enumerate(reading.calls):
         if not call.id:
             reading.calls[number] = ToolCall(f"text_call_{number}", call.name, call.arguments)
@@ -152,8 +154,8 @@ def _first_tag(text: str) -> int:
     return min(found) if found else -1
 
 
-def _tidy(text: str) -> str:
-    return re.sub(r"\n{3,}", "\n\n", MARKERS.sub("", text)).strip()
+def _tidy(text: str, markers: re.Pattern[str] = MARKERS) -> str:
+    return re.sub(r"\n{3,}", "\n\n", markers.sub("", text)).strip()
 
 
 def _read_loose(text: str, known: Known, reading: Reading, *, whole: bool) -> str:
@@ -529,13 +531,13 @@ def _name_opener(text: str, known: Known) -> Verdict:
     return "yes" if name in known and rest[0] == "(" else "no"
 
 
-def marker(text: str) -> tuple[Verdict, int]:
-    """Whether `text` starts with a marker never to show (`MARKERS`): ("yes", its length),
-    ("maybe", 0) while too short to tell, or ("no", 0)."""
+def marker(text: str, *, echoes: bool = False) -> tuple[Verdict, int]:
+    """Whether `text` starts with a marker never to show (`MARKERS`, or `ECHOES`): ("yes",
+    its length), ("maybe", 0) while too short to tell, or ("no", 0)."""
     close = "]" if text[:1] == "[" else ">"
     end = text.find(close, 1, MARKER_LONGEST)
     if end >= 0:
-        found = MARKERS.match(text[: end + 1])
+        found = (ECHOES if echoes else MARKERS).match(text[: end + 1])
         return ("yes", end + 1) if found and found.end() == end + 1 else ("no", 0)
     if len(text) >= MARKER_LONGEST:
         return "no", 0
@@ -549,8 +551,9 @@ def marker(text: str) -> tuple[Verdict, int]:
     if opened is None:
         return ("maybe", 0) if text == "<" else ("no", 0)
     name, rest = opened.group(1).lower(), opened.group(2)
+    names = (*MARKER_NAMES, *FIELD_TAGS) if echoes else MARKER_NAMES
     if not rest:
-        return ("maybe", 0) if any(m.startswith(name) for m in MARKER_NAMES) else ("no", 0)
+        return ("maybe", 0) if any(m.startswith(name) for m in names) else ("no", 0)
     attributes = name in FENCE_TAGS and rest[0].isspace() and "<" not in rest
     return ("maybe", 0) if attributes else ("no", 0)
 
@@ -594,8 +597,9 @@ class MarkupFilter:
     `finish` reads what was held and returns the calls and the text still to show.
     """
 
-    def __init__(self, known: Known, *, speaker: str = "") -> None:
+    def __init__(self, known: Known, *, speaker: str = "", echoes: bool = False) -> None:
         self.known = known
+        self.echoes = echoes  # the model was shown Charlie's fences: their fields too
         # "Charlie:" before the answer: a small model copies the "name: text" of the turns
         self._prefix = f"{speaker}:" if speaker else ""
         self._pending = ""  # not yet shown: may open a call
@@ -637,7 +641,7 @@ class MarkupFilter:
             if verdict == "maybe":
                 break
             if verdict == "marker":
-                _, size = marker(self._pending[:MARKER_LONGEST])
+                _, size = marker(self._pending[:MARKER_LONGEST], echoes=self.echoes)
                 self._pending = self._pending[size:]  # dropped: never shown
                 continue
             end = self._closed_at(self._pending)
@@ -666,7 +670,7 @@ class MarkupFilter:
                         return at, "tag"
                     if tag.lower().startswith(piece) and at + len(piece) == len(text):
                         return at, "maybe"
-                verdict, _ = marker(text[at : at + MARKER_LONGEST])
+                verdict, _ = marker(text[at : at + MARKER_LONGEST], echoes=self.echoes)
                 if verdict != "no":
                     return at, "marker" if verdict == "yes" else "maybe"
             if char == "`":
@@ -701,4 +705,6 @@ class MarkupFilter:
         """The calls in what was held, and the text still to show."""
         held = "".join(self._held) + self._pending
         self._pending, self._held = "", []
-        return read(held, self.known, whole=not self._shown_any) if held else Reading()
+        if not held:
+            return Reading()
+        return read(held, self.known, whole=not self._shown_any, echoes=self.echoes)

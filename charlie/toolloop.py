@@ -273,7 +273,12 @@ class ToolLoop:
         completion and what its held text held. (None, …) when the reply looped."""
         completion: Completion | None = None
         shown = ThinkFilter()
-        markup = MarkupFilter(self._known, speaker=conversations.ASSISTANT)
+        shown_data = (
+            self._findings
+            or any(m.get("role") == "tool" for m in messages)
+            or any("<tool_result" in str(m.get("content")) for m in messages[current + 1 :])
+        )
+        markup = MarkupFilter(self._known, speaker=conversations.ASSISTANT, echoes=bool(shown_data))
         guard, before = LoopGuard(), len(self.reply)
         stream, first = self._open(messages, current, tools)
         try:

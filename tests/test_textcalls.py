@@ -324,3 +324,21 @@ def test_a_reply_that_is_only_markup_nobody_can_read_is_not_stored_as_a_reply(
         list(chat.turn(home, client, channel, alice, "Hello?"))
     kept = conversations.recent(home, channel, 5)
     assert [m.role for m in kept] == ["user"]  # the message is kept for a retry
+
+
+def test_after_charlies_fences_their_fields_written_as_tags_are_not_shown() -> None:
+    """Qwen 1.5B answered a note it was shown with `<id>1</id> <title>Wi-Fi</title> …`."""
+    text = "<id>wi-fi</id>\n<title>Wi-Fi</title>\nThe password is orchid-lantern-42."
+    markup = MarkupFilter(KNOWN, echoes=True)
+    shown = "".join(markup.feed(text[at : at + 7]) for at in range(0, len(text), 7))
+    assert (shown + markup.finish().text).split() == [
+        "wi-fi",
+        "Wi-Fi",
+        "The",
+        "password",
+        "is",
+        "orchid-lantern-42.",
+    ]
+    plain = MarkupFilter(KNOWN)  # nothing was shown: an HTML answer keeps its tags
+    kept = plain.feed("Put it in <title>Home</title>.") + plain.finish().text
+    assert kept == "Put it in <title>Home</title>."
