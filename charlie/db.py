@@ -383,6 +383,25 @@ def m011_model_habits_and_distill_backoff(db: sqlite3.Connection) -> None:
     )
 
 
+def m012_forget_log_and_refused_decisions(db: sqlite3.Connection) -> None:
+    """Forgetting leaves a log of when, by whom, where and how many messages — never what;
+    and each distillation keeps the decisions it refused to add or supersede, and why
+    (`charlie.decisions`)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE forget_log (
+            id INTEGER PRIMARY KEY,
+            at TEXT NOT NULL,
+            by_user_id INTEGER REFERENCES users(id),
+            place TEXT NOT NULL,
+            messages INTEGER NOT NULL
+        );
+        ALTER TABLE distillations ADD COLUMN refused_decisions TEXT NOT NULL DEFAULT '[]';
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -395,6 +414,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m009_api_tokens,
     m010_threads_and_branches,
     m011_model_habits_and_distill_backoff,
+    m012_forget_log_and_refused_decisions,
 ]
 
 

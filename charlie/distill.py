@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
-from charlie import conversations, memory
+from charlie import conversations, decisions, memory
 from charlie import db as database
 from charlie.conversations import Channel, Message
 from charlie.db import now
@@ -55,23 +55,50 @@ from charlie.llm import LLMClient, strip_think
 from charlie.memory import Memory, Quote, normalise
 
 SYSTEM_PROMPT = """\
-You maintain the long-term memory of a conversation, kept in three layers:
-1. summary: what this conversation/project is about, for someone arriving fresh. One or two
-   short paragraphs. Update it with what the new messages add; keep what still holds.
-2. decisions: everything agreed, chosen or constrained, one short sentence each. Keep every
-   existing decision unless the new messages revise or cancel it; add new ones.
-3. quotes: up to 3 meaningful lines a person said in the NEW messages (never Charlie's),
-   copied character for character (a whole message or an exact part of one), with the
-   speaker's name exactly as shown. Never paraphrase a quote. Skip small talk.
+You maintain the long-term memory of a household's conversation, in layers:
+1. summary: what this conversation is about, for someone arriving fresh. Rewrite it from
+   the current summary and the new messages in at most 100 words: keep what still holds,
+   never just add to the end of it.
+2. decisions: only what the PEOPLE decided, chose or committed to in the NEW messages, one
+   short sentence each, with the numbers of the messages it comes from. A suggestion, a
+   question, a joke, the weather or anything Charlie said is not a decision. Do not repeat
+   the current decisions: they are kept.
+3. superseded: the current decisions that the NEW messages change or cancel, each with the
+   number of the message that changes it (put the new value in decisions).
+4. quotes: up to 3 meaningful lines a person said in the NEW messages (never Charlie's),
+   copied character for character, with the speaker's name exactly as shown. Skip small
+   talk.
 The current memory may have been edited by hand by the person: treat its content as true.
-Answer with a JSON object only: {"summary": "...", "decisions": ["..."],
-"quotes": [{"speaker": "...", "text": "..."}]}"""
+Answer with a JSON object only: {"summary": "...", "decisions": [{"text": "...",
+"messages": [12]}], "superseded": [{"decision": "...", "message": 13}], "quotes":
+[{"speaker": "...", "text": "..."}]}"""
+SUMMARY_WORDS = 120  # a longer summary is cut (never the newest of an appended one)
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "summary": {"type": "string"},
-        "decisions": {"type": "array", "items": {"type": "string"}},
+        "decisions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "messages": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["text", "messages"],
+                "additionalProperties": False,
+            },
+        },
+        "superseded": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"decision": {"type": "string"}, "message": {"type": "integer"}},
+                "required": ["decision", "message"],
+                "additionalProperties": False,
+            },
+        },
         "quotes": {
             "type": "array",
             "items": {
@@ -82,7 +109,7 @@ SCHEMA: dict[str, Any] = {
             },
         },
     },
-    "required": ["summary", "decisions", "quotes"],
+    "required": ["summary", "decisions", "superseded", "quotes"],
     "additionalProperties": False,
 }
 RESPONSE_FORMAT = {
@@ -115,9 +142,39 @@ class _QuoteOut(BaseModel):
         return _cut(value, LONGEST[str(info.field_name)])
 
 
+class _DecisionOut(BaseModel):
+    text: str
+    messages: list[int] = Field(default_factory=list)
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _short(cls, value: Any) -> Any:
+        return _cut(value, LONGEST["decision"])
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _numbers(cls, value: Any) -> Any:
+        """Message numbers as a small model writes them: 12, "12", "#12", a lone number."""
+        items = value if isinstance(value, list) else [value]
+        found = [re.sub(r"\D", "", str(item)) for item in items if item is not None]
+        return [int(number) for number in found if number][:20]
+
+
+class _SupersededOut(BaseModel):
+    decision: str = Field(min_length=1)
+    message: int | None = None
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        digits = re.sub(r"\D", "", str(value)) if value is not None else ""
+        return int(digits) if digits else None
+
+
 class _Output(BaseModel):
     summary: str = Field(min_length=1)
-    decisions: list[str]
+    decisions: list[_DecisionOut]
+    superseded: list[_SupersededOut] = Field(default_factory=list)
     quotes: list[_QuoteOut]
 
     @field_validator("summary", mode="before")
@@ -128,9 +185,10 @@ class _Output(BaseModel):
     @field_validator("decisions", mode="before")
     @classmethod
     def _few_decisions(cls, value: Any) -> Any:
+        """At most `MOST_DECISIONS`; a plain text is a decision that names no message."""
         if not isinstance(value, list):
             return value
-        return [_cut(d, LONGEST["decision"]) for d in value[:MOST_DECISIONS]]
+        return [{"text": d} if isinstance(d, str) else d for d in value[:MOST_DECISIONS]]
 
     @field_validator("quotes", mode="before")
     @classmethod
@@ -166,19 +224,21 @@ def extract_json(text: str) -> dict[str, Any]:
 
 
 def _transcript(messages: list[Message]) -> str:
-    return "\n".join(f"[{m.speaker}] {m.content}" for m in messages)
+    return "\n".join(f"[{m.id}] {m.speaker}: {m.content}" for m in messages)
 
 
 def _prompt(current: Memory, messages: list[Message]) -> list[dict[str, Any]]:
-    layers = {
+    layers: dict[str, Any] = {
         "summary": current.summary,
-        "decisions": current.decisions,
+        "decisions": current.texts,
         "quotes": [{"speaker": q.speaker, "text": q.text} for q in current.quotes],
     }
+    if current.earlier:  # what held before, so a question about it can be answered
+        layers["earlier decisions (no longer hold)"] = [e.text for e in current.earlier[-10:]]
     user = (
         "Current memory:\n"
         + json.dumps(layers, ensure_ascii=False, indent=1)
-        + "\n\nNew messages, each as [speaker] text:\n"
+        + "\n\nNew messages, each as [number] speaker: text:\n"
         + _transcript(messages)
         + "\n\nReturn the updated memory as JSON."
     )
@@ -217,7 +277,6 @@ PLACEHOLDERS = {
 }
 SHRINK_FROM = 200  # a summary longer than this (characters) …
 SHRINK_TO = 0.3  # … may not fall below this share of its length unless asked to forget
-MANY_DECISIONS = 3  # a memory with this many decisions may not lose them all unless asked
 COPY_SHARE = 0.5  # this share of an answer's word triples found in the instructions: a copy
 FORGET = re.compile(
     r"\b(forget|drop|remove|delete|clear|reset|erase|wipe|scrap|discard|start (over|again|"
@@ -253,33 +312,29 @@ def check_quality(output: _Output, current: Memory, messages: list[Message]) -> 
 
     Refused: an empty or placeholder summary, decision or quote; an answer that mostly
     copies the instructions; a summary of more than `SHRINK_FROM` characters cut below
-    `SHRINK_TO` of its length, or `MANY_DECISIONS` or more decisions all dropped, while the
-    new messages did not ask to forget (`asked_to_forget`).
+    `SHRINK_TO` of its length (and under `SHRINK_FROM`) while the new messages did not ask
+    to forget (`asked_to_forget`). Decisions cannot be dropped: `charlie.decisions` keeps
+    every one the model does not name as superseded.
     """
     if _placeholder(output.summary):
         raise DistillationError(f"the summary {output.summary.strip()!r} is empty or a placeholder")
     for decision in output.decisions:
-        if _placeholder(decision):
-            raise DistillationError(f"the decision {decision!r} is empty or a placeholder")
+        if _placeholder(decision.text):
+            raise DistillationError(f"the decision {decision.text!r} is empty or a placeholder")
     for quote in output.quotes:
         if _placeholder(quote.text):
             raise DistillationError(f"the quote {quote.text!r} is empty or a placeholder")
-    answer = _triples(" ".join([output.summary, *output.decisions]))
+    answer = _triples(" ".join([output.summary, *(d.text for d in output.decisions)]))
     instructions = _triples(f"{SYSTEM_PROMPT} {_FRAMING}")
     if len(answer) >= 4 and len(answer & instructions) >= COPY_SHARE * len(answer):
         raise DistillationError("it repeats the instructions instead of the conversation")
     if asked_to_forget(messages):
         return
     old, new = len(current.summary.strip()), len(output.summary.strip())
-    if old > SHRINK_FROM and new < SHRINK_TO * old:
+    if old > SHRINK_FROM and new < SHRINK_TO * old and new < SHRINK_FROM:
         raise DistillationError(
             f"the summary shrank from {old} to {new} characters although nothing asked to "
             "forget; keep what still holds and add what is new"
-        )
-    if len(current.decisions) >= MANY_DECISIONS and not output.decisions:
-        raise DistillationError(
-            f"all {len(current.decisions)} decisions were dropped although nothing asked to "
-            "forget; keep every decision that still holds"
         )
 
 
@@ -336,8 +391,24 @@ def verify_quotes(
     return kept, rejected
 
 
-def _key(decision: str) -> str:
-    return normalise(decision).lower()
+def bounded_summary(text: str, before: str) -> str:
+    """The summary within `SUMMARY_WORDS`: whole sentences, the first ones — or, when the
+    model added to the end of the old summary instead of rewriting it, the last ones."""
+    text = text.strip()
+    if len(text.split()) <= SUMMARY_WORDS:
+        return text
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    appended = bool(before.strip()) and normalise(text).startswith(normalise(before)[:200])
+    ordered = list(reversed(sentences)) if appended else sentences
+    kept: list[str] = []
+    for sentence in ordered:
+        if kept and len(" ".join([*kept, sentence]).split()) > SUMMARY_WORDS:
+            break
+        kept.append(sentence)
+    kept = list(reversed(kept)) if appended else kept
+    joined = " ".join(kept)
+    words = joined.split()
+    return joined if len(words) <= SUMMARY_WORDS else " ".join(words[:SUMMARY_WORDS]) + "…"
 
 
 def _merge(
@@ -347,33 +418,40 @@ def _merge(
     output: _Output,
     new_quotes: list[Quote],
     window: int,
-) -> Memory:
-    """The new memory: the model's layers, with the person's edits winning.
+    messages: list[Message],
+) -> tuple[Memory, list[dict[str, str]]]:
+    """The new memory, and what of the model's answer was refused (to log with the run).
 
     `base` is the memory now, `seen` what the model was shown, `written` what Charlie last
-    wrote itself. What differs in `base` from `written` (an edit before this round) or from
-    `seen` (an edit saved while the model was thinking) is the person's.
+    wrote itself. A summary that differs in `base` from `written` (an edit before this
+    round) or from `seen` (an edit saved while the model was thinking) is the person's and
+    stays. Every decision `base` holds stays unless the messages revise it
+    (`charlie.decisions`); one deleted while the model thought is not added back.
     """
     written = memory.normalised(written)
-    summary = output.summary.strip()
+    summary = bounded_summary(output.summary, seen.summary)
     if base.summary != written.summary or base.summary != seen.summary:
         summary = base.summary
-    now_keys = {_key(d) for d in base.decisions}
-    unchanged = {_key(d) for d in written.decisions} & {_key(d) for d in seen.decisions}
-    removed = {_key(d) for d in seen.decisions} - now_keys  # deleted while the model thought
-    person = [d for d in base.decisions if _key(d) not in unchanged]
-    decisions: list[str] = []
-    seen_keys: set[str] = set()
-    for decision in [*output.decisions, *person]:
-        text = normalise(decision)
-        if text and _key(text) not in seen_keys and _key(text) not in removed:
-            seen_keys.add(_key(text))
-            decisions.append(text)
+    removed = {memory.key(d) for d in seen.texts} - {memory.key(d) for d in base.texts}
+    changed = decisions.apply(
+        base.decisions,
+        base.earlier,
+        [decisions.Proposed(d.text, tuple(d.messages)) for d in output.decisions],
+        [decisions.Revision(r.decision, r.message) for r in output.superseded],
+        messages,
+        removed,
+        start_over=next(
+            (m for m in messages if m.role == "user" and FORGET.search(m.content)), None
+        ),
+    )
     quotes: list[Quote] = []
     for quote in [*base.quotes, *new_quotes]:
         if all(normalise(q.text) != normalise(quote.text) for q in quotes):
             quotes.append(quote)
-    return Memory(summary, decisions, quotes[-window:], base.preamble, base.extra)
+    merged = Memory(
+        summary, changed.decisions, quotes[-window:], base.preamble, base.extra, changed.earlier
+    )
+    return merged, changed.refused
 
 
 def _record(
@@ -386,13 +464,14 @@ def _record(
     structured: bool,
     started: str,
     rejected: list[dict[str, str]] | None = None,
+    refused: list[dict[str, str]] | None = None,
     error: str | None = None,
     revision_id: int | None = None,
 ) -> None:
     home.db.execute(
         "INSERT INTO distillations (conversation_id, owner_id, status, first_message_id, "
-        "last_message_id, attempts, structured, rejected_quotes, error, revision_id, "
-        "started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "last_message_id, attempts, structured, rejected_quotes, refused_decisions, error, "
+        "revision_id, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             channel.conversation_id,
             channel.owner.id if channel.owner else None,
@@ -402,6 +481,7 @@ def _record(
             attempts,
             int(structured),
             json.dumps(rejected or [], ensure_ascii=False),
+            json.dumps(refused or [], ensure_ascii=False),
             error,
             revision_id,
             started,
@@ -586,13 +666,15 @@ def distill(
                     before = None if channel.private else memory.read_file_text(channel)
                     base = memory.load(home, channel)
                     written = memory.last_charlie_revision(home, channel)
-                    merged = _merge(
+                    alive = _still_there(home, window)  # a message forgotten meanwhile
+                    merged, refused = _merge(
                         base,
                         seen,
                         written.memory if written else Memory(),
                         output,
-                        new_quotes,
+                        [q for q in new_quotes if _said_in(q, alive)],
                         quotes_window(home, channel),
+                        alive,
                     )
                     revision = memory.save(home, channel, merged, "distill")
                     conversations.mark_distilled(home, channel, window[-1].id)
@@ -605,6 +687,7 @@ def distill(
                         structured=structured,
                         started=started,
                         rejected=rejected,
+                        refused=refused,
                         revision_id=revision.id,
                     )
                 break
@@ -628,6 +711,19 @@ def distill(
     return DistillResult(
         revision.id, revision.memory, window[0].id, window[-1].id, rejected, structured, attempts
     )
+
+
+def _still_there(home: Home, window: list[Message]) -> list[Message]:
+    """The messages of `window` not forgotten since it was read."""
+    ids = [m.id for m in window]
+    marks = ", ".join("?" * len(ids))
+    rows = home.db.execute(f"SELECT id FROM messages WHERE id IN ({marks})", ids)
+    there = {int(row[0]) for row in rows}
+    return [m for m in window if m.id in there]
+
+
+def _said_in(quote: Quote, messages: list[Message]) -> bool:
+    return any(normalise(quote.text) in normalise(m.content) for m in messages)
 
 
 def _put_back(

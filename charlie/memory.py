@@ -12,12 +12,25 @@ The file format, which a person may edit freely:
     A paragraph or two.
 
     ## Decisions
-    - One commitment per item.
+    - One commitment per item. _(since 2026-11-02 · distilled from messages 12, 14)_
+    - A decision a person wrote. _(since 2026-11-03 · by alice)_
+    - A plain line typed by hand (a decision of the person's, dated the day it was seen)
 
     ## Recent quotes
     - alice: "A line said in the conversation, verbatim."
 
-Text before the first section and any other `## ` sections are kept exactly as written.
+    ## Earlier decisions
+    - What held before. _(since 2026-11-02 · until 2026-11-20 · distilled from message 12
+      · changed by message 31)_   (one line in the file)
+
+Each decision carries its provenance in a small italic note at the end of its line: since
+when it holds, who made it (`distilled` from which messages, or `by` a person, or `by hand`
+for a line typed into the file) and anything the person should settle (`source forgotten:
+keep or drop?`). A line without such a note is the person's own, dated the day Charlie
+first saw it; a note Charlie cannot read is part of the decision's text. A decision the
+conversation revised moves to "Earlier decisions", with the day it stopped holding and the
+message that changed it. Text before the first section and any other `## ` sections are
+kept exactly as written.
 
 Whatever Charlie writes, it reads back: `render` writes the `normalised` form of the layers,
 which `parse` returns unchanged. Normalising does what a person would expect of a form
@@ -39,7 +52,8 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from charlie.conversations import Channel
 from charlie.db import now
@@ -47,7 +61,12 @@ from charlie.errors import Conflict, MemoryFormatError, NotFound
 from charlie.files import FileChanged, not_written, sha256_text, text_sha, write_atomic
 from charlie.home import Home
 
-SECTION_NAMES = {"summary": "summary", "decisions": "decisions", "recent quotes": "quotes"}
+SECTION_NAMES = {
+    "summary": "summary",
+    "decisions": "decisions",
+    "recent quotes": "quotes",
+    "earlier decisions": "earlier",
+}
 QUOTES_ALIASES = {"quotes": "quotes", "recent quotes": "quotes"}
 MAX_SPEAKER = 60
 QUOTE_RE = re.compile(rf'^[-*+]\s+(?P<speaker>[^:"]{{1,{MAX_SPEAKER}}}?)\s*:\s*(?P<text>.+?)\s*$')
@@ -64,31 +83,101 @@ class MemoryChanged(Conflict):
     and Charlie's change was not made (a distillation merges again; a save is refused)."""
 
 
+DISTILLED = "distilled"  # `by` of a decision a distillation made
+HAND = "hand"  # `by` of a line typed into memory.md (who typed it is not known)
+SOURCE_FORGOTTEN = "source forgotten: keep or drop?"
+
+
 @dataclass(frozen=True)
 class Quote:
     speaker: str
     text: str
 
 
+@dataclass(frozen=True)
+class Decision:
+    """A commitment, with where it came from: since when it holds (`since`, a day), who
+    made it (`by`: `DISTILLED`, a person's name, or `HAND`), the messages it came from, and
+    anything the person should settle (`flag`)."""
+
+    text: str
+    since: str = ""
+    by: str = ""
+    sources: tuple[int, ...] = ()
+    flag: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "since": self.since,
+            "by": self.by,
+            "sources": list(self.sources),
+            "flag": self.flag,
+        }
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A decision that no longer holds: until when, and the message that changed it (None:
+    changed by hand)."""
+
+    text: str
+    since: str = ""
+    by: str = ""
+    sources: tuple[int, ...] = ()
+    until: str = ""
+    changed_by: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "since": self.since,
+            "by": self.by,
+            "sources": list(self.sources),
+            "until": self.until,
+            "changed_by": self.changed_by,
+        }
+
+
 @dataclass
 class Memory:
     summary: str = ""
-    decisions: list[str] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     quotes: list[Quote] = field(default_factory=list)
     preamble: str = ""
     extra: str = ""
+    earlier: list[Earlier] = field(default_factory=list)
 
     def is_empty(self) -> bool:
-        return not (self.summary or self.decisions or self.quotes)
+        return not (self.summary or self.decisions or self.quotes or self.earlier)
+
+    @property
+    def texts(self) -> list[str]:
+        """The decisions' texts."""
+        return [d.text for d in self.decisions]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, raw: str) -> Memory:
+        """A stored revision; one from before decisions had provenance holds plain texts."""
         data = json.loads(raw)
         data["quotes"] = [Quote(**q) for q in data.get("quotes", [])]
+        data["decisions"] = [_decision(d) for d in data.get("decisions", [])]
+        data["earlier"] = [
+            Earlier(**{**e, "sources": tuple(e.get("sources") or ())})
+            for e in data.get("earlier", [])
+        ]
         return cls(**data)
+
+
+def _decision(value: str | dict[str, Any] | Decision) -> Decision:
+    if isinstance(value, Decision):
+        return value
+    if isinstance(value, str):
+        return Decision(value)
+    return Decision(**{**value, "sources": tuple(value.get("sources") or ())})
 
 
 def normalise(text: str) -> str:
@@ -149,9 +238,114 @@ def _extra(text: str) -> str:
     return "\n".join(lines).strip()
 
 
+# ---------------------------------------------------------------- provenance notes
+
+DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+NOTE_RE = re.compile(r"\s+_\((?P<note>[^()_\n]+)\)_$")
+_BY_RE = re.compile(
+    r"^(?:(?P<distilled>distilled)|by (?P<name>[^·()_]+?)|)"
+    r"(?:(?:^| )from messages? (?P<ids>\d+(?:, \d+)*))?$"
+)
+FLAGS = (SOURCE_FORGOTTEN,)
+
+
+def _note_parts(note: str) -> dict[str, Any] | None:
+    """The fields of a provenance note (`since … · distilled from messages … · …`), or None
+    when it is not one Charlie wrote (then it is part of the text)."""
+    fields: dict[str, Any] = {}
+    for part in (p.strip() for p in note.split("·")):
+        key, _, value = part.partition(" ")
+        if key in ("since", "until") and DAY_RE.fullmatch(value) and key not in fields:
+            fields[key] = value
+        elif part in FLAGS and "flag" not in fields:
+            fields["flag"] = part
+        elif part == "changed by hand" and "changed" not in fields:
+            fields["changed"] = None
+        elif part.startswith("changed by message ") and part[19:].isdigit():
+            fields["changed"] = int(part[19:])
+        elif (match := _BY_RE.match(part)) and part and "by" not in fields:
+            fields["by"] = DISTILLED if match["distilled"] else (match["name"] or "")
+            ids = match["ids"]
+            fields["sources"] = tuple(int(i) for i in ids.split(", ")) if ids else ()
+        else:
+            return None
+    return fields
+
+
+def _split_note(item: str) -> tuple[str, dict[str, Any]]:
+    """A list item's text and the fields of its provenance note (none: `{}`)."""
+    found = NOTE_RE.search(item)
+    if found:
+        fields = _note_parts(found["note"])
+        if fields is not None:
+            return item[: found.start()], fields
+    return item, {}
+
+
+def _plain(text: str) -> str:
+    """Decision text that cannot be read as carrying a note: a trailing `_(…)_` that would
+    read as one loses its underscores."""
+    text = normalise(text)
+    while True:
+        bare, fields = _split_note(text)
+        if not fields:
+            return text
+        text = f"{bare} ({NOTE_RE.search(text)['note']})"  # type: ignore[index]
+
+
+def _by(by: str) -> str:
+    """`by` as a note holds it: one line, none of `·()_`, at most 60 characters."""
+    text = normalise(re.sub(r"[·()_]", "-", by))[:MAX_SPEAKER].strip()
+    return text
+
+
+def _note(since: str, by: str, sources: tuple[int, ...], *, until: str = "", tail: str = "") -> str:
+    """A provenance note: `since … · until … · distilled from messages … · tail`."""
+    who = DISTILLED if by == DISTILLED else (f"by {by}" if by else "")
+    if sources:
+        ids = ", ".join(str(i) for i in sources)
+        who = f"{who} from message{'s' if len(sources) > 1 else ''} {ids}".strip()
+    parts = [f"since {since}" if since else "", f"until {until}" if until else "", who, tail]
+    return " · ".join(part for part in parts if part)
+
+
+def decision_line(decision: Decision) -> str:
+    note = _note(decision.since, decision.by, decision.sources, tail=decision.flag)
+    return f"{decision.text} _({note})_" if note else decision.text
+
+
+def earlier_line(earlier: Earlier) -> str:
+    changed = (
+        f"changed by message {earlier.changed_by}"
+        if earlier.changed_by is not None
+        else "changed by hand"
+    )
+    note = _note(earlier.since, earlier.by, earlier.sources, until=earlier.until, tail=changed)
+    return f"{earlier.text} _({note})_"
+
+
+def _clean_note(since: str, by: str, sources: tuple[int, ...]) -> tuple[str, str, tuple[int, ...]]:
+    day = since if DAY_RE.fullmatch(since or "") else ""
+    return day, _by(by or ""), tuple(sorted({int(i) for i in sources if int(i) > 0}))
+
+
+def _norm_decision(decision: Decision) -> Decision:
+    since, by, sources = _clean_note(decision.since, decision.by, decision.sources)
+    flag = decision.flag if decision.flag in FLAGS else ""
+    return Decision(_plain(decision.text), since, by, sources, flag)
+
+
+def _norm_earlier(earlier: Earlier) -> Earlier:
+    since, by, sources = _clean_note(earlier.since, earlier.by, earlier.sources)
+    until = earlier.until if DAY_RE.fullmatch(earlier.until or "") else ""
+    changed = earlier.changed_by if earlier.changed_by and earlier.changed_by > 0 else None
+    return Earlier(_plain(earlier.text), since, by, sources, until, changed)
+
+
 def normalised(memory: Memory) -> Memory:
     """`memory` as it reads back from memory.md: the form every revision is stored in."""
-    decisions = [normalise(d) for d in memory.decisions]
+    decisions = [_norm_decision(_decision(d)) for d in memory.decisions]  # a str: no note
+    earlier = [_norm_earlier(e) for e in memory.earlier]
     quotes = [
         Quote(normalise_speaker(q.speaker), normalise(q.text).strip())
         for q in memory.quotes
@@ -159,17 +353,25 @@ def normalised(memory: Memory) -> Memory:
     ]
     return Memory(
         summary=_block(memory.summary),
-        decisions=[d for d in decisions if d],
+        decisions=[d for d in decisions if d.text],
         quotes=quotes,
         preamble=_block(memory.preamble, keep=True),
         extra=_extra(memory.extra),
+        earlier=[e for e in earlier if e.text],
     )
 
 
 def from_person(
-    summary: str, decisions: list[str], quotes: list[tuple[str, str]], current: Memory
+    summary: str,
+    decisions: list[str],
+    quotes: list[tuple[str, str]],
+    current: Memory,
+    person: str = HAND,
+    today: str = "",
 ) -> Memory:
-    """The layers a person typed (a form, not the file), kept with `current`'s own sections.
+    """The layers a person typed (a form, not the file), kept with `current`'s own sections
+    and earlier decisions. A decision kept as it was keeps its provenance; one typed anew
+    or changed is `person`'s, since `today`.
 
     Raises `MemoryFormatError` for what cannot be stored as typed: a speaker over 60
     characters. Everything else is normalised (see the module docstring).
@@ -181,7 +383,20 @@ def from_person(
                 f"characters long; a speaker can be at most {MAX_SPEAKER}. Shorten it and save."
             )
     typed = [Quote(speaker.strip() or "someone", text) for speaker, text in quotes]
-    return normalised(Memory(summary, decisions, typed, current.preamble, current.extra))
+    known = {key(d.text): d for d in current.decisions}
+    kept = [
+        known.get(key(_plain(text))) or Decision(text, today, person)
+        for text in decisions
+        if normalise(text)
+    ]
+    return normalised(
+        Memory(summary, kept, typed, current.preamble, current.extra, current.earlier)
+    )
+
+
+def key(text: str) -> str:
+    """The form in which two decisions are the same decision."""
+    return normalise(text).lower()
 
 
 # ---------------------------------------------------------------- markdown
@@ -196,23 +411,43 @@ def render(memory: Memory, title: str) -> str:
         "Keep the three sections below; add any others you like. -->"
     )
     parts = [preamble, "## Summary", memory.summary or "_Nothing yet._", "## Decisions"]
-    parts.append("\n".join(f"- {d}" for d in memory.decisions) or "_None yet._")
+    parts.append("\n".join(f"- {decision_line(d)}" for d in memory.decisions) or "_None yet._")
     parts.append("## Recent quotes")
     quotes = [f'- {q.speaker}: "{q.text}"' for q in memory.quotes]
     parts.append("\n".join(quotes) or "_None yet._")
+    if memory.earlier:
+        parts += ["## Earlier decisions", "\n".join(f"- {earlier_line(e)}" for e in memory.earlier)]
     if memory.extra:
         parts.append(memory.extra)
     return "\n\n".join(parts) + "\n"
 
 
-def as_prompt(memory: Memory) -> str:
-    """The layers as the model reads them: compact, without the file's preamble."""
-    decisions = "\n".join(f"- {d}" for d in memory.decisions) or "(none yet)"
+def as_json(memory: Memory) -> dict[str, Any]:
+    """The layers as every front end gives them: `charlie memory show --json`, the API,
+    MCP's read_memory. Each decision with its provenance; `superseded`, the earlier ones."""
+    return {
+        "summary": memory.summary,
+        "decisions": [d.as_json() for d in memory.decisions],
+        "quotes": [{"speaker": q.speaker, "text": q.text} for q in memory.quotes],
+        "superseded": [e.as_json() for e in memory.earlier],
+    }
+
+
+def as_prompt(memory: Memory, *, earlier: bool = True) -> str:
+    """The layers as the model reads them: compact, without the file's preamble; with the
+    earlier decisions (and when each stopped holding) when `earlier`."""
+    decisions = "\n".join(f"- {d.text}" for d in memory.decisions) or "(none yet)"
     quotes = "\n".join(f'- {q.speaker}: "{q.text}"' for q in memory.quotes) or "(none yet)"
     extra = f"\n\n{memory.extra.strip()}" if memory.extra.strip() else ""
+    before = ""
+    if earlier and memory.earlier:
+        lines = "\n".join(
+            f"- {e.text} (until {e.until})" if e.until else f"- {e.text}" for e in memory.earlier
+        )
+        before = f"\n\n## Earlier decisions (no longer hold)\n{lines}"
     return (
         f"## Summary\n{memory.summary.strip() or '(nothing yet)'}\n\n## Decisions\n{decisions}"
-        f"\n\n## Recent quotes\n{quotes}{extra}"
+        f"\n\n## Recent quotes\n{quotes}{before}{extra}"
     )
 
 
@@ -258,12 +493,42 @@ def parse(text: str) -> Memory:
     summary = "\n".join(
         line for _, line in sections.get("summary", []) if not _is_placeholder(line)
     ).strip()
+    decisions = []
+    for item in _parse_items(sections.get("decisions", [])):
+        text, note = _split_note(item)
+        decisions.append(
+            _norm_decision(
+                Decision(
+                    text,
+                    note.get("since", ""),
+                    note.get("by", ""),
+                    note.get("sources", ()),
+                    note.get("flag", ""),
+                )
+            )
+        )
+    earlier = []
+    for item in _parse_items(sections.get("earlier", [])):
+        text, note = _split_note(item)
+        earlier.append(
+            _norm_earlier(
+                Earlier(
+                    text,
+                    note.get("since", ""),
+                    note.get("by", ""),
+                    note.get("sources", ()),
+                    note.get("until", ""),
+                    note.get("changed"),
+                )
+            )
+        )
     return Memory(
         summary=summary,
-        decisions=_parse_items(sections.get("decisions", [])),
+        decisions=[d for d in decisions if d.text],
         quotes=_parse_quotes(sections.get("quotes", [])),
         preamble="\n".join(preamble).strip(),
         extra="\n".join(extra).strip(),
+        earlier=[e for e in earlier if e.text],
     )
 
 
@@ -429,6 +694,52 @@ def read_file_text(channel: Channel) -> str | None:
         ) from exc
 
 
+def _today() -> str:
+    return now()[:10]
+
+
+def with_provenance(home: Home, channel: Channel, memory: Memory) -> Memory:
+    """`memory` with every decision's provenance known. One read back without a note (a
+    line typed into memory.md, or a memory written before decisions had notes) takes the
+    provenance the memory last recorded for it; else the day it first appears in the
+    history, `distilled` if Charlie wrote it; else it is the person's, since today. A
+    distilled decision whose text a person changed (the note kept) is theirs from today."""
+    last = last_revision(home, channel)
+    known = {key(d.text): d for d in last.memory.decisions} if last else {}
+    history: dict[str, Decision] | None = None
+    filled: list[Decision] = []
+    for decision in memory.decisions:
+        recorded = known.get(key(decision.text))
+        if recorded is not None and (recorded.since or recorded.by):
+            # What the memory recorded wins over a note the file still shows; the flag is
+            # the file's (a person settles it by deleting it).
+            filled.append(replace(recorded, text=decision.text, flag=decision.flag))
+            continue
+        if decision.since or decision.by:
+            if decision.by == DISTILLED and last is not None:
+                decision = replace(decision, since=_today(), by=HAND)  # its text edited by hand
+            filled.append(decision)
+            continue
+        if history is None:
+            history = _first_seen(home, channel)
+        filled.append(history.get(key(decision.text)) or replace(decision, since=_today(), by=HAND))
+    return replace(memory, decisions=filled)
+
+
+def _first_seen(home: Home, channel: Channel) -> dict[str, Decision]:
+    """Each decision's text (by key) as it first appears in the revisions: that day, and
+    `distilled` when Charlie wrote that revision."""
+    origins = dict(_origins(home, channel))
+    first: dict[str, Decision] = {}
+    for revision in reversed(revisions(home, channel)):
+        by = DISTILLED if origins.get(revision.id) in CHARLIE_SOURCES else HAND
+        for decision in revision.memory.decisions:
+            first.setdefault(
+                key(decision.text), Decision(decision.text, revision.created_at[:10], by)
+            )
+    return first
+
+
 def sync_hand_edits(home: Home, channel: Channel) -> Revision | None:
     """Record a hand edit of memory.md as a revision; return it, or None if unchanged.
 
@@ -445,6 +756,7 @@ def sync_hand_edits(home: Home, channel: Channel) -> Revision | None:
         memory = parse(text)
         if last_revision(home, channel) is None and memory.is_empty():
             return None
+        memory = with_provenance(home, channel, memory)
         return _add_revision(home, channel, memory, "hand_edit", sha256_text(text))
 
 
@@ -459,11 +771,11 @@ def load(home: Home, channel: Channel) -> Memory:
     """The channel's current memory, hand edits of memory.md included."""
     if channel.private:
         last = last_revision(home, channel)
-        return normalised(last.memory) if last else Memory()
+        return with_provenance(home, channel, normalised(last.memory)) if last else Memory()
     text = read_file_text(channel)
     if text is None:
         return Memory()
-    return parse(text)
+    return with_provenance(home, channel, parse(text))
 
 
 def save(home: Home, channel: Channel, memory: Memory, source: str) -> Revision:

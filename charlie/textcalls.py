@@ -66,7 +66,8 @@ _MARKERS = (
     r"|</?(?:" + "|".join(FENCE_TAGS) + r")\b[^<>]{0,300}>"
 )
 MARKERS = re.compile(_MARKERS, re.IGNORECASE)
-ECHOES = re.compile(_MARKERS + r"|</?(?:" + "|".join(FIELD_TAGS) + r")>", re.IGNORECASE)
+# A field written as a tag, not where it is code (`<title>` in backticks stays).
+ECHOES = re.compile(_MARKERS + r"|(?<!`)</?(?:" + "|".join(FIELD_TAGS) + r")>(?!`)", re.IGNORECASE)
 MARKER_NAMES = (
     *(f"|{name}|" for name in TEMPLATE_NAMES),
     "end_of_turn",
@@ -670,7 +671,10 @@ class MarkupFilter:
                         return at, "tag"
                     if tag.lower().startswith(piece) and at + len(piece) == len(text):
                         return at, "maybe"
-                verdict, _ = marker(text[at : at + MARKER_LONGEST], echoes=self.echoes)
+                in_code = text[at - 1 : at] == "`"
+                verdict, _ = marker(
+                    text[at : at + MARKER_LONGEST], echoes=self.echoes and not in_code
+                )
                 if verdict != "no":
                     return at, "marker" if verdict == "yes" else "maybe"
             if char == "`":

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
-from charlie import conversations, memory, notes, projects, recall, suggestions, usage
+from charlie import conversations, memory, notes, projects, recall, suggestions, usage, why
 from charlie.conversations import Channel
 from charlie.search import Searcher, mark_stale, searcher_for
 from charlie.tools import (
@@ -118,15 +118,33 @@ def read_memory(
         layer: Which layer to read.
     """
     current = memory.load(context.home, context.channel)
+    decisions = [f"- {memory.decision_line(d)}" for d in current.decisions]
+    earlier = [f"- {memory.earlier_line(e)}" for e in current.earlier]
+    if earlier:
+        decisions += ["Earlier decisions (no longer hold):", *earlier]
     parts = {
         "summary": current.summary or "(no summary yet)",
-        "decisions": "\n".join(f"- {d}" for d in current.decisions) or "(no decisions yet)",
+        "decisions": "\n".join(decisions) or "(no decisions yet)",
         "quotes": "\n".join(f'- {q.speaker}: "{q.text}"' for q in current.quotes)
         or "(no quotes yet)",
     }
     chosen = parts if layer == "all" else {layer: parts[layer]}
     text = "\n\n".join(f"## {name}\n{value}" for name, value in chosen.items())
     return fence("memory", escape(text)), f"read {layer}"
+
+
+def explain_memory(context: ToolContext, topic: str) -> tuple[str, str]:
+    """What the memory holds about a topic, and why: the decisions about it (since when, who
+    made them, from which messages), the decisions that held before, the quotes, and what
+    was said about it. Use it for "what did we decide about X, and when?".
+
+    Args:
+        topic: What to explain, in a few words.
+    """
+    items = why.remembered(context.home, context.channel, context.user, topic)
+    found = [i for i in items if i.kind != "message"]
+    summary = f"{len(found)} in memory, {len(items) - len(found)} messages"
+    return fence("memory", escape(why.as_text(items, topic))), summary
 
 
 def search_conversation(
@@ -271,9 +289,11 @@ def record_decision(context: ToolContext, decision: str) -> tuple[str, str]:
         if refusal is not None:
             raise WriteRefused(refusal)
     current = memory.load(context.home, context.channel)
-    if text.lower() in (d.lower() for d in current.decisions):
+    if memory.key(text) in (memory.key(d) for d in current.texts):
         return "That decision is already recorded.", "already recorded"
-    current.decisions.append(text)
+    asked = (context.asked,) if context.asked else ()
+    today = datetime.now(UTC).date().isoformat()
+    current.decisions.append(memory.Decision(text, today, context.user.name, asked))
     memory.save(context.home, context.channel, current, "tool")
     return f"Recorded the decision: {text}", f"recorded: {text}"
 
@@ -421,7 +441,7 @@ def registry() -> Registry:
         MEMORY,
         [
             Tool.from_function(f, "memory")
-            for f in (search_notes, read_note, read_memory, search_conversation)
+            for f in (search_notes, read_note, read_memory, search_conversation, explain_memory)
         ],
     )
     built.add(

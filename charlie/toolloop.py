@@ -273,12 +273,13 @@ class ToolLoop:
         completion and what its held text held. (None, …) when the reply looped."""
         completion: Completion | None = None
         shown = ThinkFilter()
-        shown_data = (
-            self._findings
-            or any(m.get("role") == "tool" for m in messages)
-            or any("<tool_result" in str(m.get("content")) for m in messages[current + 1 :])
+        # A model offered tools, or shown what they found, writes their fields as tags
+        # (`<id>1</id> <title>…`, even before a tool ran): those are not shown either.
+        shown_data = bool(tools or self._findings) or any(
+            m.get("role") == "tool" or "<tool_result" in str(m.get("content"))
+            for m in messages[current + 1 :]
         )
-        markup = MarkupFilter(self._known, speaker=conversations.ASSISTANT, echoes=bool(shown_data))
+        markup = MarkupFilter(self._known, speaker=conversations.ASSISTANT, echoes=shown_data)
         guard, before = LoopGuard(), len(self.reply)
         stream, first = self._open(messages, current, tools)
         try:

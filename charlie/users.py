@@ -231,6 +231,7 @@ ATTRIBUTED = {
     ("memory_revisions", "owner_id"),
     ("distillations", "owner_id"),
     ("discord_bindings", "bound_by"),
+    ("forget_log", "by_user_id"),  # when and how much was forgotten stays; no longer by whom
 }
 WITH_PERSON = {
     ("conversations", "owner_id"),  # their private channel (each of its threads)

@@ -59,7 +59,7 @@ def test_memory_appears_after_the_cadence(
     result = charlie("chat", "-p", "kitchen", "-m", "Oak worktops, final answer.")
     assert result.stderr == "(memory updated from messages 1-2: 1 decisions, 1 quotes)\n"
     shown = charlie("memory", "show", "-p", "kitchen")
-    assert "## Decisions\n\n- Oak worktops\n" in shown.stdout
+    assert "## Decisions\n\n- Oak worktops _(since " in shown.stdout  # with where it came from
     assert '- alice: "Oak worktops, final answer."' in shown.stdout
     history = charlie("memory", "history", "-p", "kitchen").stdout.splitlines()
     assert [line.split("\t")[2] for line in history] == ["distill", "initial"]

@@ -21,6 +21,7 @@ import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 import discord
@@ -659,7 +660,7 @@ def test_the_commands_discord_is_told_about() -> None:
     (group,) = bot.tree.get_commands()
     described = group.to_dict(bot.tree)
     names = {o["name"]: o for o in described["options"]}
-    assert set(names) == {"memory", "search", "distill", "style", "link", "project"}
+    assert set(names) == {"memory", "search", "distill", "forget", "style", "link", "project"}
     assert [o["name"] for o in names["project"]["options"]] == ["bind", "unbind"]
     assert names["search"]["options"][0] == {
         "name": "query",
@@ -692,7 +693,7 @@ def test_memory_search_style_and_unbind(
             "Securing logins.",
             "",
             "**Decisions**",
-            "- Rotate refresh tokens",
+            f"- Rotate refresh tokens _(since {date.today().isoformat()} · by hand)_",
             "",
             "**Recent quotes**",
             '> bob: "Yes."',
@@ -746,7 +747,7 @@ def test_distill_now(household: Home, auth: projects.Project, llm: ScriptedLLMSe
         assert again == "⚠️ There are no new messages to distill in project auth."
 
     play(scenario)
-    assert memory.load(household, conversations.shared_channel(household, auth)).decisions == [
+    assert memory.load(household, conversations.shared_channel(household, auth)).texts == [
         "Oak worktops"
     ]
 

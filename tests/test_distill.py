@@ -123,7 +123,7 @@ def test_hand_edits_win(
     home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
 ) -> None:
     channel, alice, client = setup
-    conversations.add_message(home, channel, "user", "Let's plan the kitchen.", user=alice)
+    conversations.add_message(home, channel, "user", "Let's plan it: oak worktops.", user=alice)
     llm.reply(distill_answer(summary="Charlie's summary.", decisions=("Oak worktops",)))
     distill.distill(home, channel, client)
 
@@ -143,7 +143,7 @@ def test_hand_edits_win(
 
     after = memory.parse(path.read_text())
     assert after.summary == "MY summary, written by hand."
-    assert after.decisions == ["Oak worktops", "Tiled floor", "Budget is 12k, hard limit"]
+    assert after.texts == ["Oak worktops", "Budget is 12k, hard limit", "Tiled floor"]
     assert "## My links\n- the supplier's page" in path.read_text()
     prompt = llm.requests[-1]["messages"][1]["content"]
     assert "Budget is 12k, hard limit" in prompt  # the model started from the edited file
@@ -213,7 +213,7 @@ def test_structured_output_request_carries_the_schema(
     llm.reply(distill_answer())
     assert distill.distill(home, channel, client).structured
     schema = llm.requests[0]["response_format"]["json_schema"]["schema"]
-    assert schema["required"] == ["summary", "decisions", "quotes"]
+    assert schema["required"] == ["summary", "decisions", "superseded", "quotes"]
 
 
 def test_malformed_memory_file_pauses_distillation_without_touching_it(

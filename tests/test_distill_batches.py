@@ -113,7 +113,7 @@ def test_one_over_long_field_is_cut_and_the_rest_is_kept(
     result = distill.distill(home, channel, client)
     kept = memory.load(home, channel)
     assert result.attempts == 1  # no repair was needed
-    assert kept.decisions == ["Oak worktops"]
+    assert kept.texts == ["Oak worktops"]
     assert 0 < len(kept.summary) <= distill.LONGEST["summary"]
     assert len(kept.quotes) == 1 and said.startswith(kept.quotes[0].text)
     assert len(kept.quotes[0].text) <= distill.LONGEST["text"]

@@ -57,10 +57,14 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
     mine, source = newest_revision(charlie)  # `history` records the hand edit
     assert source == "hand_edit"
 
-    # Two rounds later the model has rewritten the summary and dropped the budget.
+    # Two rounds later the model has rewritten the summary and left out the budget: a
+    # person's decision is theirs, and it stays (issue 22: it was gone at the second round).
     chat_and_distill(charlie, llm, "Tiles.", distill_answer(summary="Round two."))
     chat_and_distill(charlie, llm, "White.", distill_answer(summary="Charlie rewrote it."))
-    assert "Budget" not in path.read_text() and "Charlie rewrote it." in path.read_text()
+    assert "Charlie rewrote it." in path.read_text()
+    kept = memory.parse(path.read_text()).decisions
+    budget = next(d for d in kept if d.text == "Budget is 12k, hard limit")
+    assert budget.by == memory.HAND  # typed into the file: the person's, by hand
 
     undone = charlie("memory", "undo", "-p", "kitchen", "--to", str(mine))
     assert undone.stdout.startswith(f"Restored memory as it was in revision {mine} ")
@@ -72,7 +76,7 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
     )
     after = memory.parse(path.read_text())
     assert after.summary == "MY summary, by hand."
-    assert after.decisions == ["Oak worktops", "Brass", "Budget is 12k, hard limit"]
+    assert after.texts == ["Oak worktops", "Budget is 12k, hard limit", "Brass"]
 
 
 def test_undo_to_charlies_revision_is_charlies_text(
@@ -143,7 +147,7 @@ def kitchen_with_memory(home: Home, llm: ScriptedLLMServer) -> Path:
     """A project whose memory Charlie wrote, and a new message waiting to be distilled."""
     channel = shared_channel(home, create_project(home, "Kitchen"))
     alice = ensure_user(home.db, "alice")
-    conversations.add_message(home, channel, "user", "Oak worktops.", user=alice)
+    conversations.add_message(home, channel, "user", "Oak worktops, and a gas hob.", user=alice)
     llm.reply(distill_answer(summary="Charlie's summary.", decisions=("Oak worktops", "Gas hob")))
     client = LLMClient(llm.base_url, "test-model")
     distill.distill(home, channel, client)
@@ -166,7 +170,7 @@ def test_a_hand_edit_saved_while_the_model_thinks_wins(home: Home, llm: Scripted
     result = distill_while(home, llm, edit_by_hand)
     after = memory.parse(path.read_text())
     assert after.summary == "Edited while Charlie thought."
-    assert after.decisions == ["Oak worktops", "Tiled floor", "Induction hob, not gas"]
+    assert after.texts == ["Oak worktops", "Induction hob, not gas", "Tiled floor"]
     assert result.memory == after
     channel = shared_channel(home, get_project(home, "kitchen"))
     sources = [r.source for r in memory.revisions(home, channel)]
@@ -189,7 +193,8 @@ def test_an_api_edit_saved_while_the_model_thinks_wins(home: Home, llm: Scripted
         distill_while(home, llm, edit_through_the_api)
         after = client.get("/api/channels/kitchen/memory").json()
     assert after["summary"] == "Typed in the app."
-    assert after["decisions"] == ["Oak worktops", "Tiled floor"]  # "Gas hob" stays deleted
+    texts = [d["text"] for d in after["decisions"]]
+    assert texts == ["Oak worktops", "Tiled floor"]  # "Gas hob" stays deleted
     assert memory.parse(path.read_text()).summary == "Typed in the app."
 
 
@@ -226,7 +231,7 @@ def test_an_api_edit_during_the_chat_streams_distillation_wins(
         assert distilled and distilled[0]["memory"]["summary"] == "Mine."
         after = editing.get("/api/channels/kitchen/memory").json()
     assert after["summary"] == "Mine."
-    assert after["decisions"] == ["Oak worktops", "Budget 12k"]
+    assert [d["text"] for d in after["decisions"]] == ["Budget 12k", "Oak worktops"]
 
 
 def test_a_hand_edit_saved_at_the_moment_charlie_writes_wins(

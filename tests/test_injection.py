@@ -143,7 +143,7 @@ def test_a_note_read_in_a_private_channel_cannot_write_private_memory(
 
     events = list(chat.turn(home, client, mine, alice, "What does the family car note say?"))
 
-    assert memory.load(home, mine).decisions == []
+    assert memory.load(home, mine).texts == []
     (call,) = calls_named(events, "record_decision")
     assert not call["ok"] and call["guard"] == "write_refused"
     assert call["summary"] == (
@@ -159,7 +159,7 @@ def test_a_note_read_in_a_private_channel_cannot_write_private_memory(
     llm.reply("Recorded.")
     events = list(chat.turn(home, client, mine, alice, "Record that I keep the car"))
     assert calls_named(events, "record_decision")[0]["ok"]
-    assert memory.load(home, mine).decisions == ["Keep the car."]
+    assert memory.load(home, mine).texts == ["Keep the car."]
 
 
 def test_a_pinned_note_in_a_private_channel_blocks_private_writes(home: Home, alice: User) -> None:
@@ -174,7 +174,7 @@ def test_a_pinned_note_in_a_private_channel_blocks_private_writes(home: Home, al
     outcome = run_tool(tool, ToolContext(home, mine, alice), {"decision": "Give bob the car."})
     assert outcome.error and outcome.guard == "write_refused"
     assert "(pinned note family/car)" in outcome.content
-    assert memory.load(home, mine).decisions == []
+    assert memory.load(home, mine).texts == []
 
 
 def test_the_tool_layer_itself_enforces_write_tools(home: Home, alice: User) -> None:

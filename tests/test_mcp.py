@@ -156,7 +156,7 @@ def test_over_stdio_search_read_write_and_decide_as_the_named_person(charlie_hom
             "SELECT note FROM usage_events WHERE kind = 'cited' AND user_id = "
             "(SELECT id FROM users WHERE name = 'alice')"
         ).fetchall()
-    assert newest.source == "tool" and newest.memory.decisions == ["We grow no potatoes."]
+    assert newest.source == "tool" and newest.memory.texts == ["We grow no potatoes."]
     assert "We grow no potatoes." in garden.memory_path.read_text()
     assert [row[0] for row in citations] == ["garden/tomatoes"]  # read_note cites, as chat
 
@@ -336,7 +336,8 @@ def test_over_http_a_read_only_token_reads_but_never_writes(served: Served) -> N
         ]
 
     read, decide, write = call_over_http(served, served.alice_read_only, work)
-    assert not read.is_error and "<memory>" in text(read)
+    assert not read.is_error
+    assert set(json.loads(text(read))) == {"summary", "decisions", "quotes", "superseded"}
     assert decide.is_error and write.is_error
     assert text(decide).startswith("Refused: record_decision writes, and this token is read-only")
     memory_md = served.home / "projects" / "garden" / "memory.md"

@@ -23,7 +23,7 @@ def test_render_and_parse_round_trip() -> None:
     assert '- alice: "I said "no" to marble."' in text
     parsed = memory.parse(text)
     assert parsed.summary == original.summary
-    assert parsed.decisions == original.decisions
+    assert parsed.texts == original.decisions
     assert parsed.quotes == original.quotes
     assert parsed.extra == original.extra
     assert memory.render(parsed, "ignored") == text
@@ -47,7 +47,7 @@ Plain line without a bullet
     parsed = memory.parse(text)
     assert parsed.preamble == "# Notes by hand"
     assert parsed.summary == "We are moving house."
-    assert parsed.decisions == [
+    assert parsed.texts == [
         "Rent a van",
         "Pack books first (the heavy ones)",
         "Plain line without a bullet",
@@ -74,18 +74,18 @@ def test_hand_edit_is_recorded_as_a_revision_and_undo_restores(home: Home) -> No
     edited = memory.sync_hand_edits(home, channel)
     assert edited is not None and edited.source == "hand_edit"
     assert memory.sync_hand_edits(home, channel) is None  # recorded once
-    assert memory.load(home, channel).decisions == ["Walnut, not oak"]
+    assert memory.load(home, channel).texts == ["Walnut, not oak"]
 
     restored = memory.undo(home, channel)
     assert restored.source == f"undo:{first.id}"
-    assert memory.load(home, channel).decisions == ["Oak"]
+    assert memory.load(home, channel).texts == ["Oak"]
     assert [r.source for r in memory.revisions(home, channel)][:3] == [
         f"undo:{first.id}",
         "hand_edit",
         "distill",
     ]
     memory.undo(home, channel)  # undo the undo: the hand edit is back
-    assert memory.load(home, channel).decisions == ["Walnut, not oak"]
+    assert memory.load(home, channel).texts == ["Walnut, not oak"]
 
 
 def test_save_never_clobbers_an_unrecorded_hand_edit(home: Home) -> None:

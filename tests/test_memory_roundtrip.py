@@ -15,7 +15,7 @@ from web_support import PASSWORD, signed_in
 from charlie import memory
 from charlie.errors import MemoryFormatError
 from charlie.home import Home
-from charlie.memory import Memory, Quote
+from charlie.memory import Decision, Earlier, Memory, Quote
 from charlie.projects import create_project
 from charlie.users import ensure_user, set_password
 
@@ -28,13 +28,38 @@ MARKUP = st.sampled_from(
 )  # fmt: skip
 TEXT = st.lists(st.one_of(MARKUP, st.text(max_size=12)), max_size=8).map("".join)
 QUOTES = st.lists(st.builds(Quote, TEXT, TEXT), max_size=4)
+# Provenance notes, and text that looks like one (a person may type "_(since …)_").
+NOTE_LIKE = st.sampled_from(
+    ["", " _(since 2026-11-02)_", " _(by alice)_", "_(", ")_", " · ", "(by hand)", "_x_"]
+)
+DAY = st.sampled_from(["", "2026-11-02", "2026-12-31", "not a day", "2026-1-2"])
+BY = st.one_of(st.sampled_from(["", "distilled", "hand", "alice", "Dr (Bob)", "a·b_c"]), TEXT)
+SOURCES = st.lists(st.integers(-3, 10**6), max_size=4).map(tuple)
+DECISION = st.builds(
+    Decision,
+    st.builds(lambda t, n: t + n, TEXT, NOTE_LIKE),
+    DAY,
+    BY,
+    SOURCES,
+    st.sampled_from(["", memory.SOURCE_FORGOTTEN, "other"]),
+)
+EARLIER = st.builds(
+    Earlier,
+    st.builds(lambda t, n: t + n, TEXT, NOTE_LIKE),
+    DAY,
+    BY,
+    SOURCES,
+    DAY,
+    st.one_of(st.none(), st.integers(-1, 10**6)),
+)
 LAYERS = st.builds(
     Memory,
     summary=TEXT,
-    decisions=st.lists(TEXT, max_size=5),
+    decisions=st.lists(st.one_of(DECISION, TEXT), max_size=5),
     quotes=QUOTES,
     preamble=st.just("# Kitchen — memory"),
     extra=st.one_of(st.just(""), TEXT, TEXT.map(lambda t: f"## Links\n{t}")),
+    earlier=st.lists(EARLIER, max_size=3),
 )
 
 
@@ -65,7 +90,7 @@ def test_what_a_person_reasonably_types_is_normalised_not_refused() -> None:
     )
     parsed = memory.parse(memory.render(typed, "Kitchen"))
     assert parsed.summary == "Kitchen.\n### Decisions\nThe decisions are below."
-    assert parsed.decisions == ["- Oak worktops", "## Budget: 12k", "> quoted"]
+    assert parsed.texts == ["- Oak worktops", "## Budget: 12k", "> quoted"]
     assert parsed.quotes == [
         Quote("Dr 'Bob'", 'He said: "use oak"'),
         Quote("time- 10-30", "ok"),
@@ -101,7 +126,7 @@ def test_put_memory_stores_what_reads_back_and_refuses_what_cannot(home: Home) -
         assert saved.json()["summary"] == "Plan.\n### Decisions\nmore"
         shown = browser.get("/api/channels/kitchen/memory").json()
         assert shown["error"] is None
-        assert shown["decisions"] == ["## Heading decision", "line break"]
+        assert [d["text"] for d in shown["decisions"]] == ["## Heading decision", "line break"]
 
         body["quotes"] = [{"speaker": "z" * 61, "text": "Oak."}]
         refused = browser.put("/api/channels/kitchen/memory", json=body)

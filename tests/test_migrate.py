@@ -74,7 +74,9 @@ ROWS: dict[str, list[str]] = {
         MESSAGE + "(2, 2, NULL, 1, 'user', 1, 'alice', 'my private words', '[]', '2026-01-02')",
         "INSERT INTO memory_revisions VALUES (1, 2, 1, 'distill', "
         """'{"summary": "private summary"}', NULL, '2026-01-03')""",
-        "INSERT INTO distillations VALUES (1, 2, 1, 'ok', 1, 2, 1, 1, '[]', NULL, 1, "
+        "INSERT INTO distillations (id, conversation_id, owner_id, status, first_message_id, "
+        "last_message_id, attempts, structured, rejected_quotes, error, revision_id, "
+        "started_at, finished_at) VALUES (1, 2, 1, 'ok', 1, 2, 1, 1, '[]', NULL, 1, "
         "'2026-01-03', '2026-01-03')",
     ],
     "m002_usage": [
@@ -127,6 +129,10 @@ ROWS: dict[str, list[str]] = {
         "'a tool call Charlie could not read', '2026-12-01')",
         "UPDATE conversations SET distill_failed_at = 9, distill_failures = 2 WHERE id = 3",
     ],
+    "m012_forget_log_and_refused_decisions": [
+        "INSERT INTO forget_log VALUES (1, '2026-12-01', 1, 'project kitchen', 2)",
+        """UPDATE distillations SET refused_decisions = '[{"decision": "x", "why": "y"}]'""",
+    ],
 }
 
 
@@ -157,6 +163,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "discord_suggestion_messages",
         "api_tokens",
         "model_habits",
+        "forget_log",
     }
     assert columns(conn, "messages") == [
         "id",

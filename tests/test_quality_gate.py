@@ -45,7 +45,8 @@ def kitchen(home: Home, llm: ScriptedLLMServer) -> Iterator[tuple[Channel, User,
     channel = shared_channel(home, create_project(home, "Kitchen"))
     alice = ensure_user(home.db, "alice")
     client = LLMClient(llm.base_url, "test-model", retries=0)
-    conversations.add_message(home, channel, "user", "We are doing the kitchen.", user=alice)
+    said = "We are doing the kitchen: oak worktops, white cabinets, a tiled floor, budget 12k."
+    conversations.add_message(home, channel, "user", said, user=alice)
     llm.reply(answer())
     distill.distill(home, channel, client)
     yield channel, alice, client
@@ -147,11 +148,16 @@ def test_a_summary_shrunk_without_reason_is_refused(
     assert len(LONG_SUMMARY) == 252
 
 
-def test_all_decisions_dropped_without_reason_is_refused(
+def test_decisions_the_model_leaves_out_are_kept(
     home: Home, llm: ScriptedLLMServer, kitchen: tuple[Channel, User, LLMClient]
 ) -> None:
-    error = refused_twice(home, llm, kitchen, "Tiles arrive Monday.", answer(decisions=()))
-    assert "all 4 decisions were dropped although nothing asked to forget" in error
+    """A careless model that drops every decision drops none (issue 22): dropping is not a
+    way to change a decision; naming it as superseded is."""
+    channel, alice, client = kitchen
+    conversations.add_message(home, channel, "user", "Tiles arrive Monday.", user=alice)
+    llm.reply(answer(decisions=()))
+    result = distill.distill(home, channel, client)
+    assert result.attempts == 1 and result.memory.texts == list(DECISIONS)
 
 
 def test_a_memory_may_shrink_when_the_conversation_asks_to_forget(
@@ -163,7 +169,10 @@ def test_a_memory_may_shrink_when_the_conversation_asks_to_forget(
     llm.reply(answer(summary="Planning the garden.", decisions=()))
     result = distill.distill(home, channel, client)
     assert (result.attempts, result.memory.summary) == (1, "Planning the garden.")
-    assert result.memory.decisions == []
+    assert result.memory.texts == []  # superseded by the message that asked to start over
+    asked = conversations.recent(home, channel, 1)[0]
+    assert [e.text for e in result.memory.earlier] == list(DECISIONS)
+    assert {e.changed_by for e in result.memory.earlier} == {asked.id}
 
 
 def test_a_refused_answer_is_repaired_with_the_reason(
@@ -175,7 +184,7 @@ def test_a_refused_answer_is_repaired_with_the_reason(
     llm.reply(answer(decisions=(*DECISIONS, "Tiles arrive Monday")))
     result = distill.distill(home, channel, client)
     assert result.attempts == 2
-    assert result.memory.decisions[-1] == "Tiles arrive Monday"
+    assert result.memory.texts[-1] == "Tiles arrive Monday"
     repair = llm.requests[-1]["messages"][-1]["content"]
     assert repair.startswith(
         "That answer was not usable: the summary '...' is empty or a placeholder."

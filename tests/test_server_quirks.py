@@ -91,10 +91,10 @@ def test_a_server_refusing_structured_output_gets_the_json_described_in_the_prom
         + json.dumps({"summary": "Planting an oak.", "decisions": ["Oak in March."], "quotes": []})
     )
     result = distill.distill(home, channel, client(llm))
-    assert not result.structured and result.memory.decisions == ["Oak in March."]
+    assert not result.structured and result.memory.texts == ["Oak in March."]
     plain = llm.requests[1]
     assert "response_format" not in plain
-    assert '{"summary": "...", "decisions": ["..."]' in plain["messages"][0]["content"]
+    assert '{"summary": "...", "decisions": [{"text": "...",' in plain["messages"][0]["content"]
 
 
 # ---------------------------------------------------------------- thinking

@@ -342,3 +342,9 @@ def test_after_charlies_fences_their_fields_written_as_tags_are_not_shown() -> N
     plain = MarkupFilter(KNOWN)  # nothing was shown: an HTML answer keeps its tags
     kept = plain.feed("Put it in <title>Home</title>.") + plain.finish().text
     assert kept == "Put it in <title>Home</title>."
+
+
+def test_a_field_tag_in_backticks_is_code_and_stays() -> None:
+    markup = MarkupFilter(KNOWN, echoes=True)
+    text = "Use `<title>` for the page name."
+    assert (markup.feed(text) + markup.finish().text) == text

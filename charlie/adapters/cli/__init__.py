@@ -48,6 +48,7 @@ def _register() -> None:
         backup,
         chat,
         doctor,
+        forget,
         importing,
         memory,
         notes,
@@ -64,6 +65,7 @@ def _register() -> None:
     cli.add_command(projects.trash_group)
     cli.add_command(memory.memory_group)
     cli.add_command(memory.distill_command)
+    cli.add_command(forget.forget_command)
     cli.add_command(notes.notes_group)
     cli.add_command(notes.reindex_command)
     cli.add_command(notes.search_command)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
 
-from charlie import batches, distill, memory
+from charlie import batches, distill, memory, why
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -24,11 +25,17 @@ def memory_group() -> None:
 
 @memory_group.command("show")
 @channel_options
-def show_command(project: str | None, private: bool, user_name: str | None) -> None:
-    """Print the memory: Summary, Decisions, Recent quotes."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="The layers as JSON, each decision's provenance too."
+)
+def show_command(project: str | None, private: bool, user_name: str | None, as_json: bool) -> None:
+    """Print the memory: Summary, Decisions, Recent quotes (and Earlier decisions)."""
     with opened_home() as home:
         channel, _ = resolve_channel(home, project, private, user_name, create=False)
-        if channel.project is not None:
+        if as_json:
+            layers = memory.load(home, channel)
+            click.echo(json.dumps(memory.as_json(layers), ensure_ascii=False, indent=1))
+        elif channel.project is not None:
             text = memory.read_file_text(channel) or ""
             memory.parse(text)  # a malformed file is reported, not shown as if fine
             click.echo(text, nl=False)
@@ -118,3 +125,21 @@ def distill_command(project: str | None, private: bool, user_name: str | None) -
             done += 1
         if not done:
             raise distill.nothing_new(channel)
+
+
+@memory_group.command("why")
+@click.argument("topic")
+@channel_options
+@click.option("--json", "as_json", is_flag=True, help="The answer as JSON.")
+def why_command(
+    topic: str, project: str | None, private: bool, user_name: str | None, as_json: bool
+) -> None:
+    """What Charlie remembers about TOPIC, and why: the decisions about it (since when, by
+    whom, from which messages), the earlier ones, the quotes and what was said."""
+    with opened_home() as home:
+        channel, user = resolve_channel(home, project, private, user_name, create=False)
+        items = why.remembered(home, channel, user, topic)
+        if as_json:
+            click.echo(json.dumps([i.as_json() for i in items], ensure_ascii=False, indent=1))
+        else:
+            click.echo(why.as_text(items, topic))

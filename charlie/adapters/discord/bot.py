@@ -379,6 +379,15 @@ def command_group(bot: CharlieBot) -> app_commands.Group:
             partial(commands.distill_text, llm=bot.llm, place=place, discord_id=user_id),
         )
 
+    @group.command(name="forget", description="Forget a message for good (default: your last)")
+    @app_commands.describe(message="The message's id (default: your last message here)")
+    async def forget_command(interaction: discord.Interaction, message: int | None = None) -> None:
+        place, user_id = who(interaction)
+        await bot.respond(
+            interaction,
+            partial(commands.forget_text, place=place, discord_id=user_id, message_id=message),
+        )
+
     @group.command(name="style", description="Show (or set) the project's response style")
     @app_commands.describe(text="A new response style, e.g. 'Brief, practical.'")
     async def style_command(interaction: discord.Interaction, text: str | None = None) -> None:

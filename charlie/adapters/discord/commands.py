@@ -7,7 +7,7 @@ in a worker thread and sends the text (only to the person who asked). Failures a
 
 from __future__ import annotations
 
-from charlie import batches, distill, links, memory, projects
+from charlie import batches, distill, forget, links, memory, projects
 from charlie.adapters.discord.conversation import caller, channel_for
 from charlie.adapters.discord.store import Place, bind, bound_slug, unbind
 from charlie.conversations import Channel
@@ -30,9 +30,12 @@ def memory_text(home: Home, place: Place, discord_id: int) -> str:
     layers = memory.load(home, channel)
     lines = [f"## {_title(channel)} — memory", "**Summary**", layers.summary or "_(none yet)_"]
     lines += ["", "**Decisions**"]
-    lines += [f"- {d}" for d in layers.decisions] or ["_(none yet)_"]
+    lines += [f"- {memory.decision_line(d)}" for d in layers.decisions] or ["_(none yet)_"]
     lines += ["", "**Recent quotes**"]
     lines += [f'> {q.speaker}: "{q.text}"' for q in layers.quotes] or ["_(none yet)_"]
+    if layers.earlier:
+        lines += ["", "**Earlier decisions**"]
+        lines += [f"- ~~{e.text}~~ _({e.until or 'no longer holds'})_" for e in layers.earlier]
     return "\n".join(lines)
 
 
@@ -73,6 +76,36 @@ def distill_text(home: Home, llm: LLMClient, place: Place, discord_id: int) -> s
     rejected = sum(len(r.rejected_quotes) for r in results)
     if rejected:
         line += f" {rejected} quote(s) were not verbatim and were left out."
+    return line
+
+
+def forget_text(home: Home, place: Place, discord_id: int, message_id: int | None) -> str:
+    """Forget a message for good (default: your last one here) and Charlie's answer to it.
+    In a DM it is your private channel's; in a server channel, only your own messages."""
+    user = caller(home, discord_id)
+    channel = channel_for(home, place, user)
+    if message_id is None:
+        row = home.db.execute(
+            "SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+            "WHERE m.role = 'user' AND m.user_id = ? AND c.private = ? AND "
+            "ifnull(c.project_id, 0) = ? AND ifnull(c.owner_id, 0) = ? ORDER BY m.id DESC LIMIT 1",
+            (
+                user.id,
+                int(channel.private),
+                channel.project.id if channel.project else 0,
+                channel.owner.id if channel.owner else 0,
+            ),
+        ).fetchone()
+        if row is None:
+            raise CharlieError("You have no message here to forget.")
+        message_id = int(row[0])
+    done = forget.forget(home, channel, user, message_id)
+    line = f"🧹 Forgot {done.messages} message{'s' if done.messages != 1 else ''}"
+    if done.quotes:
+        line += f"; {done.quotes} quote{'s' if done.quotes != 1 else ''} left the memory"
+    line += "."
+    if done.flagged:
+        line += f" {len(done.flagged)} decision(s) came only from it: flagged in the memory."
     return line
 
 

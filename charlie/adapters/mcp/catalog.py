@@ -14,11 +14,12 @@ signatures and docstrings (`tools.Tool.from_function`), as for Charlie's own mod
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from charlie import projects, toolkit, tools
+from charlie import memory, projects, toolkit, tools
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import CharlieError
 from charlie.home import Home
@@ -142,12 +143,15 @@ def read_note(call: Call, note: str, project: str | None = None) -> Reply:
 
 
 def read_memory(call: Call, project: str) -> Reply:
-    """Read a project's memory: its summary, decisions and recent quotes.
+    """Read a project's memory as JSON: its summary, its decisions (each with since when it
+    holds, who made it and from which messages), recent quotes, and superseded decisions.
 
     Args:
         project: A project slug, or "private".
     """
-    return _run(call, project, _own()["read_memory"], {"layer": "all"})
+    channel = channel_for(call.home, call.caller.user, project)
+    layers = memory.load(call.home, channel)
+    return Reply(json.dumps(memory.as_json(layers), ensure_ascii=False))
 
 
 def recall(call: Call, question: str, project: str | None = None, limit: int = 5) -> Reply:

@@ -80,11 +80,7 @@ def note_name(name: str) -> str:
 
 
 def memory_json(layers: Memory) -> dict[str, Any]:
-    return {
-        "summary": layers.summary,
-        "decisions": layers.decisions,
-        "quotes": [{"speaker": q.speaker, "text": q.text} for q in layers.quotes],
-    }
+    return memory.as_json(layers)
 
 
 def project_json(project: projects.Project) -> dict[str, Any]:
@@ -560,7 +556,10 @@ def put_memory(
     memory.ensure_file(home, found)  # the empty first revision, so this edit can be undone
     current = memory.load(home, found)  # a memory.md that cannot be read is fixed by hand first
     quotes = [(q.get("speaker", ""), q.get("text", "")) for q in body.quotes]
-    edited = memory.from_person(body.summary, body.decisions, quotes, current)
+    today = datetime.now(UTC).date().isoformat()
+    edited = memory.from_person(
+        body.summary, body.decisions, quotes, current, session.user.name, today
+    )
     return memory_json(memory.save(home, found, edited, "edit").memory)
 
 

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from charlie import chat, conversations
+from charlie import chat, conversations, forget
 from charlie.adapters.web.api import channel_for, event_sse, shown_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, stream
 from charlie.errors import CharlieError
@@ -152,3 +152,33 @@ def choose(
     found = channel_for(home, channel, session.user, thread)
     conversations.choose(home, found, message_id)
     return shown_json(home, found, conversations.recent(home, found, max(1, min(limit, 500))))
+
+
+# ---------------------------------------------------------------- forgetting
+
+
+class ForgetBody(BaseModel):
+    only: bool = False  # this message only, not Charlie's answer to it
+
+
+def forgotten_json(done: forget.Forgotten) -> dict[str, Any]:
+    return dataclasses.asdict(done)
+
+
+@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/forget")
+def forget_message(
+    channel: str, thread: int, message_id: int, body: ForgetBody, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    """Forget a message for good (and, unless `only`, Charlie's answer to it): see
+    `charlie.forget` for everywhere it goes from, and who may."""
+    found = channel_for(home, channel, session.user, thread)
+    return forgotten_json(forget.forget(home, found, session.user, message_id, only=body.only))
+
+
+@router.post("/channels/{channel}/threads/{thread}/forget")
+def forget_whole_thread(
+    channel: str, thread: int, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    """Forget every message of a thread for good (refused whole if one is someone else's)."""
+    found = channel_for(home, channel, session.user, thread)
+    return forgotten_json(forget.forget_thread(home, found, session.user))

@@ -27,9 +27,9 @@ export function iconButton(name, label, onclick, { disabled = false, className =
 
 /**
  * The actions under a message. `message` is the API's message (`content`, `role`, `id`,
- * `alternatives`); `can` says which apply ({edit, regenerate, retry, busy}: while a reply
- * streams, everything but Copy waits); `on` holds the handlers ({edit(), regenerate(),
- * retry(), choose(id)}).
+ * `alternatives`); `can` says which apply ({edit, regenerate, retry, forget, busy}: while a
+ * reply streams, everything but Copy waits); `on` holds the handlers ({edit(), regenerate(),
+ * retry(), forget(), choose(id)}).
  */
 export function messageToolbar(message, can, on) {
   const bar = h('div', { class: 'msg-actions', role: 'group', 'aria-label': 'Message actions' });
@@ -48,7 +48,29 @@ export function messageToolbar(message, can, on) {
   if (can.retry) {
     bar.append(retryButton(on.retry, can.busy));
   }
+  if (can.forget) {
+    bar.append(
+      iconButton('forget', 'Forget this message for good', on.forget, {
+        disabled: can.busy,
+        className: 'msg-forget',
+      }),
+    );
+  }
   return bar;
+}
+
+/** What forgetting did, in words: "Forgot 2 messages; 1 quote left the memory." */
+export function forgottenText(done) {
+  const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  let text = `Forgot ${plural(done.messages, 'message')}`;
+  if (done.quotes) text += `; ${plural(done.quotes, 'quote')} left the memory`;
+  text += '.';
+  if (done.flagged && done.flagged.length) {
+    text +=
+      ` ${plural(done.flagged.length, 'decision')} came only from it: flagged in the memory ` +
+      'for you to keep or drop.';
+  }
+  return text;
 }
 
 /** "Retry": answer the person's last message again, after its turn failed. */

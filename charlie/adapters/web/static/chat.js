@@ -7,7 +7,7 @@
 // Every answer — sent, regenerated, edited, retried — streams the same way and can be
 // stopped. Which thread is shown is decided by the chats list (threads.js).
 
-import { editForm, messageToolbar, retryButton } from './actions.js';
+import { editForm, forgottenText, messageToolbar, retryButton } from './actions.js';
 import {
   ApiError,
   api,
@@ -779,11 +779,13 @@ export function createChat(app) {
         edit: mine,
         regenerate: message.role === 'assistant' && newest,
         retry: mine && newest, // your message with no answer: its turn failed
+        forget: mine || app.isPrivate(channel), // the server says no to anyone else's
       };
       const on = {
         edit: () => startEdit(item),
         regenerate: () => answerAgain(message.id, item),
         retry: () => answerAgain(message.id, null),
+        forget: () => forgetMessage(message),
         choose: (id) => choose(id, item),
       };
       item.append(messageToolbar(message, can, on));
@@ -866,6 +868,30 @@ export function createChat(app) {
       return;
     }
     await settle(result, { asked: { item, text } });
+  }
+
+  /** Forget a message for good (a person's message with Charlie's answer to it). */
+  async function forgetMessage(message) {
+    if (controller || thread === null) return;
+    const answer = message.role === 'user' ? " and Charlie's answer to it" : '';
+    const sure = window.confirm(
+      `Forget this message${answer} for good? It leaves the conversation, the memory's ` +
+        'quotes, recall and later exports. This cannot be undone.',
+    );
+    if (!sure) return;
+    let done;
+    try {
+      done = await post(
+        `/api/channels/${enc(channel)}/threads/${thread}/messages/${enc(message.id)}/forget`,
+        {},
+      );
+    } catch (error) {
+      app.reportError(error, 'The message could not be forgotten');
+      return;
+    }
+    toast(forgottenText(done));
+    await open(channel, thread);
+    hooks.changed(channel, thread);
   }
 
   /** Show alternative `id` (a page through a message's versions) and the turns after it. */

@@ -29,6 +29,10 @@ const SHAPES = {
   previous: [['path', { d: 'M14.5 6l-6 6 6 6' }]],
   next: [['path', { d: 'M9.5 6l6 6-6 6' }]],
   close: [['path', { d: 'M6 6l12 12M18 6L6 18' }]],
+  forget: [
+    ['path', { d: 'M5 7h14M10 7V5h4v2M7 7l1 12h8l1-12' }],
+    ['path', { d: 'M10.5 11l3 4M13.5 11l-3 4' }],
+  ],
 };
 
 /** The icon `name` as an <svg> element (an unknown name is a mistake in the caller). */

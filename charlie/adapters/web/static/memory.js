@@ -23,7 +23,7 @@ function sourceLabel(source) {
 
 function asText(memory, key) {
   if (key === 'summary') return memory.summary || '';
-  if (key === 'decisions') return (memory.decisions || []).join('\n');
+  if (key === 'decisions') return (memory.decisions || []).map((d) => d.text).join('\n');
   return (memory.quotes || []).map((q) => `${q.speaker}: ${q.text}`).join('\n');
 }
 
@@ -42,6 +42,42 @@ function parseQuotes(text, defaultSpeaker) {
     if (/^".*"$/.test(words) || /^“.*”$/.test(words)) words = words.slice(1, -1);
     return { speaker, text: words };
   });
+}
+
+/** Where a decision came from, in words: "since 2 Nov · distilled from messages 12, 14". */
+export function provenance(decision) {
+  const parts = [];
+  if (decision.since) parts.push(`since ${decision.since}`);
+  if (decision.until) parts.push(`until ${decision.until}`);
+  const sources = decision.sources || [];
+  const from = sources.length
+    ? ` from message${sources.length > 1 ? 's' : ''} ${sources.join(', ')}`
+    : '';
+  if (decision.by === 'distilled') parts.push(`distilled${from}`);
+  else if (decision.by === 'hand') parts.push(`written by hand${from}`);
+  else if (decision.by) parts.push(`by ${decision.by}${from}`);
+  else if (from) parts.push(from.trim());
+  if (decision.changed_by) parts.push(`changed by message ${decision.changed_by}`);
+  return parts.join(' · ');
+}
+
+function decisionItem(decision) {
+  return h(
+    'li',
+    { title: provenance(decision) },
+    decision.text,
+    h('span', { class: 'provenance small muted' }, provenance(decision)),
+    decision.flag ? h('span', { class: 'badge badge-guard' }, decision.flag) : null,
+  );
+}
+
+function earlierItem(decision) {
+  return h(
+    'li',
+    { title: provenance(decision) },
+    h('s', {}, decision.text),
+    h('span', { class: 'provenance small muted' }, provenance(decision)),
+  );
 }
 
 export function createMemory(app) {
@@ -111,13 +147,22 @@ export function createMemory(app) {
           );
     }
     if (key === 'decisions') {
-      return memory.decisions && memory.decisions.length
-        ? h(
-            'ul',
-            { class: 'decisions' },
-            memory.decisions.map((d) => h('li', {}, d)),
-          )
+      const held = memory.decisions && memory.decisions.length
+        ? h('ul', { class: 'decisions' }, memory.decisions.map(decisionItem))
         : h('p', { class: 'empty small' }, 'No decisions yet.');
+      const earlier = memory.superseded || [];
+      if (!earlier.length) return held;
+      return h(
+        'div',
+        {},
+        held,
+        h(
+          'details',
+          { class: 'earlier-decisions' },
+          h('summary', { class: 'small' }, `Earlier decisions (${earlier.length})`),
+          h('ul', { class: 'decisions earlier' }, earlier.map(earlierItem)),
+        ),
+      );
     }
     return memory.quotes && memory.quotes.length
       ? h(
@@ -195,7 +240,7 @@ export function createMemory(app) {
     const memory = current || { summary: '', decisions: [], quotes: [] };
     const body = {
       summary: memory.summary || '',
-      decisions: memory.decisions || [],
+      decisions: (memory.decisions || []).map((d) => d.text),
       quotes: memory.quotes || [],
     };
     if (key === 'summary') body.summary = text.trim();

@@ -9,6 +9,7 @@
 // started yet: it is made when its first message is sent), so a reload or the Back button
 // keeps it. app.js routes here; chat.js shows the thread and tells us of new and changed ones.
 
+import { forgottenText } from './actions.js';
 import { api, enc, get, patch, post, query } from './api.js';
 import { $, clear, h, toast, when } from './dom.js';
 import { icon } from './icons.js';
@@ -243,6 +244,7 @@ export function createThreads(app, chat) {
       entry('Rename', () => rename(thread, item)),
       entry(thread.archived ? 'Unarchive' : 'Archive', () => archive(thread, !thread.archived)),
       entry('Delete', () => remove(thread), 'danger'),
+      entry('Forget for good', () => forgetThread(thread), 'danger'),
     );
     more.addEventListener('click', () => {
       if (!menu.hidden) {
@@ -399,6 +401,29 @@ export function createThreads(app, chat) {
       if (wasShown) app.navigate('chat', ch, String(thread.id));
       await load();
     });
+  }
+
+  /** Forget a whole chat for good: its messages leave the memory's quotes, recall and
+   * exports too; no Undo (the server keeps no copy). */
+  async function forgetThread(thread) {
+    const ch = channel;
+    const sure = window.confirm(
+      `Forget “${thread.title}” for good? Its messages leave the conversation, the memory's ` +
+        'quotes, recall and later exports. This cannot be undone.',
+    );
+    if (!sure) return;
+    let done;
+    try {
+      done = await post(`${threadsPath(ch, thread.id)}/forget`, {});
+    } catch (error) {
+      app.reportError(error, 'The chat could not be forgotten');
+      return;
+    }
+    const wasShown = thread.id === current;
+    listed = listed.filter((each) => each.id !== thread.id);
+    render();
+    if (wasShown) await openNewest();
+    toast(forgottenText(done));
   }
 
   async function restore(thread) {

@@ -1,0 +1,67 @@
+"""`charlie forget`: forget a message (and Charlie's answer to it), or a whole thread."""
+
+from __future__ import annotations
+
+import click
+
+from charlie import conversations, forget
+from charlie.adapters.cli.common import channel_options, opened_home, resolve_channel
+from charlie.errors import CharlieError
+from charlie.llm import preview
+
+
+@click.command("forget")
+@click.argument("message_id", type=int, required=False)
+@channel_options
+@click.option("--thread", "thread_id", type=int, metavar="ID", help="Forget a whole thread.")
+@click.option("--only", is_flag=True, help="Only this message, not Charlie's answer to it.")
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+def forget_command(
+    message_id: int | None,
+    project: str | None,
+    private: bool,
+    user_name: str | None,
+    thread_id: int | None,
+    only: bool,
+    yes: bool,
+) -> None:
+    """Forget MESSAGE_ID for good: the message and Charlie's answer to it leave the
+    conversation, the memory's quotes (and their history), recall and the search index,
+    suggestions and later exports. A decision whose only source it was is flagged for you to
+    keep or drop. A log keeps when, by whom and how many — never what.
+
+    Message ids are shown by `charlie recall`, `charlie memory why` and the app."""
+    if (message_id is None) == (thread_id is None):
+        raise click.UsageError("Give a MESSAGE_ID or --thread ID (one of them).")
+    with opened_home() as home:
+        channel, user = resolve_channel(home, project, private, user_name, create=False)
+        if thread_id is not None:
+            thread = conversations.thread_of(home, channel, thread_id)
+            count = conversations.count_messages(home, thread)
+            what = f"thread {thread_id} ({count} message{'s' if count != 1 else ''})"
+            if not yes:
+                click.confirm(f"Forget {what} for good?", abort=True, err=True)
+            done = forget.forget_thread(home, thread, user)
+        else:
+            assert message_id is not None
+            taken = forget.planned(home, channel, user, message_id, only=only)
+            if not yes:
+                for message in taken:
+                    click.echo(
+                        f"  {message.id} {message.speaker}: {preview(message.content, 70)}",
+                        err=True,
+                    )
+                click.confirm(f"Forget {len(taken)} message(s) for good?", abort=True, err=True)
+            done = forget.forget_messages_of(home, channel, user, taken)
+        if not done.messages:
+            raise CharlieError("There was nothing to forget.")
+        click.echo(
+            f"Forgot {done.messages} message{'s' if done.messages != 1 else ''}"
+            f" ({done.quotes} quote{'s' if done.quotes != 1 else ''} taken out of the memory, "
+            f"{done.revisions} earlier revision{'s' if done.revisions != 1 else ''} scrubbed)."
+        )
+        for text in done.flagged:
+            click.echo(
+                f"The decision {text!r} came only from what was forgotten: it is flagged in the "
+                "memory; keep it (delete the flag) or drop it."
+            )
