@@ -298,6 +298,20 @@ def _clean_title(title: str) -> str:
     return cut.rstrip(" ,.;:") + "…"
 
 
+def retitle(home: Home, conversation_id: int) -> None:
+    """An untitled thread named again by its first message (after messages were forgotten:
+    the name must not keep their words); a title someone chose stays."""
+    row = home.db.execute(
+        "SELECT content FROM messages WHERE conversation_id = ? AND role = 'user' "
+        "AND trim(content) <> '' ORDER BY id LIMIT 1",
+        (conversation_id,),
+    ).fetchone()
+    home.db.execute(
+        "UPDATE conversations SET title = ? WHERE id = ? AND title_set = 0",
+        (_clean_title(row[0]) if row else None, conversation_id),
+    )
+
+
 def rename_thread(home: Home, channel: Channel, title: str) -> None:
     """A title the person chose: it is never replaced by a generated one."""
     if not title.strip():

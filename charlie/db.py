@@ -433,6 +433,7 @@ def connect(path: Path) -> sqlite3.Connection:
         _use_wal(db)
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA secure_delete = ON")  # what is forgotten leaves the file too
         migrate(db)
     except sqlite3.Error as exc:
         raise explain(exc, path) or DatabaseError(

@@ -65,7 +65,7 @@ class Outcome:
 def words(text: str) -> set[str]:
     """The content words of a decision, lower-cased and roughly stemmed ("tiles", "tiled"
     and "tile" are one), values such as days and numbers kept."""
-    found = (w.strip(".,'-") for w in re.findall(r"[\w'£$€%.-]+", text.lower()))
+    found = (w.strip(".,'-") for w in re.findall(r"\d[\d,.:/]*\d|[\w'£$€%.-]+", text.lower()))
     return {_stem(w) for w in found if w and w not in STOP}
 
 

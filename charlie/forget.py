@@ -30,6 +30,7 @@ from charlie.errors import CharlieError, Forbidden, NotFound
 from charlie.home import Home
 from charlie.household import forget_messages
 from charlie.memory import Decision, Earlier, Memory, normalise
+from charlie.recall import recaller_for
 from charlie.usage import message_key
 from charlie.users import User
 
@@ -129,6 +130,7 @@ def forget_messages_of(
         return done
     ids = sorted({m.id for m in messages})
     said = [normalise(m.content) for m in messages if normalise(m.content)]
+    spans = _spans(home, ids)
     token = _claim(home, channel)
     try:
         with transaction(home.db):
@@ -144,7 +146,19 @@ def forget_messages_of(
     finally:
         distill.release(home, channel, token)
     forget_messages(home, ids)  # the search index: derived data in its own file
+    recaller_for(home).index.mend(spans)  # the words beside them, and no segment keeps them
+    home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # nor the write-ahead log
     return done
+
+
+def _spans(home: Home, ids: list[int]) -> dict[int, tuple[str, str]]:
+    """Each conversation's first and last time among the messages `ids`."""
+    rows = home.db.execute(
+        f"SELECT conversation_id, min(created_at), max(created_at) FROM messages "
+        f"WHERE id IN ({_marks(ids)}) GROUP BY conversation_id",
+        ids,
+    ).fetchall()
+    return {int(r[0]): (str(r[1]), str(r[2])) for r in rows}
 
 
 def _place(channel: Channel) -> str:
@@ -296,4 +310,12 @@ def _delete(home: Home, ids: list[int]) -> None:
         home.db.execute(
             "UPDATE messages SET parent_id = ? WHERE parent_id = ?", (row["parent_id"], message_id)
         )
+    threads = [
+        int(r[0])
+        for r in home.db.execute(
+            f"SELECT DISTINCT conversation_id FROM messages WHERE id IN ({marks})", ids
+        )
+    ]
     home.db.execute(f"DELETE FROM messages WHERE id IN ({marks})", ids)
+    for thread in threads:
+        conversations.retitle(home, thread)  # an untitled thread was named by its words

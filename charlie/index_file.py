@@ -164,6 +164,7 @@ def connect(path: Path) -> Connection:
         db.execute("PRAGMA journal_mode = WAL")  # reads the header: a non-database fails here
         db.execute("PRAGMA synchronous = NORMAL")
         db.execute("PRAGMA foreign_keys = ON")
+        db.execute("PRAGMA secure_delete = ON")  # a forgotten message's words leave the file
     except BaseException:
         db.close()
         raise

@@ -370,6 +370,24 @@ class MessageIndex:
         gone = [r[0] for r in self.db.execute("SELECT id FROM messages") if r[0] not in kept]
         self.forget(gone)
 
+    def mend(self, spans: dict[int, tuple[str, str]]) -> None:
+        """After messages were forgotten (`spans`: each conversation's first and last time of
+        them): the messages that were beside them get their context again — it held the
+        forgotten words — and the words index is merged, so no segment keeps them."""
+        rows = [
+            row
+            for conversation_id, (first, last) in spans.items()
+            for row in self._stretch(conversation_id, first, last)
+        ]
+        contexts = self._contexts(rows) if rows else {}
+        with self.lock, index_file.transaction(self.db) as db:
+            db.executemany(
+                "UPDATE messages_fts SET context = ? WHERE rowid = ?",
+                [(text, message_id) for message_id, text in contexts.items()],
+            )
+            db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def forget(self, message_ids: Iterable[int]) -> None:
         """Drop these messages from the index (they were deleted, or are to be indexed again)."""
         ids = [(i,) for i in message_ids]
