@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 from llm_double import ScriptedLLMServer
-from test_distill import distill_answer, is_distillation
+from support.distilling import distill_answer, is_distillation, naming_answer
 from test_llm import tiny_png
 
 from charlie import chat, conversations
@@ -44,7 +44,7 @@ def test_context_is_memory_plus_messages_since_last_distillation(
     channel = shared_channel(home, create_project(home, "Kitchen", distill_every=4))
     alice = ensure_user(home.db, "alice")
     llm.default = lambda req: (
-        distill_answer(summary="SUMMARY-MARKER", decisions=("DECISION-MARKER",))
+        naming_answer(req, summary="SUMMARY-MARKER", decisions=("DECISION-MARKER",))
         if is_distillation(req)
         else "Reply."
     )

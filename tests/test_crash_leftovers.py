@@ -146,7 +146,7 @@ def test_a_reply_cut_mid_stream_is_kept_marked_and_never_distilled(
         "content": "Oak is warm and dura\n[this reply was cut off before it finished]",
     }
     transcript = next(r for r in llm.requests if is_distillation(r))["messages"][1]["content"]
-    assert "[alice] Oak or marble?\n[alice] Again please." in transcript
+    assert "] alice: Oak or marble?\n[" in transcript and "] alice: Again please." in transcript
     assert "Oak is warm" not in transcript
 
 

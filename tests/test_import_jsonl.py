@@ -14,7 +14,7 @@ from conftest import Cli
 from hypothesis import given
 from hypothesis import strategies as st
 from llm_double import ScriptedLLMServer
-from test_distill import distill_answer, is_distillation
+from support.distilling import distill_answer, is_distillation, naming_answer
 
 from charlie import batches, budget, conversations, importing
 from charlie.conversations import private_channel, shared_channel
@@ -303,13 +303,13 @@ def test_distill_folds_the_import_into_memory_in_batches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(batches, "MAX_BATCH", 2)
-    llm.default = lambda req: distill_answer() if is_distillation(req) else "?"
+    llm.default = lambda req: naming_answer(req) if is_distillation(req) else "?"
     path = write(tmp_path / "h.jsonl", HISTORY)
     result = charlie("import", "jsonl", str(path), "-p", "kitchen", "--distill")
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         "Imported 3 messages into project kitchen.\n"
-        "(memory updated from messages 1-2: 1 decisions, 0 quotes)\n"
+        "(memory updated from messages 1-2: 0 decisions, 0 quotes)\n"  # a question decides nothing
         "(memory updated from messages 3-3: 1 decisions, 0 quotes)\n"
     )
     channel = shared_channel(kitchen, get_project(kitchen, "kitchen"))

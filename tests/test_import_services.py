@@ -341,7 +341,7 @@ def report(added: int) -> importing.ImportReport:
 def test_distill_folds_each_conversation_in_order_and_resumes(
     charlie: Cli, kitchen: Home, llm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_distill import distill_answer, is_distillation
+    from support.distilling import is_distillation, naming_answer
 
     monkeypatch.setattr(batches, "MAX_BATCH", 2)
     calls: list[str] = []
@@ -353,7 +353,7 @@ def test_distill_folds_each_conversation_in_order_and_resumes(
         calls.append(str(request["messages"]))
         if len(calls) == failing["on"]:
             return _broken_reply()
-        return distill_answer(decisions=(f"decision {len(calls)}",))
+        return naming_answer(request, summary=f"Summary {len(calls)}.")
 
     llm.default = answer
     first = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--distill")
@@ -377,7 +377,7 @@ def test_distill_folds_each_conversation_in_order_and_resumes(
         conversations.undistilled(kitchen, t) == []
         for t in conversations.thread_channels(kitchen, channel)
     )
-    assert "- decision 3" in charlie("memory", "show", "-p", "kitchen").stdout
+    assert "Summary 3." in charlie("memory", "show", "-p", "kitchen").stdout
 
 
 def _broken_reply() -> Any:

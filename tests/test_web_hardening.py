@@ -84,6 +84,7 @@ def test_get_memory_writes_nothing(alice: TestClient, accounts: Home) -> None:
         "summary": "",
         "decisions": [],
         "quotes": [],
+        "superseded": [],
         "markdown": None,
         "error": None,
     }

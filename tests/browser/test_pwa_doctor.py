@@ -15,7 +15,8 @@ pytestmark = pytest.mark.browser
 
 def capable(request: dict[str, Any]) -> Any:
     if request.get("tools"):
-        return ToolCallsReply([("add", {"a": 2, "b": 3})])
+        name = request["tools"][0]["function"]["name"]
+        return ToolCallsReply([(name, {"a": 2, "b": 3} if name == "add" else {"query": "oak"})])
     if request.get("response_format"):
         return '{"answer": 5}'
     return "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
@@ -35,10 +36,12 @@ def test_run_checks_shows_the_table_and_costs_nothing_until_asked(
     page.get_by_role("button", name="Run checks").click()
     expect(page.locator("#doctor-status")).to_have_text("Charlie can chat with this server.")
     rows = table.locator("tbody tr")
-    expect(rows).to_have_count(9)
+    expect(rows).to_have_count(11)
     expect(rows.nth(0)).to_have_text("reachableok: 1 model(s) listed")
     expect(rows.nth(4)).to_have_text('tool callsok: native call add({"a": 2, "b": 3})')
-    expect(rows.nth(7)).to_have_text("embeddingsnot used (CHARLIE_EMBEDDINGS=local)")
+    expect(rows.nth(5)).to_have_text("tool useok: the model called a tool natively, unasked")
+    expect(rows.nth(8)).to_have_text("embeddingsnot used (CHARLIE_EMBEDDINGS=local)")
+    expect(rows.nth(10)).to_have_text("tool modeok: native (auto: doctor saw tool calls)")
     expect(table.get_by_role("columnheader")).to_have_text(["Check", "Result", "Fix"])
 
 

@@ -39,9 +39,10 @@ def test_edits_persist_and_history_can_undo_them(
         "Oak worktops, not marble\nBudget is 12k, hard limit"
     )
     panel.get_by_role("button", name="Save").click()
-    expect(panel.locator("#memory-decisions li")).to_have_text(
+    expect(panel.locator("#memory-decisions li .decision-text")).to_have_text(
         ["Oak worktops, not marble", "Budget is 12k, hard limit"]
     )
+    expect(panel.locator("#memory-decisions li .provenance").first).to_contain_text("by alice")
 
     panel.get_by_role("button", name="Edit recent quotes").click()
     panel.get_by_role("textbox", name="Recent quotes").fill('alice: "Oak worktops, final answer."')
@@ -50,7 +51,7 @@ def test_edits_persist_and_history_can_undo_them(
 
     # Written to the project's memory.md, and still there after a reload.
     text = (server.settings.projects_dir / "kitchen" / "memory.md").read_text()
-    assert "- Oak worktops, not marble" in text
+    assert "- Oak worktops, not marble _(since " in text
     assert '- alice: "Oak worktops, final answer."' in text
     page.reload()
     expect(panel.locator("#memory-decisions li")).to_have_count(2)
@@ -108,7 +109,8 @@ def test_a_distillation_refreshes_the_panel_while_chatting(page: Page, server: S
     send(page, "Let's go to Oslo in May.")
     wait_for_reply(page)
     expect(panel.locator("#memory-summary")).to_contain_text("Planning a trip to Oslo in May.")
-    expect(panel.locator("#memory-decisions li")).to_have_text(["Go to Oslo in May"])
+    expect(panel.locator("#memory-decisions li .decision-text")).to_have_text(["Go to Oslo in May"])
+    expect(panel.locator("#memory-decisions .provenance")).to_contain_text("distilled from message")
     expect(page.locator("#toast")).to_contain_text("Memory updated from the conversation.")
 
 
@@ -124,3 +126,62 @@ def test_an_unreadable_memory_file_is_reported_not_overwritten(page: Page, serve
     expect(error).to_contain_text("Charlie can't read this memory")
     expect(error).to_contain_text("line")
     assert path.read_text() == broken
+
+
+def test_where_each_decision_came_from_the_earlier_ones_and_forgetting_a_message(
+    page: Page, server: Server, shoot: Callable[[Page, str], None]
+) -> None:
+    server.project("Kitchen", distill_every=2)
+    server.llm.reply("Tuesday it is.")
+    first = {
+        "summary": "The plumber is booked.",
+        "decisions": ["The plumber comes on Tuesday 9 December"],
+        "superseded": [],
+        "quotes": [],
+    }
+    server.llm.reply(json.dumps(first))
+    sign_in(page)
+    open_chat(page, "kitchen", "Kitchen")
+    panel = page.get_by_role("complementary", name="Memory")
+    send(page, "We decided the plumber comes on Tuesday 9 December.")
+    wait_for_reply(page)
+    expect(panel.locator("#memory-decisions li .decision-text")).to_have_text(
+        ["The plumber comes on Tuesday 9 December"]
+    )
+    server.llm.reply("Thursday, noted.")
+    second = {
+        "summary": "The plumber is booked for Thursday.",
+        "decisions": ["The plumber comes on Thursday 11 December"],
+        "superseded": [],
+        "quotes": [],
+    }
+    server.llm.reply(json.dumps(second))
+    send(page, "Change of plan: the plumber comes on Thursday 11 December.")
+    wait_for_reply(page)
+    expect(panel.locator("#memory-decisions li .decision-text").first).to_have_text(
+        "The plumber comes on Thursday 11 December"
+    )
+    expect(panel.locator("#memory-decisions li .provenance").first).to_contain_text(
+        "distilled from message 3"
+    )
+    earlier = panel.locator("details.earlier-decisions")
+    expect(earlier.locator("summary")).to_have_text("Earlier decisions (1)")
+    earlier.locator("summary").click()
+    expect(earlier.locator("li .decision-text")).to_have_text(
+        ["The plumber comes on Tuesday 9 December"]
+    )
+    expect(earlier.locator("li .provenance")).to_contain_text("changed by message 3")
+    shoot(page, "memory-provenance")
+
+    # Forget the first message (and Charlie's answer to it) from its toolbar.
+    page.once("dialog", lambda dialog: dialog.accept())
+    mine = page.locator(".msg-user").first
+    mine.hover()
+    mine.get_by_role("button", name="Forget this message for good").click()
+    expect(page.locator("#toast")).to_contain_text("Forgot 2 messages")
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(page.locator(".msg-user .msg-body")).to_have_text(
+        "Change of plan: the plumber comes on Thursday 11 December."
+    )
+    held = server.rows("SELECT count(*) FROM messages WHERE content LIKE '%Tuesday 9%'")
+    assert held == [(0,)]

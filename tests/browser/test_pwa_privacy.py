@@ -26,7 +26,9 @@ def test_a_second_person_cannot_see_the_first_ones_private_channel(
     ).click()
     alice.get_by_role("textbox", name="Decisions").fill("Keep the locker code 4417 secret")
     alice.get_by_role("button", name="Save").click()
-    expect(alice.locator("#memory-decisions li")).to_have_text(["Keep the locker code 4417 secret"])
+    expect(alice.locator("#memory-decisions li .decision-text")).to_have_text(
+        ["Keep the locker code 4417 secret"]
+    )
     open_chat(alice, "kitchen", "Kitchen")
     send(alice, "Shared: oak worktops.")
     wait_for_reply(alice)

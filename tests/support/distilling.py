@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -28,3 +29,15 @@ def distill_answer(
             "quotes": [{"speaker": s, "text": t} for s, t in quotes],
         }
     )
+
+
+def naming_answer(request: dict[str, Any], **layers: Any) -> str:
+    """`distill_answer(**layers)` whose decisions name the people's messages of the request,
+    as a model that says where each decision came from."""
+    told = str(request["messages"][-1]["content"]).split("New messages", 1)[-1]
+    people = [
+        int(n) for n, who in re.findall(r"^\[(\d+)\] ([^:]+):", told, re.M) if who != "Charlie"
+    ]
+    data = json.loads(distill_answer(**layers))
+    data["decisions"] = [{"text": d, "messages": people} for d in data["decisions"]]
+    return json.dumps(data)

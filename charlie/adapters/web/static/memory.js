@@ -65,7 +65,7 @@ function decisionItem(decision) {
   return h(
     'li',
     { title: provenance(decision) },
-    decision.text,
+    h('span', { class: 'decision-text' }, decision.text),
     h('span', { class: 'provenance small muted' }, provenance(decision)),
     decision.flag ? h('span', { class: 'badge badge-guard' }, decision.flag) : null,
   );
@@ -75,7 +75,7 @@ function earlierItem(decision) {
   return h(
     'li',
     { title: provenance(decision) },
-    h('s', {}, decision.text),
+    h('s', { class: 'decision-text' }, decision.text),
     h('span', { class: 'provenance small muted' }, provenance(decision)),
   );
 }
