@@ -1,10 +1,11 @@
 """The household of benchmarks/household_tasks.py: notes, a memory, and two months of talk.
 
-One shared project, "house": 40 notes, a memory.md with a summary and decisions, and 300
-earlier messages between Sam, Alex and Charlie, dated from October to late November 2026.
+One shared project, "house": 40 notes, a memory.md with a summary and decisions, and 560
+earlier messages between Sam, Alex and Charlie, dated from September to late November 2026.
 Facts are planted where each task needs them: in a note only, in an early message only
 (ten or more messages back, out of any recent context), or in the memory. Together they
-hold more than a 4,096-token window, so pasting everything must leave some out.
+hold about 13,000 tokens — more than an 8,192-token window — so pasting everything must
+leave some out (the oldest), and the facts asked about are spread over the whole time.
 """
 
 from __future__ import annotations
@@ -18,99 +19,99 @@ NOTES: list[tuple[str, str, str]] = [  # (title, body, the day it was written)
         "Dave Rossi of Rossi Plumbing, phone 07700 900123. He comes on Thursday 11 December "
         "at 8am to move the sink pipes and fit the new tap. He charges £65 an hour and quoted "
         "£420 for the whole job, parts included. Park in the drive; he needs the water off.",
-        "2026-10-03",
+        "2026-09-23",
     ),
     (
         "Worktops",
         "Solid oak worktops from Howdens, 38 mm thick, a 3 m run plus the island end. Oil them "
         "with Osmo Top Oil every spring, two thin coats. Cost £780 delivered. Keep hot pans "
         "off them: use the trivet.",
-        "2026-10-05",
+        "2026-10-30",
     ),
     (
         "Splashback tiles",
         "Fired Earth metro tiles in 'Moss' green, 7.5 x 15 cm, about 4 square metres with "
         "spares. Grout colour: Pewter. Laid in a straight brick bond, not herringbone.",
-        "2026-10-08",
+        "2026-10-25",
     ),
     (
         "Boiler",
         "Worcester Bosch Greenstar 30i, fitted in 2019. Serviced every October by HeatRight; "
         "the next service is booked for October 2027. The warranty runs until March 2029, "
         "but only if the yearly service is kept.",
-        "2026-10-10",
+        "2026-11-10",
     ),
     (
         "Kitchen budget",
         "Budget £18,000 in all. Spent so far £11,250: cabinets £6,400, worktops £780, "
         "electrics £1,900, plumbing deposit £200, skip and sundries £1,970.",
-        "2026-10-12",
+        "2026-11-04",
     ),
     (
         "Electrician",
         "Priya Shah of Bright Spark Electrics rewired the kitchen ring main on 14 November. "
         "The safety certificate number is BS-44817; a copy is in the blue folder.",
-        "2026-10-15",
+        "2026-09-17",
     ),
     (
         "Paint",
         "Walls: Farrow & Ball Skimming Stone No. 241 in estate emulsion. Ceiling: brilliant "
         "white. Three tins are left in the garage, on the top shelf.",
-        "2026-10-18",
+        "2026-10-03",
     ),
     (
         "Appliances",
         "Oven: Bosch Serie 6, ordered 20 November, arriving on 9 December. Hob: a Neff "
         "induction hob, still to choose the model. The fridge stays where it is.",
-        "2026-10-20",
+        "2026-09-02",
     ),
     (
         "Bins",
         "The blue recycling bin goes out every other Tuesday. General waste every Friday. "
         "Garden waste on the first Monday of the month.",
-        "2026-10-22",
+        "2026-09-07",
     ),
     (
         "Wi-Fi",
         "The network is called Maple House. The router password is orchid-lantern-42; the "
         "guest network password is on the fridge.",
-        "2026-10-24",
+        "2026-11-20",
     ),
     (
         "School",
         "Mia goes to Harbour Primary; her teacher is Ms Okafor. Pickup is at 3:15pm, PE is on "
         "Wednesdays, and the school office number is 01632 960123.",
-        "2026-10-26",
+        "2026-11-15",
     ),
     (
         "Car",
         "Skoda Octavia estate. The MOT is due on 3 March 2027. Tyres are 205/55 R16. Insured "
         "with Direct Line, policy DL-2281934, renewal in August.",
-        "2026-10-28",
+        "2026-09-28",
     ),
     (
         "Garden",
         "The hedge is trimmed in April and September. The apple tree is a Bramley. Lawn seed: "
         "Johnsons Quick Lawn, one box per patch.",
-        "2026-10-30",
+        "2026-09-12",
     ),
     (
         "Dentist",
         "Dr Patel at Smile Studio, phone 01632 960555. Check-ups for everyone on 12 January "
         "2027, at 4pm.",
-        "2026-11-02",
+        "2026-10-14",
     ),
     (
         "Neighbours",
         "Tom and Jess at number 14 keep our spare key. Mrs Hughes at number 10 feeds the cat, "
         "Biscuit, when we are away.",
-        "2026-11-04",
+        "2026-10-19",
     ),
     (
         "Cabinets",
         "Shaker cabinets in dusty blue from Howdens, 12 units. The fitter is Marek Nowak; "
         "handles still to choose.",
-        "2026-11-06",
+        "2026-10-09",
     ),
 ]
 
@@ -160,7 +161,7 @@ def _filler_notes() -> list[tuple[str, str, str]]:
             f"Ask whoever last did it if something seems off; {gist}. "
             "Update this note when anything changes, and say so in the chat."
         )
-        day = (date(2026, 9, 1) + timedelta(days=number * 3)).isoformat()  # Sep to Nov
+        day = (date(2026, 9, 1) + timedelta(days=number * 3 + 1)).isoformat()  # Sep to Nov
         notes.append((title, body, day))
     return notes
 
@@ -251,25 +252,28 @@ _FILLER = [
 ]
 
 
-TRANSCRIPT = 300  # messages
+TRANSCRIPT = 560  # messages
 
 
 def transcript() -> list[tuple[str, str, str]]:
-    """(speaker, text, day): each planted exchange followed by four filler messages, then
-    more, so even the last fact is 250 messages back; 300 messages, oldest first, spread
-    over 1 October – 27 November 2026."""
+    """(speaker, text, day): 560 messages over 1 September – 27 November 2026, oldest first,
+    each planted exchange at its own place along them (the first near the start, the last
+    near the end): pasting the newest that fit a window keeps some and loses others."""
     chatter = [
         ("Sam" if i % 2 else "Alex", f"{when.capitalize()}, {subject} {remark}.")
         for i, (when, subject, remark) in enumerate(
             (w, s, r) for w in _WHEN for r in _REMARKS for s in _SUBJECTS
         )
     ]
-    fillers = iter([m for pair in zip(_FILLER * 20, chatter, strict=False) for m in pair])
+    fillers = iter([m for pair in zip(_FILLER * 40, chatter * 2, strict=False) for m in pair])
+    pairs = [_PLANTED[at : at + 2] for at in range(0, len(_PLANTED), 2)]
+    gap = TRANSCRIPT // len(pairs)
     messages: list[tuple[str, str]] = []
-    for at in range(0, len(_PLANTED), 2):
-        messages += _PLANTED[at : at + 2] + [next(fillers) for _ in range(4)]
+    for pair in pairs:
+        messages += [next(fillers) for _ in range(gap // 2 - 1)] + pair
+        messages += [next(fillers) for _ in range(gap - gap // 2 - 1)]
     messages += [next(fillers) for _ in range(TRANSCRIPT - len(messages))]
-    first = date(2026, 10, 1)
+    first = date(2026, 9, 1)
     step = (date(2026, 11, 27) - first).days / len(messages)
     return [
         (speaker, text, (first + timedelta(days=int(i * step))).isoformat())

@@ -58,7 +58,10 @@ TAGS = (
 # `<memory>`, `<tool_result …>`: a small model copies them into its answer). After it was
 # shown such fences, their fields written as tags too (`<title>…</title>`: `echoes`).
 FENCE_TAGS = ("note", "memory", "tool_result", "tool_response", "messages", "lookup")
-FIELD_TAGS = ("id", "title", "score", "snippet", "tags", "speaker", "query")
+FIELD_TAGS = (
+    *("id", "title", "score", "snippet", "tags", "speaker", "query"),
+    *("notes", "content", "result", "results", "snippets", "hits", "search_result"),
+)
 TEMPLATE_NAMES = ("im_start", "im_end", "eot_id", "eom_id", "end", "python_tag", "tool_call")
 _MARKERS = (
     r"</?tool_call>|</function>|</tools>|<\|(?:" + "|".join(TEMPLATE_NAMES) + r")\|>"
@@ -138,10 +141,10 @@ def read(text: str, known: Known, *, whole: bool = True, echoes: bool = False) -
     reading = Reading()
     at = _first_tag(text)
     prose, tagged = (text, "") if at < 0 else (text[:at], text[at:])
-    shown = _read_loose(prose, known, reading, whole=whole and not tagged)
+    shown = _read_loose(prose, known, reading, whole=whole and not tagged, eager=echoes)
     if tagged:
         shown += _read_tagged(tagged, known, reading)
-    reading.text = _tidy(shown, ECHOES if echoes else MARKERS)
+    reading.text = _tidy(shown, _echoes(known) if echoes else MARKERS)
     for number, call in enumerate(reading.calls):
         if not call.id:
             reading.calls[number] = ToolCall(f"text_call_{number}", call.name, call.arguments)
@@ -155,16 +158,26 @@ def _first_tag(text: str) -> int:
     return min(found) if found else -1
 
 
+def _echoes(known: Known) -> re.Pattern[str]:
+    """`ECHOES`, and tags named after the tools offered."""
+    if not known:
+        return ECHOES
+    names = "|".join(re.escape(name) for name in known)
+    return re.compile(f"{ECHOES.pattern}|(?<!`)</?(?:{names})\\b[^<>]{{0,300}}>", re.IGNORECASE)
+
+
 def _tidy(text: str, markers: re.Pattern[str] = MARKERS) -> str:
     return re.sub(r"\n{3,}", "\n\n", markers.sub("", text)).strip()
 
 
-def _read_loose(text: str, known: Known, reading: Reading, *, whole: bool) -> str:
+def _read_loose(
+    text: str, known: Known, reading: Reading, *, whole: bool, eager: bool = False
+) -> str:
     """Fenced, JSON and pythonic calls in `text`; returns the text around them."""
     kept: list[str] = []
     at = 0
     while at < len(text):
-        start, end, calls = _next_loose(text, at, known, whole=whole)
+        start, end, calls = _next_loose(text, at, known, whole=whole, eager=eager)
         if start < 0:
             kept.append(text[at:])
             break
@@ -178,14 +191,15 @@ def _read_loose(text: str, known: Known, reading: Reading, *, whole: bool) -> st
 
 
 def _next_loose(
-    text: str, at: int, known: Known, *, whole: bool
+    text: str, at: int, known: Known, *, whole: bool, eager: bool = False
 ) -> tuple[int, int, list[ToolCall]]:
     """The next loose call from `at`: its span and calls, or (-1, -1, [])."""
     position = at
     while position < len(text):
         if text.startswith(FENCE, position):
             end = _fence_end(text, position)
-            calls = _fenced_calls(text[position:end], known, alone=_alone(text, position, end))
+            alone = _alone(text, position, end)
+            calls = _fenced_calls(text[position:end], known, alone=alone, eager=eager)
             if calls:
                 return position, end, calls
             position = end
@@ -195,7 +209,8 @@ def _next_loose(
         if verdict == "yes":
             end = _balanced_end(text, position)
             segment = text[position:end]
-            calls = _segment_calls(segment, known, alone=whole and _alone(text, position, end))
+            alone = whole and _alone(text, position, end)
+            calls = _segment_calls(segment, known, alone=alone, eager=eager)
             if calls:
                 return position, end, calls
         position += 1
@@ -211,7 +226,7 @@ def _fence_end(text: str, start: int) -> int:
     return len(text) if close < 0 else close + len(FENCE)
 
 
-def _fenced_calls(block: str, known: Known, *, alone: bool) -> list[ToolCall]:
+def _fenced_calls(block: str, known: Known, *, alone: bool, eager: bool = False) -> list[ToolCall]:
     inner = block[len(FENCE) :]
     inner = inner[: -len(FENCE)] if inner.endswith(FENCE) else inner
     language, _, body = inner.partition("\n")
@@ -219,17 +234,28 @@ def _fenced_calls(block: str, known: Known, *, alone: bool) -> list[ToolCall]:
         return []
     if not body.strip():
         body, language = language, ""
-    return _segment_calls(body.strip(), known, alone=alone or language.strip() == "tool_code")
+    coded = alone or language.strip() == "tool_code"
+    return _segment_calls(body.strip(), known, alone=coded, eager=eager)
 
 
-def _segment_calls(segment: str, known: Known, *, alone: bool) -> list[ToolCall]:
-    """The calls in one JSON or pythonic segment; an unknown name counts only when `alone`."""
-    calls = _json_calls(segment) or _pythonic_calls(segment, known)
+def _segment_calls(
+    segment: str, known: Known, *, alone: bool, eager: bool = False
+) -> list[ToolCall]:
+    """The calls in one JSON or pythonic segment. An unknown name counts when the segment
+    is `alone`, or (`eager`: tools were offered) when it is JSON with a name and arguments —
+    an attempt at a call (the loop says which tools there are), not a sample."""
+    calls = _json_calls(segment)
+    if calls and eager and _ARGUMENTED.search(segment):
+        return calls
+    calls = calls or _pythonic_calls(segment, known)
     if not calls:
         return []
     if alone or all(call.name in known for call in calls):
         return calls
     return []
+
+
+_ARGUMENTED = re.compile(r"[\"']\s*(?:arguments|parameters)\s*[\"']\s*:")
 
 
 # ---------------------------------------------------------------- tag forms
@@ -532,14 +558,18 @@ def _name_opener(text: str, known: Known) -> Verdict:
     return "yes" if name in known and rest[0] == "(" else "no"
 
 
-def marker(text: str, *, echoes: bool = False) -> tuple[Verdict, int]:
-    """Whether `text` starts with a marker never to show (`MARKERS`, or `ECHOES`): ("yes",
-    its length), ("maybe", 0) while too short to tell, or ("no", 0)."""
+def marker(text: str, *, echoes: bool = False, tools: Iterable[str] = ()) -> tuple[Verdict, int]:
+    """Whether `text` starts with a marker never to show (`MARKERS`, or `ECHOES`, and a tag
+    named after one of `tools`, as a model invents for their results): ("yes", its length),
+    ("maybe", 0) while too short to tell, or ("no", 0)."""
     close = "]" if text[:1] == "[" else ">"
     end = text.find(close, 1, MARKER_LONGEST)
     if end >= 0:
         found = (ECHOES if echoes else MARKERS).match(text[: end + 1])
-        return ("yes", end + 1) if found and found.end() == end + 1 else ("no", 0)
+        if found and found.end() == end + 1:
+            return "yes", end + 1
+        named = _NAMED_TAG.match(text[: end + 1])
+        return ("yes", end + 1) if echoes and named and named[1] in tools else ("no", 0)
     if len(text) >= MARKER_LONGEST:
         return "no", 0
     if close == "]":
@@ -552,11 +582,15 @@ def marker(text: str, *, echoes: bool = False) -> tuple[Verdict, int]:
     if opened is None:
         return ("maybe", 0) if text == "<" else ("no", 0)
     name, rest = opened.group(1).lower(), opened.group(2)
-    names = (*MARKER_NAMES, *FIELD_TAGS) if echoes else MARKER_NAMES
+    names = (*MARKER_NAMES, *FIELD_TAGS, *tools) if echoes else MARKER_NAMES
     if not rest:
         return ("maybe", 0) if any(m.startswith(name) for m in names) else ("no", 0)
-    attributes = name in FENCE_TAGS and rest[0].isspace() and "<" not in rest
+    tagged = FENCE_TAGS + tuple(tools) if echoes else FENCE_TAGS
+    attributes = name in tagged and rest[0].isspace() and "<" not in rest
     return ("maybe", 0) if attributes else ("no", 0)
+
+
+_NAMED_TAG = re.compile(r"</?(\w+)(?:\s[^<>]*)?/?>$")
 
 
 def _balanced_end(text: str, start: int) -> int:
@@ -642,7 +676,9 @@ class MarkupFilter:
             if verdict == "maybe":
                 break
             if verdict == "marker":
-                _, size = marker(self._pending[:MARKER_LONGEST], echoes=self.echoes)
+                _, size = marker(
+                    self._pending[:MARKER_LONGEST], echoes=self.echoes, tools=self.known
+                )
                 self._pending = self._pending[size:]  # dropped: never shown
                 continue
             end = self._closed_at(self._pending)
@@ -673,7 +709,9 @@ class MarkupFilter:
                         return at, "maybe"
                 in_code = text[at - 1 : at] == "`"
                 verdict, _ = marker(
-                    text[at : at + MARKER_LONGEST], echoes=self.echoes and not in_code
+                    text[at : at + MARKER_LONGEST],
+                    echoes=self.echoes and not in_code,
+                    tools=self.known,
                 )
                 if verdict != "no":
                     return at, "marker" if verdict == "yes" else "maybe"
@@ -702,8 +740,8 @@ class MarkupFilter:
 
     def _is_call(self, segment: str, *, alone: bool) -> bool:
         if segment.startswith(FENCE):
-            return bool(_fenced_calls(segment, self.known, alone=alone))
-        return bool(_segment_calls(segment, self.known, alone=alone))
+            return bool(_fenced_calls(segment, self.known, alone=alone, eager=self.echoes))
+        return bool(_segment_calls(segment, self.known, alone=alone, eager=self.echoes))
 
     def finish(self) -> Reading:
         """The calls in what was held, and the text still to show."""
