@@ -21,6 +21,7 @@ from charlie import (
     budget,
     conversations,
     distill,
+    doctor,
     memory,
     message_index,
     notes,
@@ -102,6 +103,29 @@ def tool_mode(home: Home, channel: Channel) -> toolmode.Setting:
     """How tools are offered in this channel: the project's `tool_mode`, else the setting."""
     configured = channel.project.config.tool_mode if channel.project else None
     return configured or home.settings.tool_mode
+
+
+def choose_mode(home: Home, channel: Channel, llm: LLMClient) -> toolmode.Choice:
+    """The tool mode of this answer. In `auto`, a model nothing was seen of is first asked
+    the doctor's tool question once (`doctor.first_look`), so a small model's first answer
+    is already in the mode that suits it; a server that fails it is left to the turn."""
+    setting = tool_mode(home, channel)
+    seen = toolmode.habits(home, llm.base_url, llm.model)
+    if setting == "auto" and seen.native_calls is None:
+        try:
+            looked = doctor.first_look(llm)
+        except LLMError:
+            return toolmode.decide(setting, seen)
+        toolmode.record_probe(
+            home,
+            llm.base_url,
+            llm.model,
+            native_calls=looked.native_calls,
+            text_calls=None,
+            json_schema=None,
+        )
+        seen = toolmode.habits(home, llm.base_url, llm.model)
+    return toolmode.decide(setting, seen)
 
 
 def model_for(channel: Channel, llm: LLMClient) -> LLMClient:
@@ -361,7 +385,7 @@ def _answer(
     )
     if warning:
         yield Notice(warning)
-    choice = toolmode.choose(home, tool_mode(home, channel), llm.base_url, llm.model)
+    choice = choose_mode(home, channel, llm)
     loop = ToolLoop(
         home,
         llm.with_max_tokens(within.answer),

@@ -388,6 +388,24 @@ def _tool_use(probe: _Probe) -> Check:
     )
 
 
+def first_look(llm: LLMClient) -> toolmode.Habits:
+    """What `auto` starts from when nothing was seen of a model yet: the doctor's tool-use
+    question, asked once with the tool offered natively — a call (native, or as text that
+    Charlie reads) or none. The mode is then chosen as after `charlie doctor`."""
+    answer = llm.with_max_tokens(96).chat(
+        [
+            {"role": "system", "content": LOOKUP_SYSTEM},
+            {"role": "user", "content": LOOKUP_QUESTION},
+        ],
+        tools=[LOOKUP_TOOL],
+        temperature=0,
+    )
+    called = any(call.name == "search_notes" for call in answer.tool_calls) or bool(
+        textcalls.read(answer.content, textcalls.known_of([LOOKUP_TOOL])).calls
+    )
+    return toolmode.Habits(native_calls=called)
+
+
 def _json_schema(probe: _Probe) -> Check:
     fix = (
         "use a server with json_schema output (llama.cpp, LM Studio, Ollama 0.5+); "

@@ -91,12 +91,12 @@ def decide(setting: Setting, seen: Habits) -> Choice:
             f"auto: the model's tool use failed in {seen.misses} answers in a row "
             f"({seen.last_miss})",
         )
-    if seen.native_calls is False and seen.text_calls is False and schema_ok:
-        return Choice("constrained", "auto: doctor saw no tool call")
+    if seen.native_calls is False and not seen.text_calls and schema_ok:
+        return Choice("constrained", "auto: no tool call when tried")
     if seen.native_calls is False and seen.text_calls:
-        return Choice("text", "auto: doctor saw calls only as text")
+        return Choice("text", "auto: calls only as text when tried")
     if seen.native_calls:
-        return Choice("native", "auto: doctor saw tool calls")
+        return Choice("native", "auto: a tool call when tried")
     return Choice("native", "auto: nothing seen of the model yet")
 
 

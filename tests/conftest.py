@@ -37,6 +37,9 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CHARLIE_HOME", str(home))
     monkeypatch.setenv("CHARLIE_USER", "alice")
     monkeypatch.setenv("CHARLIE_LLM_RETRIES", "0")
+    # The double answers what each test scripts: `auto`'s first look at a new model (one
+    # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
+    monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")
     monkeypatch.setenv("EDITOR", "false")
     return home
 

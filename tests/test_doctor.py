@@ -36,6 +36,12 @@ JSON_FIX = (
 )
 
 
+@pytest.fixture(autouse=True)
+def auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The doctor names the mode `auto` chooses (the suite's default is `native`)."""
+    monkeypatch.setenv("CHARLIE_TOOL_MODE", "auto")
+
+
 def capable(request: dict[str, Any]) -> Any:
     """A server that does everything right: native tool calls, schema-valid JSON, text."""
     if request.get("tools"):
@@ -72,7 +78,7 @@ def test_a_capable_server_passes_every_check(charlie: Cli, llm: ScriptedLLMServe
     ]
     assert re.fullmatch(r"tokens/s        ok: [\d.]+ tokens/s \(8 tokens in \d+\.\d s\)", out[11])
     assert out[12:] == [
-        "tool mode       ok: native (auto: doctor saw tool calls)",
+        "tool mode       ok: native (auto: a tool call when tried)",
         "Charlie can chat with this server.",
     ]
     sent = [r for r in llm.requests if r.get("tools")]
@@ -428,7 +434,7 @@ def test_a_call_written_as_text_is_one_charlie_reads_and_native_mode_is_kept(
     )
     found = run_with(charlie, llm)
     assert found["tool use"] == "tool use        ok: a call written as text, which Charlie reads"
-    assert found["tool mode"] == "tool mode       ok: native (auto: doctor saw tool calls)"
+    assert found["tool mode"] == "tool mode       ok: native (auto: a tool call when tried)"
 
 
 def test_a_model_that_narrates_gets_constrained_steps_from_then_on(
@@ -440,7 +446,7 @@ def test_a_model_that_narrates_gets_constrained_steps_from_then_on(
         "tool use        warn: the model answered without calling the tool"
     )
     assert "tool_mode constrained" in found["tool use"]
-    assert found["tool mode"] == ("tool mode       ok: constrained (auto: doctor saw no tool call)")
+    assert found["tool mode"] == ("tool mode       ok: constrained (auto: no tool call when tried)")
     # Remembered: the next chat (another process, as `charlie chat -m` is) uses it.
     charlie("projects", "create", "Kitchen")
     llm.default = lambda request: (
@@ -448,7 +454,7 @@ def test_a_model_that_narrates_gets_constrained_steps_from_then_on(
     )
     result = charlie("chat", "-p", "kitchen", "-m", "How thick are the worktops?")
     assert result.exit_code == 0, result.output
-    assert "· tool mode: constrained (auto: doctor saw no tool call)" in result.output
+    assert "· tool mode: constrained (auto: no tool call when tried)" in result.output
     schemas = [
         r["response_format"]["json_schema"]["name"]
         for r in llm.requests
@@ -468,7 +474,7 @@ def test_a_server_that_drops_tools_gets_them_described_in_the_prompt(
     assert found["tool use"].startswith(
         "tool use        warn: a call only with the tool described in the prompt"
     )
-    assert found["tool mode"] == "tool mode       ok: text (auto: doctor saw calls only as text)"
+    assert found["tool mode"] == "tool mode       ok: text (auto: calls only as text when tried)"
 
 
 def test_a_mode_that_is_set_is_the_mode_used_whatever_was_seen(

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from llm_double import ErrorReply, ScriptedLLMServer
+from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
 from support.distilling import is_step
 
-from charlie import chat, conversations, notes, toolmode
+from charlie import chat, conversations, doctor, notes, toolmode
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.home import Home
 from charlie.llm import LLMClient
@@ -179,7 +179,13 @@ def test_text_mode_describes_the_tools_and_runs_the_call_the_model_writes(
 # ---------------------------------------------------------------- auto
 
 
+def first_look(request: dict[str, Any]) -> bool:
+    return request["messages"][0]["content"] == doctor.LOOKUP_SYSTEM
+
+
 def narrates(request: dict[str, Any]) -> Any:
+    if first_look(request):  # when first tried, it called the tool
+        return ToolCallsReply([("search_notes", {"query": "worktops"})])
     if is_step(request):
         return '{"tool": "answer"}'
     if request.get("tools"):
@@ -187,9 +193,28 @@ def narrates(request: dict[str, Any]) -> Any:
     return "Thursday at 8am."
 
 
+def test_auto_tries_a_new_model_once_and_a_small_one_starts_constrained(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    """A small model's first answer is already in the mode that suits it (issue 21)."""
+    home.settings.tool_mode = "auto"
+    channel = shared_channel(home, kitchen)
+    llm.default = lambda request: (
+        "I would look in the notes." if first_look(request) else narrates(request)
+    )
+    events = turn(home, client, channel, alice, "When is the plumber coming?")
+    modes = [s for s in steps(events) if isinstance(s, Moded)]
+    assert [(m.mode, m.reason) for m in modes] == [("constrained", "auto: no tool call when tried")]
+    assert shown(events) == "Thursday at 8am."
+    assert sum(first_look(r) for r in llm.requests) == 1
+    turn(home, client, channel, alice, "And the electrician?")
+    assert sum(first_look(r) for r in llm.requests) == 1  # tried once, remembered
+
+
 def test_auto_turns_to_constrained_steps_after_two_answers_that_miss_and_says_why(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
 ) -> None:
+    home.settings.tool_mode = "auto"
     channel = shared_channel(home, kitchen)
     llm.default = narrates
     for _ in range(2):

@@ -41,7 +41,7 @@ def test_run_checks_shows_the_table_and_costs_nothing_until_asked(
     expect(rows.nth(4)).to_have_text('tool callsok: native call add({"a": 2, "b": 3})')
     expect(rows.nth(5)).to_have_text("tool useok: the model called a tool natively, unasked")
     expect(rows.nth(8)).to_have_text("embeddingsnot used (CHARLIE_EMBEDDINGS=local)")
-    expect(rows.nth(10)).to_have_text("tool modeok: native (auto: doctor saw tool calls)")
+    expect(rows.nth(10)).to_have_text("tool modeok: native (tool_mode = native (set))")
     expect(table.get_by_role("columnheader")).to_have_text(["Check", "Result", "Fix"])
 
 
