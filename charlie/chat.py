@@ -61,6 +61,7 @@ __all__ = [
     "Token",
     "ToolLoop",
     "TraceEvent",
+    "choose",
     "turn",
 ]
 
@@ -328,6 +329,20 @@ def editable(home: Home, channel: Channel, user: User, message_id: int, text: st
         raise CharlieError("An imported message can't be edited here.")
     _alone_after(home, message, user, "edit that message")
     return message
+
+
+def choose(home: Home, channel: Channel, user: User, message_id: int) -> None:
+    """Keep the branch through alternative `message_id` — refused (409) when that would set
+    aside another person's later turn, as regenerating and editing are."""
+    _may_use(channel, user)
+    chosen = conversations.get_message(home, channel, message_id)
+    for shown in conversations.shown_siblings(home, channel, chosen):
+        if shown.role == "user" and shown.user_id not in (None, user.id):
+            raise Conflict(
+                f"That would set aside {shown.speaker}'s message. Start a new thread, or ask them."
+            )
+        _alone_after(home, shown, user, "switch to that version")
+    conversations.choose(home, channel, message_id)
 
 
 def _alone_after(home: Home, message: Message, user: User, doing: str) -> None:

@@ -625,6 +625,16 @@ def _show(home: Home, ids: list[int], *, shown: bool) -> None:
         )
 
 
+def shown_siblings(home: Home, channel: Channel, message: Message) -> list[Message]:
+    """The alternatives of `message` now shown (choosing it sets them aside)."""
+    rows = home.db.execute(
+        "SELECT * FROM messages WHERE conversation_id = ? AND parent_id IS ? AND role = ? "
+        "AND id != ? AND hidden = 0",
+        (channel.conversation_id, message.parent_id, message.role, message.id),
+    ).fetchall()
+    return [_message(row) for row in rows]
+
+
 def choose(home: Home, channel: Channel, message_id: int) -> None:
     """Keep the branch through alternative `message_id`: its siblings and what followed them
     are hidden; it and the newest path below it are shown."""

@@ -310,6 +310,30 @@ def test_no_one_sets_aside_someone_elses_turn(
     assert regenerated.status_code == 200
 
 
+def test_choosing_an_earlier_version_never_sets_aside_someone_elses_turn(
+    alice: TestClient, bob: TestClient, llm: ScriptedLLMServer
+) -> None:
+    """`choose` set aside bob's later turn with a 200 (issue 23); it answers 409 now, as
+    regenerate and edit do."""
+    thread = ok(alice.post("/api/channels/kitchen/threads", json={}), 201)["id"]
+    say(alice, llm, thread, "Shall we tile the splashback?", "Yes, metro tiles.")
+    first_reply = shown(alice, thread)[1]
+    llm.reply("Glass would be easier to clean.")
+    regenerated = alice.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{first_reply['id']}/regenerate"
+    )
+    assert regenerated.status_code == 200
+    say(bob, llm, thread, "Glass it is, then.", "Noted: glass.")
+    before = [m["content"] for m in shown(alice, thread)]
+    chosen = alice.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{first_reply['id']}/choose"
+    )
+    assert chosen.status_code == 409, chosen.text
+    assert "bob wrote after it" in chosen.json()["error"]
+    assert [m["content"] for m in shown(alice, thread)] == before  # nothing set aside
+    assert "Glass it is, then." in before
+
+
 def test_an_imported_thread_put_in_the_trash_stays_there(app_home: Home) -> None:
     channel = shared_channel(app_home, projects.get_project(app_home, "kitchen"))
     imported = conversations.new_thread(app_home, channel, title="Old", source_id="chatgpt:x")

@@ -150,7 +150,7 @@ def choose(
 ) -> list[dict[str, Any]]:
     """Keep the branch through alternative `message_id`; the thread's messages as now shown."""
     found = channel_for(home, channel, session.user, thread)
-    conversations.choose(home, found, message_id)
+    chat.choose(home, found, session.user, message_id)  # 409: it would set others' turns aside
     return shown_json(home, found, conversations.recent(home, found, max(1, min(limit, 500))))
 
 
