@@ -10,6 +10,7 @@ and a new project of the same name starts afresh. `restore_project` moves it bac
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -148,11 +149,29 @@ def get_project(home: Home, slug: str) -> Project:
     path = project_dir(home, slug)
     config_path = path / CONFIG_FILE
     if not config_path.is_file():
+        close = _close_to(home, slug)
+        hint = f" Did you mean {close}?" if close else ""
         raise NotFound(
-            f"There is no project {slug!r}. Create it with `charlie projects create {slug}`, "
-            "or see `charlie projects list`."
+            f"There is no project {slug!r}.{hint} Create it with `charlie projects create "
+            f"{slug}`, or see `charlie projects list`."
         )
     return Project(_project_id(home.db, slug), slug, path, read_config(config_path))
+
+
+def _close_to(home: Home, slug: str) -> str | None:
+    """The project a mistyped or shortened `slug` most likely means ("kitchen" for
+    kitchen-renovation, "kitchn" for kitchen), or None."""
+    root = home.settings.projects_dir
+    names = (
+        sorted(p.name for p in root.iterdir() if (p / CONFIG_FILE).is_file())
+        if root.is_dir()
+        else []
+    )
+    holding = [name for name in names if slug in name or name in slug]
+    if holding:
+        return min(holding, key=len)
+    close = difflib.get_close_matches(slug, names, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def validate_name(name: str) -> str:

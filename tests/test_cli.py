@@ -42,6 +42,7 @@ def test_every_command_has_help(charlie: Cli, command: list[str]) -> None:
 def test_one_message_from_the_command_line(
     charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
 ) -> None:
+    assert charlie("projects", "create", "Kitchen").exit_code == 0
     llm.reply("Hello! Oak is a good choice.")
     result = charlie("chat", "-p", "kitchen", "-m", "Oak or marble?")
     assert result.exit_code == 0, result.output
@@ -73,11 +74,29 @@ def test_memory_appears_after_the_cadence(
 def test_llm_down_prints_an_error_and_keeps_the_message(
     charlie: Cli, dead_url: str, charlie_home: Path
 ) -> None:
+    assert charlie("projects", "create", "Kitchen").exit_code == 0
     result = charlie("chat", "-p", "kitchen", "-m", "Are you there?")
     assert result.exit_code == 1
     assert result.stderr.startswith(f"Error: Cannot reach the language model server at {dead_url}")
     assert "Your message is saved" in result.stderr
     assert result.stdout == ""
+
+
+def test_a_project_that_does_not_exist_is_not_made_on_the_fly(
+    charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
+) -> None:
+    """`charlie chat -p nosuch -m hi` made a project "Nosuch" (issue 23)."""
+    assert charlie("projects", "create", "Kitchen renovation").exit_code == 0
+    result = charlie("chat", "-p", "kitchen", "-m", "hi")
+    assert result.exit_code == 1 and llm.requests == []
+    assert result.stderr == (
+        "Error: There is no project 'kitchen'. Did you mean kitchen-renovation? Create it with "
+        "`charlie projects create kitchen`, or see `charlie projects list`.\n"
+    )
+    typo = charlie("chat", "-p", "kitchen-renovatoin", "-m", "hi")
+    assert "Did you mean kitchen-renovation?" in typo.stderr
+    assert not (charlie_home / "projects" / "kitchen").exists()
+    assert not (charlie_home / "projects" / "kitchen-renovatoin").exists()
 
 
 def test_bad_project_name_is_an_error(charlie: Cli, llm: ScriptedLLMServer) -> None:
@@ -139,8 +158,9 @@ def test_private_memory_edit_and_show_are_per_person(charlie: Cli) -> None:
 
 
 def test_distill_now(charlie: Cli, llm: ScriptedLLMServer) -> None:
+    assert charlie("projects", "create", "Kitchen").exit_code == 0
     llm.reply("Hi.")
-    charlie("chat", "-p", "kitchen", "-m", "We picked oak.")
+    charlie("chat", "-p", "kitchen", "-m", "We picked oak worktops.")
     llm.reply(distill_answer())
     result = charlie("distill", "-p", "kitchen")
     assert result.stdout == "(memory updated from messages 1-2: 1 decisions, 0 quotes)\n"
@@ -150,6 +170,7 @@ def test_distill_now(charlie: Cli, llm: ScriptedLLMServer) -> None:
 
 
 def test_interactive_chat(charlie: Cli, llm: ScriptedLLMServer) -> None:
+    assert charlie("projects", "create", "Kitchen").exit_code == 0
     llm.reply("First answer.")
     llm.reply("Second answer.")
     result = charlie("chat", "-p", "kitchen", input="hello\n/memory\nagain\n/quit\n")

@@ -224,6 +224,7 @@ def test_migrated_single_thread_is_the_first_thread(app_home: Home) -> None:
 
 def test_threads_from_the_command_line(charlie: Any, llm: ScriptedLLMServer, home: Home) -> None:
     ensure_user(home.db, "alice", is_admin=True)
+    assert charlie("projects", "create", "Kitchen").exit_code == 0
     llm.reply("Hardwax oil.")
     assert charlie("chat", "-p", "kitchen", "-m", "Oak worktop finish?").exit_code == 0
     llm.reply("Sage green.")

@@ -230,6 +230,7 @@ def test_listening_refuses_strangers_and_other_sites(app_home: Home) -> None:
 def test_charlie_voice_and_say_from_the_command_line(
     charlie: Any, llm: ScriptedLLMServer, tmp_path: Path
 ) -> None:
+    assert charlie("projects", "create", "Kitchen").exit_code == 0
     question = tmp_path / "question.wav"
     question.write_bytes(question_wav())
     llm.reply("We chose quartz. It resists stains.")

@@ -68,6 +68,7 @@ def test_a_reply_streams_through_the_client() -> None:
 
 
 def test_a_chat_turn_is_answered_and_stored(charlie: Any) -> None:
+    assert charlie("projects", "create", "Contract").exit_code == 0
     result = charlie("chat", "-p", "contract", "-m", "Say hello in one short sentence.")
     assert result.exit_code == 0, result.output
     with Home.open(load_settings()) as home:

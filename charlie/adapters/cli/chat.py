@@ -151,7 +151,7 @@ def chat(
         raise click.UsageError("Choose either --new or --thread ID, not both.")
     with opened_home() as home, opened_llm(home) as llm:
         user_name = first_run(home, user_name)  # no one yet: make the first account
-        channel, user = resolve_channel(home, project, private, user_name, create=True)
+        channel, user = resolve_channel(home, project, private, user_name, create=False)
         if new:
             channel = conversations.new_thread(home, channel)
         elif thread is not None:

@@ -51,7 +51,7 @@ def voice_command(
     """
     sound = _read(recording)
     with opened_home() as home, opened_llm(home) as llm:
-        channel, user = resolve_channel(home, project, private, user_name, create=True)
+        channel, user = resolve_channel(home, project, private, user_name, create=False)
         voice = voice_turn.Voice(home.settings)
         printer = Printer()
         spoken: list[Audio] = []
