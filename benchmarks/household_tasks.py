@@ -140,7 +140,7 @@ def charlie_task(
     called = [s for s in steps if isinstance(s, trace.Called)]
     by_model = [s.name for s in called if s.by == "model" and s.ok]
     if task.kind == "decision":
-        decisions = " ".join(memory.load(home, channel).decisions).lower()
+        decisions = " ".join(memory.load(home, channel).texts).lower()
         right = task.decided in decisions
     else:
         right = _matches(reply, task.expect)

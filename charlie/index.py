@@ -58,6 +58,7 @@ from charlie.vecsearch import VectorTable
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
 EMBED_BATCH = 256
+STOP_EVERY = 64  # chunks embedded between two looks at the stop flag
 Matrix = npt.NDArray[np.float32]
 
 
@@ -382,6 +383,20 @@ class Index:
                         (path, project.slug, reason, now()),
                     )
 
+    def _embed(
+        self, texts: list[str], stop: threading.Event | None
+    ) -> npt.NDArray[np.float32] | None:
+        """The texts' vectors, a slice at a time so a stop (`stop`, the server stopping) is
+        heard within a second or two even in a long document; None when stopped."""
+        if stop is None:
+            return self.embedder.embed(texts)
+        parts = []
+        for start in range(0, len(texts), STOP_EVERY):
+            if stop.is_set():
+                return None
+            parts.append(self.embedder.embed(texts[start : start + STOP_EVERY]))
+        return np.concatenate(parts) if parts else self.embedder.embed([])
+
     def _store(
         self, project: Project, changed: list[tuple[Note, str, int, int]], report: RefreshReport
     ) -> None:
@@ -390,7 +405,10 @@ class Index:
         What is indexed is read again inside the transaction: another process may have
         stored the same note while this one was embedding."""
         db = self.db
+        stop: threading.Event | None = self.home.shared.get("index_stop")  # the server stops
         for start in range(0, len(changed), EMBED_BATCH):
+            if stop is not None and stop.is_set():
+                return  # the rest waits for the next check: the files are the truth
             batch = changed[start : start + EMBED_BATCH]
             pieces = [
                 (note, chunk_text(note.body, CHUNK_WORDS, CHUNK_OVERLAP)) for note, *_ in batch
@@ -398,7 +416,9 @@ class Index:
             texts = [
                 f"{note.title}\n{chunk}" for note, chunks in pieces for chunk in chunks or [""]
             ]
-            vectors = self.embedder.embed(texts)
+            vectors = self._embed(texts, stop)
+            if vectors is None:
+                return  # the server stops: the rest waits for the next check
             with index_file.transaction(db):
                 row = 0
                 for (note, sha, mtime, size), (_, chunks) in zip(batch, pieces, strict=True):

@@ -603,6 +603,79 @@ def wait_for_index_check(home: Home, timeout: float | None = None) -> bool:
     return thread is None or not thread.is_alive()
 
 
+INDEXERS = "index_projects_in_background"  # project slug → its background indexing thread
+STOP = "index_stop"  # a threading.Event: set when the server stops, background work ends
+INDEX_AGAIN = "index_projects_again"  # slugs written to while their indexing ran
+
+
+def index_in_background(home: Home, project: Project) -> None:
+    """Index `project`'s notes in a thread with a connection and a lock of its own (as
+    another process would), so that nobody's search or chat waits for it — a large
+    document takes minutes to embed on a small machine. One thread a project: a note
+    written while it runs is indexed by it too, straight after."""
+    with _marks_lock(home):
+        running: dict[str, threading.Thread] = home.shared.setdefault(INDEXERS, {})
+        again: set[str] = home.shared.setdefault(INDEX_AGAIN, set())
+        thread = running.get(project.slug)
+        if thread is not None and thread.is_alive():
+            again.add(project.slug)
+            return
+        thread = threading.Thread(
+            target=_index_project,
+            args=(home.settings, home.shared, _embedder(home), project),
+            name=f"charlie-index-{project.slug}",
+            daemon=True,
+        )
+        running[project.slug] = thread
+        thread.start()
+
+
+def stop_background_work(home: Home, timeout: float = 30.0) -> None:
+    """Ask background indexing to stop after the batch it is on, and wait a little."""
+    home.shared.setdefault(STOP, threading.Event()).set()
+    wait_for_indexing(home, timeout)
+
+
+def indexing(home: Home) -> list[str]:
+    """The projects whose notes are being indexed in the background now."""
+    with _marks_lock(home):
+        running: dict[str, threading.Thread] = home.shared.get(INDEXERS, {})
+        return sorted(slug for slug, thread in running.items() if thread.is_alive())
+
+
+def wait_for_indexing(home: Home, timeout: float = 60.0) -> bool:
+    """Wait until no background indexing runs (tests, and `charlie` commands that exit)."""
+    deadline = time.monotonic() + timeout
+    with _marks_lock(home):
+        threads = list(home.shared.get(INDEXERS, {}).values())
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not indexing(home)
+
+
+def _index_project(
+    settings: Settings, shared: dict[str, Any], embedder: Embedder, project: Project
+) -> None:
+    while True:
+        try:
+            stop = shared.setdefault(STOP, threading.Event())
+            with Home.open(settings, shared={"vectors": shared.get("vectors"), STOP: stop}) as own:
+                index = Index(own, embedder)
+                index.refresh([project])
+                if stop.is_set():
+                    return  # the server stops: the files are the truth, the next check goes on
+                index.vectors()
+                shared["vectors"] = own.shared["vectors"]  # the next search needs no reload
+        except Exception:  # the next search checks the files itself, and says what failed
+            log.exception("Indexing %s in the background failed", project.slug)
+            shared[CHECK_FAILED] = True
+        with _lock_in(shared):
+            again: set[str] = shared.setdefault(INDEX_AGAIN, set())
+            if project.slug not in again:
+                return
+            again.discard(project.slug)
+
+
 def _embedder(home: Home) -> embeddings.Embedder:
     embedder: embeddings.Embedder | None = home.shared.get("embedder")
     if embedder is None:
@@ -614,7 +687,11 @@ def _embedder(home: Home) -> embeddings.Embedder:
 
 
 def _marks_lock(home: Home) -> threading.Lock:
-    lock: threading.Lock = home.shared.setdefault("index_marks_lock", threading.Lock())
+    return _lock_in(home.shared)
+
+
+def _lock_in(shared: dict[str, Any]) -> threading.Lock:
+    lock: threading.Lock = shared.setdefault("index_marks_lock", threading.Lock())
     return lock
 
 

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from charlie import __version__
+from charlie import __version__, search
 from charlie.adapters.web import admin, api, documents, threads, voice
 from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
@@ -120,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     await running.enter_async_context(plugin.router.lifespan_context(plugin))
                 yield
         finally:
+            search.stop_background_work(keeper)  # a document being indexed: the next start goes on
             keeper.close()
             app.state.llm.close()
 

@@ -22,8 +22,7 @@ from starlette.datastructures import UploadFile
 from charlie import documents, projects
 from charlie.adapters.web.api import note_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, problem
-from charlie.errors import CharlieError
-from charlie.search import mark_stale, searcher_for
+from charlie.search import index_in_background
 
 router = APIRouter()
 LIMITS = documents.Limits()
@@ -70,18 +69,17 @@ async def upload(
                 return problem(413, str(exc), type(exc).__name__)
             except documents.UnsupportedDocument as exc:
                 return problem(415, str(exc), type(exc).__name__)
-    mark_stale(home, project)
+    # Indexed in the background: embedding a large document takes minutes on a small
+    # machine, and nobody's search or chat may wait for it (issue 23).
+    index_in_background(home, project)
     warning = made.warning
-    try:  # indexed now, while the person waits anyway: their next search finds it at once
-        await run_in_threadpool(searcher_for, home)
-    except CharlieError as exc:  # the note is saved all the same: say so, and why
-        warning = f"{warning or ''} The note is saved, but not yet searchable: {exc}".strip()
     return {
         "note": note_json(made.note, full=True),
         "original": f"{documents.ATTACHMENTS_DIR}/{made.original.name}",
         "kind": made.kind,
         "pages": made.pages,
         "warning": warning,
+        "indexing": True,  # searchable in a moment
     }
 
 
