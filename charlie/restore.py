@@ -7,7 +7,10 @@ thread, speaker, account, times, images, trace, flags and branch are kept, and r
 again adds nothing (threads are matched by the id of the conversation they were imported
 from, else by their creation time; messages by their source id, else by time, speaker and
 words). People are found by name; an account is made, without a password, for anyone the
-home does not have yet, and the result names them. Memory revisions are restored into a
+home does not have yet, and the result names them. A private channel is written only when
+the archive's exporter is its owner and the home has no account of that name yet, unless
+the person restoring names its owner (`private_owner`): an archive's manifest can be
+rewritten, and a private channel holds someone's own words. Memory revisions are restored into a
 memory that has none; usage events are added once. Archives written before threads
 (format 1, one conversation per project) restore too.
 """
@@ -61,25 +64,80 @@ class RestoreResult:
     suggestions: int = 0
     files: int = 0
     skipped: list[str] = field(default_factory=list)  # what was kept as it was, and why
+    private: str | None = None  # whose private channel was written
+    private_messages: int = 0  # messages written into it
 
 
-def restore_archive(home: Home, archive: Archive, *, merge: bool = False) -> RestoreResult:
+def channel_owner(archive: Archive) -> str | None:
+    """Whose private channel `archive` holds, if any."""
+    owner = archive.manifest.get("private")
+    return owner if isinstance(owner, str) and NAME_RE.match(owner) else None
+
+
+def check_private(home: Home, archive: Archive, confirmed: str | None) -> None:
+    """Refuse to write a private channel whose owner is not plainly the one restoring it:
+    one exported by someone else, or one for a person this home already has (the restore
+    would put words in their channel as their own), unless `confirmed` names its owner."""
+    owner = channel_owner(archive)
+    if owner is None or (confirmed or "").casefold() == owner.casefold():
+        return
+    if confirmed is not None:
+        raise CharlieError(
+            f"This archive holds {owner}'s private channel, not {confirmed}'s. Nothing was written."
+        )
+    exporter = archive.manifest.get("exported_by")
+    redo = (
+        f"If you know it is {owner}'s own, restore again with --private-owner {owner}; "
+        "or add --without-private to restore everything else."
+    )
+    if not isinstance(exporter, str) or exporter.casefold() != owner.casefold():
+        raise CharlieError(
+            f"This archive holds {owner}'s private channel, but its manifest says "
+            f"{exporter!r} exported it, and only its owner can export a private channel: the "
+            f"archive may have been altered. Nothing was written. {redo}"
+        )
+    if get_user_or_none(home, owner) is not None:
+        raise CharlieError(
+            f"This archive would write into {owner}'s private channel, and {owner} has an "
+            f"account in this home: what it holds would appear there as {owner}'s own words. "
+            f"Nothing was written. {redo}"
+        )
+
+
+def get_user_or_none(home: Home, name: str) -> int | None:
+    row = home.db.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def restore_archive(
+    home: Home,
+    archive: Archive,
+    *,
+    merge: bool = False,
+    private_owner: str | None = None,
+    without_private: bool = False,
+) -> RestoreResult:
     """Bring the checked `archive` into `home`. Without `merge` the home must be empty; with
     it, nothing already there is replaced: existing files and memories are kept and listed
-    in `skipped`, and threads and messages already stored are not added again."""
+    in `skipped`, and threads and messages already stored are not added again. Its private
+    channel is written only as `check_private` allows (`private_owner` names its owner to
+    confirm it); `without_private` leaves it out."""
     if not merge and not is_empty(home):
         raise CharlieError(
             f"The data home {home.settings.home} already holds projects or messages. Restore "
             "into an empty one (set CHARLIE_HOME to a new folder), or add --merge to bring "
             "the archive in beside what is there (nothing there is replaced)."
         )
+    owner = None if without_private else channel_owner(archive)
+    if owner is not None:
+        check_private(home, archive, private_owner)
     result = RestoreResult()
     manifest = archive.manifest
     names = set(archive.names())
     with zipfile.ZipFile(archive.path) as zipped:
         source = _Source(zipped, names)
         people = _People(home, result)
-        for name in dict.fromkeys([*manifest.get("users", []), manifest.get("private")]):
+        for name in dict.fromkeys([*manifest.get("users", []), owner]):
             if isinstance(name, str) and NAME_RE.match(name):
                 people.id(name)
                 result.users.append(name)
@@ -92,13 +150,14 @@ def restore_archive(home: Home, archive: Archive, *, merge: bool = False) -> Res
             channel = shared_channel(home, project)
             _restore_revisions(home, source, channel, f"memory_revisions/{slug}.jsonl", result)
             result.projects.append(slug)
-        owner = manifest.get("private")
-        if isinstance(owner, str) and NAME_RE.match(owner):
+        if owner is not None:
             user = get_user(home.db, owner)
             base = f"private/{owner}"
+            before = result.messages
             _restore_threads(home, source, Holder(None, user.id), base, people, result)
             channel = private_channel(home, user)
             _restore_revisions(home, source, channel, f"{base}.revisions.jsonl", result)
+            result.private, result.private_messages = owner, result.messages - before
         for name in sorted(n for n in names if n.startswith("usage/") and n.endswith(".jsonl")):
             _restore_usage(home, source, name, people, result)
     return result
@@ -335,7 +394,7 @@ def _restore_message(
         raise _BadLine('"role" or "text" is missing or wrong')
     if not isinstance(time, str) or not _is_time(time):
         raise _BadLine('"time" is not an ISO-8601 time')
-    owner_speaks = "key" not in line and holder.owner_id is not None and role == "user"
+    owner_speaks = holder.owner_id is not None and role == "user"  # no one else's words
     user = holder.owner_id if owner_speaks else people.id(line.get("user"))
     speaker = line.get("speaker")
     if not isinstance(speaker, str) or not speaker.strip():

@@ -380,8 +380,9 @@ def test_a_home_in_use_is_refused_without_merge_and_merging_twice_adds_nothing(
             )
 
     first = counts()
-    again = charlie("restore", str(zip_path), "--merge")
+    again = charlie("restore", str(zip_path), "--merge", "--private-owner", "alice")
     assert again.exit_code == 0, again.output
+    assert "Wrote 0 messages into alice's private channel" in again.output
     assert counts() == first, again.output
     assert memory_md.read_bytes() == edited
     assert "0 threads, 0 messages (16 already there)" in again.output
@@ -400,8 +401,9 @@ def test_people_already_in_the_home_keep_their_account(
         ensure_user(home.db, "zoe", is_admin=True)
         alice = ensure_user(home.db, "Alice")  # names match whatever their case
         home.db.execute("UPDATE users SET password_hash = 'kept' WHERE id = ?", (alice.id,))
-    result = charlie("restore", str(zip_path))
+    result = charlie("restore", str(zip_path), "--private-owner", "alice")
     assert result.exit_code == 0, result.output
+    assert "Wrote 2 messages into alice's private channel (no one else's)." in result.output
     assert "New accounts: bob. Passwords are never in an archive" in result.output
     assert "No one is an administrator" not in result.output
     with _at(monkeypatch, tmp_path / "fresh") as home:
@@ -462,6 +464,7 @@ def test_an_archive_from_before_threads_restores(
         format=1,
         projects=["den"],
         private="alice",
+        exported_by="alice",
         users=["alice"],
     )
     monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "fresh"))
@@ -482,7 +485,7 @@ def test_an_archive_from_before_threads_restores(
         (0, None, "Charlie", "Hello", "m2", 0),
         (1, alice.id, "alice", "Hi", "m1", 0),
     ]
-    again = charlie("restore", str(old), "--merge")
+    again = charlie("restore", str(old), "--merge", "--private-owner", "alice")
     assert "0 threads, 0 messages (3 already there)" in again.output
 
 
@@ -529,3 +532,73 @@ def test_a_restore_into_a_home_with_no_one_says_how_to_make_the_first_account(
     result = charlie("restore", str(zip_path))
     assert result.exit_code == 0, result.output
     assert "`charlie users add NAME --admin` makes the first" in result.output
+
+
+def _rewritten(zip_path: Path, out: Path, owner: str, **manifest: Any) -> Path:
+    """The archive at `zip_path` with its private channel renamed to `owner`'s and the
+    manifest's fields replaced by `manifest`, its hashes made to match again."""
+    with zipfile.ZipFile(zip_path) as made:
+        members = {n: made.read(n) for n in made.namelist() if n != "manifest.json"}
+        original = json.loads(made.read("manifest.json"))
+    moved = {
+        (f"private/{owner}" + n.removeprefix("private/alice") if n.startswith("private/") else n): d
+        for n, d in members.items()
+    }
+    original.pop("files")
+    return _write_archive(out, moved, **(original | {"private": owner} | manifest))
+
+
+def test_a_rewritten_manifest_cannot_plant_words_in_someone_elses_private_channel(
+    exported: tuple[Path, dict[str, Any]],
+    charlie: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    zip_path, _ = exported
+    forged = _rewritten(zip_path, tmp_path / "forged.zip", "bob")  # exported_by stays alice
+    monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "fresh"))
+    refused = charlie("restore", str(forged))
+    assert refused.exit_code != 0
+    assert "holds bob's private channel, but its manifest says 'alice' exported it" in (
+        refused.output
+    )
+    assert "Nothing was written" in refused.output and "--private-owner bob" in refused.output
+    with _at(monkeypatch, tmp_path / "fresh") as home:
+        assert home.db.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    wrong = charlie("restore", str(forged), "--private-owner", "alice")
+    assert wrong.exit_code != 0 and "not alice's" in wrong.output
+    # Leaving it out restores the rest, and says what was left out.
+    rest = charlie("restore", str(forged), "--without-private")
+    assert rest.exit_code == 0, rest.output
+    assert "Left out bob's private channel." in rest.output
+    with _at(monkeypatch, tmp_path / "fresh") as home:
+        private = home.db.execute("SELECT count(*) FROM messages WHERE private = 1")
+        assert private.fetchone()[0] == 0
+        assert home.db.execute("SELECT count(*) FROM messages").fetchone()[0] > 0
+
+
+def test_a_private_channel_for_someone_this_home_has_needs_their_name_given(
+    exported: tuple[Path, dict[str, Any]],
+    charlie: Cli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    zip_path, _ = exported
+    # Both fields rewritten: the manifest claims alice exported her own channel.
+    forged = _rewritten(zip_path, tmp_path / "forged.zip", "carol", exported_by="carol")
+    with _at(monkeypatch, tmp_path / "other") as home:
+        carol = ensure_user(home.db, "Carol")
+    refused = charlie("restore", str(forged), "--merge")
+    assert refused.exit_code != 0
+    assert "would write into carol's private channel, and carol has an account" in (refused.output)
+    with _at(monkeypatch, tmp_path / "other") as home:
+        assert home.db.execute("SELECT count(*) FROM messages").fetchone()[0] == 0
+    confirmed = charlie("restore", str(forged), "--merge", "--private-owner", "carol")
+    assert confirmed.exit_code == 0, confirmed.output
+    assert "This archive holds carol's private channel (exported by carol)." in confirmed.output
+    assert "Wrote 2 messages into carol's private channel (no one else's)." in confirmed.output
+    with _at(monkeypatch, tmp_path / "other") as home:
+        rows = home.db.execute(
+            "SELECT DISTINCT user_id FROM messages WHERE private = 1 AND role = 'user'"
+        ).fetchall()
+    assert [r[0] for r in rows] == [carol.id]

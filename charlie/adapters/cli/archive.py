@@ -57,17 +57,36 @@ def export_command(
     is_flag=True,
     help="Restore into a data home that holds things already (nothing there is replaced).",
 )
-def restore_command(file: Path, merge: bool) -> None:
+@click.option(
+    "--private-owner",
+    metavar="NAME",
+    help="Confirm that the archive's private channel is NAME's and may be written.",
+)
+@click.option("--without-private", is_flag=True, help="Leave the archive's private channel out.")
+def restore_command(
+    file: Path, merge: bool, private_owner: str | None, without_private: bool
+) -> None:
     """Restore an archive made by `charlie export` into the data home (CHARLIE_HOME), which
     must be empty unless --merge is given. Every file is checked against the archive's
     manifest first; a damaged or changed archive restores nothing. People are matched by
     name; anyone the home lacks gets an account without a password (listed at the end).
     The search index is not in the archive: run `charlie reindex` afterwards to make what
-    was restored searchable.
+    was restored searchable. A private channel is written only when its owner exported it
+    and has no account here yet, unless --private-owner names them.
     """
     checked = archive.open_archive(file)
+    owner = restore.channel_owner(checked)
+    if owner is not None and not without_private:
+        exporter = checked.manifest.get("exported_by")
+        click.echo(f"This archive holds {owner}'s private channel (exported by {exporter}).")
     with opened_home() as home:
-        result = restore.restore_archive(home, checked, merge=merge)
+        result = restore.restore_archive(
+            home,
+            checked,
+            merge=merge,
+            private_owner=private_owner,
+            without_private=without_private,
+        )
         admins = home.db.execute("SELECT 1 FROM users WHERE is_admin = 1").fetchone()
         people = home.db.execute("SELECT 1 FROM users").fetchone()
     click.echo(
@@ -78,6 +97,14 @@ def restore_command(file: Path, merge: bool) -> None:
         f"{result.revisions} memory revisions, {result.usage_events} usage events, "
         f"{result.pins} pins, {result.suggestions} suggestions."
     )
+    if result.private:
+        click.echo(
+            f"Wrote {result.private_messages} message"
+            f"{'' if result.private_messages == 1 else 's'} into {result.private}'s private "
+            "channel (no one else's)."
+        )
+    elif owner is not None:
+        click.echo(f"Left out {owner}'s private channel.")
     for line in result.skipped:
         click.echo(f"Skipped {line}")
     if result.new_users:
