@@ -109,7 +109,7 @@ def status(home: Home) -> dict[str, Any]:
     `error` saying what happens next) and `rebuilt`, when and why a damaged or old index
     was last replaced."""
     out: dict[str, Any] = {"notes": 0, "chunks": 0, "problems": 0, "model": None}
-    out |= {"state": "not built", "rebuilt": None}
+    out |= {"state": "not built", "rebuilt": None, "incomplete": None}
     path = home.index_path
     if not path.exists():
         return out
@@ -118,6 +118,9 @@ def status(home: Home) -> dict[str, Any]:
             out |= Index.stats_of(db)
             rebuilt = db.execute("SELECT value FROM index_state WHERE key = 'rebuilt'")
             out["rebuilt"] = next((str(row[0]) for row in rebuilt), None)
+            filling = db.execute(
+                "SELECT 1 FROM index_state WHERE key = ?", (index_file.FILLING,)
+            ).fetchone()
     except sqlite3.DatabaseError as exc:
         damaged = index_file.is_damage(exc) or index_file.error_code(exc) == index_file.SQLITE_ERROR
         out["state"] = "damaged" if damaged else "unavailable"
@@ -127,8 +130,22 @@ def status(home: Home) -> dict[str, Any]:
             else "Searches fail until this is fixed; no note is lost."
         )
         return out
+    if filling is not None:
+        out["state"] = "rebuilding" if out["rebuilt"] else "building"
+        out["incomplete"] = incomplete_in_words(out["state"], int(out["notes"]))
+        return out
     out["state"] = "ready"
     return out
+
+
+def incomplete_in_words(state: str, notes: int) -> str:
+    """What to tell the person while the index fills: results are incomplete, and why."""
+    doing = "being rebuilt" if state == "rebuilding" else "being built"
+    return (
+        f"The search index is {doing} from the note files ({notes} note"
+        f"{'' if notes == 1 else 's'} in so far): search results are incomplete until it is "
+        "done. No note is lost."
+    )
 
 
 def _sha256_of(path: Path) -> str:
@@ -312,9 +329,20 @@ class Index:
                     self._remove_project(slug, project_id, report)
         if self.model != self.embedder.name:
             self.set_state("embedder", self.embedder.name)
+        stop: threading.Event | None = self.home.shared.get("index_stop")
+        whole = projects is None and not (stop is not None and stop.is_set())
+        if whole and self.state(index_file.FILLING) is not None:  # every project is in
+            self.db.execute("DELETE FROM index_state WHERE key = ?", (index_file.FILLING,))
         if report.changed:
             self._bump()
         return report
+
+    def incomplete(self) -> str | None:
+        """Why this index's results are incomplete (it is still being filled), or None."""
+        if self.state(index_file.FILLING) is None:
+            return None
+        notes = int(self.db.execute("SELECT count(*) FROM notes").fetchone()[0])
+        return incomplete_in_words("rebuilding" if self.state("rebuilt") else "building", notes)
 
     def _refresh_project(self, project: Project, report: RefreshReport) -> None:
         db = self.db

@@ -172,13 +172,20 @@ def connect(path: Path) -> Connection:
     return db
 
 
+FILLING = "filling"  # index_state key: set when a file is made, gone once every project is in
+
+
 def create(db: sqlite3.Connection) -> None:
-    """Create the tables of a new (or emptied) index file."""
+    """Create the tables of a new (or emptied) index file, marked as still filling: until a
+    check of every project's files has finished, searches say their results are incomplete."""
     with transaction(db):
         run_script(db, SCHEMA + MESSAGE_SCHEMA)
         db.execute(
             "INSERT INTO index_state VALUES ('version', ?) ON CONFLICT(key) DO NOTHING",
             (INDEX_VERSION,),
+        )
+        db.execute(
+            "INSERT INTO index_state VALUES (?, ?) ON CONFLICT(key) DO NOTHING", (FILLING, now())
         )
 
 

@@ -101,6 +101,7 @@ class RecallResult:
     when: When | None = None
     searched: list[str] = field(default_factory=list)  # the channels looked in
     truncated: bool = False
+    incomplete: str | None = None  # why messages may be missing: some are not indexed yet
 
 
 def conversations_for(
@@ -244,14 +245,25 @@ class Recaller:
                 raise Forbidden("That private channel is not yours: only its owner can search it.")
         try:
             catch_up(self.index)
-            return self._recall(user, channels, text, limit, around, now)
+            return self._said(self._recall(user, channels, text, limit, around, now))
         except sqlite3.DatabaseError as exc:
             self.index.index.recover(exc)
         try:
             catch_up(self.index)
-            return self._recall(user, channels, text, limit, around, now)
+            return self._said(self._recall(user, channels, text, limit, around, now))
         except sqlite3.DatabaseError as exc:
             raise self.index.index.unusable(exc) from exc
+
+    def _said(self, result: RecallResult) -> RecallResult:
+        """`result`, saying so when some stored messages are not indexed yet (an index
+        being rebuilt, a large import): they are being indexed in the background."""
+        if self.index.pending():
+            result.incomplete = (
+                "Some messages are still being indexed (the search index is being filled in "
+                "the background): what was said may be missing from these results for a "
+                "while. No message is lost."
+            )
+        return result
 
     def _recall(
         self,

@@ -173,6 +173,7 @@ class SearchResult:
     keyword_used: bool = False
     fallback_reason: str | None = None
     truncated: bool = False
+    incomplete: str | None = None  # why results may be missing: the index is still filling
 
 
 @dataclass
@@ -388,6 +389,7 @@ class Searcher:
 
         similarity = self._combine(mode, candidates, result.keyword_used)
         result.hits = self._rank(candidates, similarity, user, limit, keyword_terms, explain)
+        result.incomplete = self.index.incomplete()
         return result
 
     def _vector_candidates(

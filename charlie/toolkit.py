@@ -78,8 +78,10 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
     """
     limit = max(1, min(limit, 10))
     found = searcher(context).search(query, context.user, scope(context), limit=limit)
+    partial = f"\n({found.incomplete})" if found.incomplete else ""
     if not found.hits:
-        return Result("No notes matched.", "no notes", hits=(), count=0)
+        summary = "no notes (the index is still filling)" if partial else "no notes"
+        return Result(f"No notes matched.{partial}", summary, hits=(), count=0)
     lines = []
     for hit in found.hits:
         context.found.append(hit.key)
@@ -91,7 +93,10 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
         )
     hits = tuple(Hit(h.key, h.title, round(h.score, 4), h.snippet) for h in found.hits)
     count = len(hits)
-    return Result("\n".join(lines), f"{count} note{'s' if count != 1 else ''}", hits, count)
+    summary = f"{count} note{'s' if count != 1 else ''}" + (
+        " (index still filling)" if partial else ""
+    )
+    return Result("\n".join(lines) + partial, summary, hits, count)
 
 
 def read_note(context: ToolContext, note: str) -> tuple[str, str]:
@@ -170,8 +175,9 @@ def search_conversation(
         raise ToolError(str(exc)) from exc
     # The question being answered is not what was said earlier.
     found.hits = [h for h in found.hits if h.message.id != context.asked][:wanted]
+    partial = f"\n({found.incomplete})" if found.incomplete else ""
     if not found.hits:
-        return Result("No earlier messages matched.", "no messages", count=0)
+        return Result(f"No earlier messages matched.{partial}", "no messages", count=0)
     if any(h.conversation_id != context.channel.conversation_id for h in found.hits):
         context.read_untrusted("messages of other projects")
     blocks = []
@@ -185,7 +191,7 @@ def search_conversation(
             lines.append(f"{mark} [{when(m.created_at)}] {m.speaker}: {m.content}")
         blocks.append("\n".join(lines))
     about = f"(about {found.when.describe()})\n" if found.when is not None else ""
-    text = fence("messages", escape(about + "\n\n".join(blocks)))
+    text = fence("messages", escape(about + "\n\n".join(blocks))) + partial
     hits = tuple(
         Hit(
             usage.message_key(h.message.id),

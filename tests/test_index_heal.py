@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -300,3 +301,78 @@ def test_processes_healing_one_damaged_index_at_once_all_answer(
         assert not index.refresh().changed
         rows = index.db.execute("SELECT name FROM notes ORDER BY name").fetchall()
         assert [row[0] for row in rows] == ["garden", "hall", "kitchen-plan"]
+
+
+class Held:
+    """The real embedder, stopping before it embeds a text holding `word` until released:
+    a rebuild by another process caught half-way, for as long as a test needs."""
+
+    def __init__(self, model: LocalEmbedder, word: str) -> None:
+        self.model, self.word = model, word
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def dim(self) -> int:
+        return self.model.dim
+
+    def embed(self, texts: Any) -> Any:
+        if any(self.word in text for text in texts):
+            self.reached.set()
+            assert self.release.wait(120)
+        return self.model.embed(texts)
+
+
+def test_while_another_process_rebuilds_the_index_searches_and_health_say_incomplete(
+    house: Home, embedder: LocalEmbedder
+) -> None:
+    workshop = projects.create_project(house, "Workshop")  # indexed after "house"
+    notes.create_note(workshop, "Trunk", "The winter coats are in the blue trunk.")
+    with live_server() as url, closing(signed_in_client(url, "alice")) as client:
+        first = client.get("/api/search", params={"q": "winter coats"})
+        assert first.json()["incomplete"] is None
+        assert "Trunk" in oak_titles(first)
+        assert client.get("/api/health").json()["index"]["state"] == "ready"
+
+        held = Held(embedder, "winter coats")
+
+        def rebuild() -> None:  # as `charlie reindex` in another process would
+            with Home.open(load_settings()) as other:
+                Index(other, held).rebuild()
+
+        rebuilding = threading.Thread(target=rebuild)
+        rebuilding.start()
+        try:
+            assert held.reached.wait(120)  # a new file, with the house project in so far
+            during = client.get("/api/search", params={"q": "oak floor"})
+            assert {"Kitchen plan", "Hall"} <= oak_titles(during)
+            said = during.json()["incomplete"]
+            assert said is not None and "being rebuilt" in said and "incomplete" in said
+            health = client.get("/api/health").json()["index"]
+            assert health["state"] == "rebuilding" and health["incomplete"] == said
+            chat_tool = client.get("/api/search", params={"q": "winter coats"})
+            assert "Trunk" not in {r["title"] for r in chat_tool.json()["results"]}
+        finally:
+            held.release.set()
+            rebuilding.join(120)
+        after = client.get("/api/search", params={"q": "winter coats"})
+        assert "Trunk" in oak_titles(after) and after.json()["incomplete"] is None
+        healed = client.get("/api/health").json()["index"]
+        assert healed["state"] == "ready" and healed["incomplete"] is None
+
+
+def test_a_fill_cut_short_stays_incomplete_until_every_project_is_in(
+    house: Home, embedder: LocalEmbedder
+) -> None:
+    index = Index(house, embedder)
+    index.refresh([projects.get_project(house, "house")])  # one project: not yet whole
+    assert index.incomplete() is not None and "being built" in (index.incomplete() or "")
+    house.close()
+    with Home.open(load_settings()) as again:  # a process killed mid-fill left it so
+        index = Index(again, embedder)
+        assert index.incomplete() is not None
+        index.refresh()
+        assert index.incomplete() is None

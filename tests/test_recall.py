@@ -334,3 +334,20 @@ def test_null_for_an_optional_tool_argument_means_not_given(household) -> None:
     assert not outcome.error and "mooring fee" in outcome.content
     refused = run_tool(tool, ToolContext(home, boat, alice), {"query": None})
     assert refused.error
+
+
+def test_a_recall_while_messages_are_still_being_indexed_says_so(
+    household, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie import message_index
+
+    home, alice, _, boat = household
+    monkeypatch.setattr(message_index, "BATCH", 2)  # a request indexes two; the rest wait
+    recaller = recaller_for(home)
+    result = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")
+    assert result.incomplete is not None and "still being indexed" in result.incomplete
+    catcher = home.shared[message_index.CATCHER]
+    catcher.join(60)
+    whole = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")
+    assert whole.incomplete is None
+    assert "Let's keep the blue antifouling paint for the hull." in texts(whole)

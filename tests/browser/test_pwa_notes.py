@@ -118,3 +118,26 @@ def test_an_empty_project_says_so(page: Page, server: Server) -> None:
     page.get_by_role("searchbox", name="Search notes").fill("roses")
     page.get_by_role("searchbox", name="Search notes").press("Enter")
     expect(page.locator("#notes-status")).to_contain_text("Nothing found for “roses”")
+
+
+def test_a_banner_says_search_results_are_incomplete_while_the_index_fills(
+    page: Page, server: Server, shoot: Callable[[Page, str], None]
+) -> None:
+    from charlie.embeddings import from_settings
+    from charlie.index import Index
+
+    auth_notes(server)
+    with server.home() as home:
+        Index(home, from_settings(server.settings))  # a new index file, nothing in it yet
+    sign_in(page)
+    banner = page.locator("#index-banner")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("Search results are incomplete.")
+    expect(banner).to_contain_text("being built from the note files (0 notes in so far)")
+    shoot(page, "index-filling")
+    page.goto("/#/notes/auth")
+    page.get_by_role("searchbox", name="Search notes").fill("password hashing")
+    page.get_by_role("button", name="Search", exact=True).click()  # this fills the index
+    results = page.locator("#notes-results .result")
+    expect(results.first.locator(".note-link")).to_have_text("Password hashing")
+    expect(banner).to_be_hidden(timeout=30_000)  # the next health check finds it whole

@@ -209,6 +209,8 @@ def _hit_json(result: SearchResult, explain: bool) -> dict[str, Any]:
         }
     if result.truncated:
         out["truncated"] = True
+    if result.incomplete:
+        out["incomplete"] = result.incomplete
     return out
 
 
@@ -286,6 +288,8 @@ def search_command(
         if as_json:
             click.echo(json.dumps(_hit_json(result, explain), indent=2))
             return
+        if result.incomplete:
+            click.echo(result.incomplete, err=True)
         if explain and result.fallback_reason:
             click.echo(f"keyword search joined: {result.fallback_reason}")
         if not result.hits:

@@ -39,6 +39,8 @@ def result_json(result: RecallResult, explain: bool) -> dict[str, Any]:
         out["when"] = result.when.describe()
     if explain:
         out["terms"] = result.terms
+    if result.incomplete:
+        out["incomplete"] = result.incomplete
     return out
 
 
@@ -132,4 +134,6 @@ def recall_command(
             elif as_json:
                 click.echo(json.dumps(result_json(result, explain), ensure_ascii=False))
             else:
+                if result.incomplete:
+                    click.echo(result.incomplete, err=True)
                 _show(result, explain, recaller)

@@ -473,6 +473,7 @@ def recall(
         "terms": result.terms,
         "searched": result.searched,
         "truncated": result.truncated,
+        "incomplete": result.incomplete,
         "results": [recall_hit_json(h) for h in result.hits],
     }
 
@@ -693,6 +694,7 @@ def search(
         "fallback_reason": result.fallback_reason,
         "keyword_used": result.keyword_used,
         "terms": result.terms,
+        "incomplete": result.incomplete,  # the index is still filling: say so
         "results": [
             {
                 "id": h.key,

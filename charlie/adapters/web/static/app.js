@@ -15,6 +15,7 @@ const VIEWS = ['chat', 'notes', 'settings'];
 const PRIVATE = 'private';
 const REMEMBERED = 'charlie.channel';
 const HEALTH_EVERY_MS = 60_000;
+const INDEX_CHECK_MS = 5_000; // while the search index is being filled
 
 const screens = {
   loading: $('#loading-view'),
@@ -92,6 +93,12 @@ const app = {
     clearTimeout(healthTimer);
     healthTimer = setTimeout(checkHealth, 15_000);
   },
+  // A search said the index is still being filled: say so until the health check says done.
+  indexIncomplete(message) {
+    showIndexBanner(message);
+    clearTimeout(healthTimer);
+    healthTimer = setTimeout(checkHealth, INDEX_CHECK_MS);
+  },
   // A reply came through: whatever the banner said about the model is over.
   llmRecovered() {
     $('#llm-banner').hidden = true;
@@ -153,6 +160,11 @@ function showLlmBanner(message, title = 'Language model unreachable.') {
     `${message || 'The model server did not answer.'} Replies will fail until it is back; ` +
     'memory and notes still work.';
   $('#llm-banner').hidden = false;
+}
+
+function showIndexBanner(message) {
+  $('#index-text').textContent = message;
+  $('#index-banner').hidden = false;
 }
 
 function showOffline() {
@@ -267,11 +279,15 @@ async function checkHealth() {
     } else {
       $('#llm-banner').hidden = true;
     }
+    const index = app.health.index || {};
+    if (index.incomplete) showIndexBanner(index.incomplete);
+    else $('#index-banner').hidden = true;
     settings.renderHealth();
   } catch (error) {
     if (error.status === 0) app.markOffline();
   } finally {
-    if (app.user) healthTimer = setTimeout(checkHealth, HEALTH_EVERY_MS);
+    const filling = app.health && app.health.index && app.health.index.incomplete;
+    if (app.user) healthTimer = setTimeout(checkHealth, filling ? INDEX_CHECK_MS : HEALTH_EVERY_MS);
   }
 }
 

@@ -287,6 +287,10 @@ export function createNotes(app) {
         `mode: ${found.mode}`,
       ];
       if (found.fallback_reason) parts.push(`keyword search joined: ${found.fallback_reason}`);
+      if (found.incomplete) {
+        parts.push('the search index is still being filled: some notes may be missing');
+        app.indexIncomplete(found.incomplete);
+      }
       statusLine.textContent = parts.join(' · ');
     } catch (error) {
       if (mine !== generation) return;

@@ -534,9 +534,11 @@ export function createSettings(app) {
       ],
       [
         'Search index',
-        `${index.notes ?? '?'} notes, ${index.chunks ?? '?'} chunks${index.model ? `, ${index.model}` : ''}`,
+        `${index.notes ?? '?'} notes, ${index.chunks ?? '?'} chunks${index.model ? `, ${index.model}` : ''}` +
+          (index.state && index.state !== 'ready' ? ` (${index.state})` : ''),
       ],
     ];
+    if (index.incomplete || index.error) rows.push(['Index status', index.incomplete || index.error]);
     const problems = index.problems;
     if (Array.isArray(problems) ? problems.length : problems) {
       rows.push([
