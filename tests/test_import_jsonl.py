@@ -398,3 +398,38 @@ def test_a_lone_surrogate_a_nul_or_a_future_time_is_a_broken_line(
     assert "line 2: \"text\" holds '\\ud800', which is not text" in result.stdout
     assert 'line 3: "text" holds a NUL character' in result.stdout
     assert 'line 4: "time" "9999-12-31T23:59:59Z" is in the future' in result.stdout
+
+
+def test_an_index_that_runs_out_of_room_says_every_message_was_stored(
+    charlie: Cli, kitchen: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie import index_file
+
+    assert charlie("reindex").exit_code == 0  # the index file exists, with its tables
+    real_connect = index_file.connect
+
+    def cramped(path: Path) -> Any:  # the index's disk is nearly full: SQLite's own error
+        db = real_connect(path)
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages + 4}")
+        return db
+
+    monkeypatch.setattr(index_file, "connect", cramped)
+    kitchen.close()
+    many = [
+        {
+            "id": f"m{n}",
+            "speaker": "Sam",
+            "text": f"Note {n}: " + "tiles and grout " * 10,
+            "time": f"2023-05-08T13:{n // 60:02d}:{n % 60:02d}Z",
+        }
+        for n in range(200)
+    ]
+    result = charlie("import", "jsonl", str(write(tmp_path / "h.jsonl", many)), "-p", "kitchen")
+    assert result.exit_code != 0
+    said = result.output
+    assert "200 messages were stored in project kitchen; they are safe in charlie.db" in said
+    assert "indexing them for recall stopped" in said and "full" in said.lower()
+    assert "charlie reindex" in said
+    with sqlite3.connect(kitchen.settings.db_path) as db:
+        assert db.execute("SELECT count(*) FROM messages").fetchone()[0] == 200

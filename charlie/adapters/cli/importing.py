@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -64,7 +67,8 @@ def jsonl_command(
         report = importing.import_jsonl(home, channel, file, to_memory=distill)
         if not as_json:
             _print(report, channel)
-        message_index(home).refresh()  # every new message is searchable once this returns
+        with _kept(f"{_counted(report.added, 'message')} stored in {channel.label}"):
+            message_index(home).refresh()  # every new message is searchable once this returns
         distilled, failure = _distill(home, channel, as_json) if distill else (0, None)
         if as_json:
             click.echo(json.dumps(_as_json(report, channel, distill, distilled, failure)))
@@ -117,19 +121,36 @@ def _export_command(service: str) -> click.Command:
             raise CharlieError("Say where the messages go: -p PROJECT, or --private.")
         with opened_home() as home:
             channel, user = resolve_channel(home, project, private, user_name, create=False)
+            stored: list[exports.ConversationReport] = []
+
+            def kept(done: exports.ConversationReport) -> None:
+                stored.append(done)
+                bar.stored(done)
+
+            def so_far() -> str:
+                added = sum(d.report.added for d in stored)
+                return (
+                    f"{len(stored):,} {_plural(len(stored), 'conversation')} ({added:,} "
+                    f"{_plural(added, 'message')}) {'was' if len(stored) == 1 else 'were'} "
+                    f"stored in {channel.label} before this"
+                )
+
             with bar:
                 export.check(bar.update)  # a file that is not valid JSON stores nothing
                 found = exports.matching(export.conversations(bar.update), by_title)
-                done = exports.import_conversations(
-                    home,
-                    channel,
-                    service,
-                    found,
-                    user.name,
-                    on_stored=bar.stored,
-                    to_memory=distill,
-                )
-                _index(home, bar, sum(d.report.added for d in done))
+                with _kept(so_far, again=True):
+                    done = exports.import_conversations(
+                        home,
+                        channel,
+                        service,
+                        found,
+                        user.name,
+                        on_stored=kept,
+                        to_memory=distill,
+                    )
+                added = sum(d.report.added for d in done)
+                with _kept(f"{_counted(added, 'message')} stored in {channel.label}"):
+                    _index(home, bar, added)
             if not as_json:
                 _print_export(export, done, channel)
             folded = _distill_threads(home, channel, done, as_json) if distill else None
@@ -251,6 +272,11 @@ def _plural(count: int, noun: str) -> str:
     return noun if count == 1 else noun + "s"
 
 
+def _counted(count: int, noun: str) -> str:
+    """ "1 message was", "4,000 messages were": a count as the start of a sentence."""
+    return f"{count:,} {_plural(count, noun)} {'was' if count == 1 else 'were'}"
+
+
 def _distill(home: Home, channel: Channel, quiet: bool) -> tuple[int, str | None]:
     """Fold what awaits distillation into memory: (how many requests it took, what went
     wrong or None). The messages stay stored whatever happens."""
@@ -341,6 +367,26 @@ def _as_json(
 
 
 INDEX_STEP = 2048  # messages indexed between two updates of the progress bar
+
+
+@contextmanager
+def _kept(stored: str | Callable[[], str], *, again: bool = False) -> Iterator[None]:
+    """A failure part-way through an import (a full disk, a damaged file) says what was
+    stored before it: that is kept, and running the import again adds only the rest."""
+    try:
+        yield
+    except (CharlieError, sqlite3.Error, OSError) as exc:
+        said = stored() if callable(stored) else stored
+        then = (
+            "Once that is fixed, run the same command again: what is stored is not added twice."
+            if again
+            else "Once that is fixed, run `charlie reindex` (or just search: the rest are "
+            "indexed then) to make them all searchable."
+        )
+        doing = (
+            "" if again else "they are safe in charlie.db, but indexing them for recall stopped: "
+        )
+        raise CharlieError(f"{said}; {doing}{exc} {then}") from exc
 
 
 def _index(home: Home, bar: ProgressBar, added: int) -> None:
