@@ -232,9 +232,11 @@ def turn(
     registry: Registry | None = None,
     max_iterations: int = MAX_ITERATIONS,
     instruction: str = "",
+    distill_after: bool = True,
 ) -> Iterator[Event]:
     """Take the person's message and yield the reply as it streams, the tool trace as it
-    happens, suggested notes, then any distillation.
+    happens, suggested notes, then any distillation (unless `distill_after` is False: the caller
+    runs `distill_due` itself, as `charlie chat -m` does in a process of its own).
 
     `instruction` is guidance for this one answer (voice mode asks for a short spoken one);
     it goes to the model, never into the stored conversation.
@@ -256,7 +258,16 @@ def turn(
         home, channel, "user", text, user=user, images=[str(p) for p in images]
     )
     yield from _answer(
-        home, llm, channel, user, asked, images, registry, max_iterations, instruction
+        home,
+        llm,
+        channel,
+        user,
+        asked,
+        images,
+        registry,
+        max_iterations,
+        instruction,
+        distill_after=distill_after,
     )
 
 
@@ -389,6 +400,7 @@ def _answer(
     instruction: str,
     *,
     replacing: Message | None = None,
+    distill_after: bool = True,
 ) -> Iterator[Event]:
     """The reply to `asked`, streamed; with `replacing`, a new reply in its place (the old
     one is set aside once the new one is stored — a failed answer changes nothing)."""
@@ -462,7 +474,8 @@ def _answer(
         yield Notice(CAPPED.format(within.answer))
     yield from _suggest(home, loop.context, channel, user, text, stored.id)
     yield from index_messages(home)
-    yield from distill_due(home, llm, channel)
+    if distill_after:
+        yield from distill_due(home, llm, channel)
 
 
 def index_messages(home: Home) -> Iterator[Event]:
@@ -543,6 +556,18 @@ def _clear_failures(home: Home, channel: Channel) -> None:
     )
 
 
+def due(home: Home, llm: LLMClient, channel: Channel) -> bool:
+    """Whether a distillation of `channel` is due: a full batch of `cadence` undistilled
+    messages, or fewer that near the window (`outgrowing`), unless the model failed the last
+    one too recently (`_failed_recently`)."""
+    every = cadence(channel)
+    if len(conversations.undistilled(home, channel, limit=every)) < every and not outgrowing(
+        home, llm, channel
+    ):
+        return False
+    return not _failed_recently(home, channel, every)
+
+
 def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]:
     """Distill every full batch of `cadence` undistilled messages, oldest first — and a
     short batch too when the undistilled messages near the window (`outgrowing`).
@@ -551,23 +576,19 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
     these messages in (or the next turn will).
     """
     every = cadence(channel)
-    if len(conversations.undistilled(home, channel, limit=every)) < every and not outgrowing(
-        home, llm, channel
-    ):
-        return
-    if _failed_recently(home, channel, every):
+    if not due(home, llm, channel):
         return
     token = distill.claim(home, channel)
     if token is None:
         return
     try:
         while True:
-            due = conversations.undistilled(home, channel, limit=every)
-            if not due or (len(due) < every and not outgrowing(home, llm, channel)):
+            batch = conversations.undistilled(home, channel, limit=every)
+            if not batch or (len(batch) < every and not outgrowing(home, llm, channel)):
                 return
-            while due:  # the batch that is due, in as many requests as fit the model
+            while batch:  # the batch that is due, in as many requests as fit the model
                 try:
-                    distiller, part = batches.fitted(home, channel, llm, due)
+                    distiller, part = batches.fitted(home, channel, llm, batch)
                     result = distill.distill(home, channel, distiller, part)
                 except (DistillationError, LLMError, MemoryFormatError) as exc:
                     _note_failure(home, channel)
@@ -575,6 +596,6 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
                     return
                 _clear_failures(home, channel)
                 yield Distilled(result)
-                due = due[len(part) :]
+                batch = batch[len(part) :]
     finally:
         distill.release(home, channel, token)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from llm_double import ScriptedLLMServer
 from web_support import signed_in
 
 from charlie import users
+from charlie.adapters.cli import chat as chat_cli
 from charlie.adapters.cli import cli
 from charlie.config import load_settings
 from charlie.home import Home
@@ -28,8 +30,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own empty data home and no stray CHARLIE_* settings."""
+def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own empty data home and no stray CHARLIE_* settings; what
+    `charlie chat -m` started in the background ends with the test."""
     for key in list(os.environ):
         if key.startswith("CHARLIE_"):
             monkeypatch.delenv(key)
@@ -41,7 +44,14 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")
     monkeypatch.setenv("EDITOR", "false")
-    return home
+    yield home
+    while chat_cli.DETACHED:
+        started = chat_cli.DETACHED.pop()
+        try:
+            started.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
 
 
 @pytest.fixture

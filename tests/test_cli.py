@@ -1,9 +1,12 @@
 import re
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 from conftest import Cli
 from llm_double import ScriptedLLMServer
+from support.distilling import is_distillation
 from test_distill import distill_answer
 
 COMMANDS = [
@@ -57,8 +60,11 @@ def test_memory_appears_after_the_cadence(
     assert charlie("projects", "create", "Kitchen", "--every", "2").exit_code == 0
     llm.reply("Noted.")
     llm.reply(distill_answer(quotes=(("alice", "Oak worktops, final answer."),)))
-    result = charlie("chat", "-p", "kitchen", "-m", "Oak worktops, final answer.")
-    assert result.stderr == "(memory updated from messages 1-2: 1 decisions, 1 quotes)\n"
+    result = charlie("chat", "-p", "kitchen", "-m", "Oak worktops, final answer.", "--wait")
+    assert result.stderr == (
+        "(updating memory from the latest messages…)\n"
+        "(memory updated from messages 1-2: 1 decisions, 1 quotes)\n"
+    )
     shown = charlie("memory", "show", "-p", "kitchen")
     assert "## Decisions\n\n- Oak worktops _(since " in shown.stdout  # with where it came from
     assert '- alice: "Oak worktops, final answer."' in shown.stdout
@@ -69,6 +75,47 @@ def test_memory_appears_after_the_cadence(
         r"Restored memory as it was in revision 1 \(new revision 3\)\.\n", undone.stdout
     )
     assert "Oak worktops" not in charlie("memory", "show", "-p", "kitchen").stdout
+
+
+def test_one_message_returns_with_its_reply_and_memory_is_updated_in_the_background(
+    charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
+) -> None:
+    """`charlie chat -m` sat silent for a minute while it distilled (issue 23)."""
+    assert charlie("projects", "create", "Kitchen", "--every", "2").exit_code == 0
+    llm.reply("Noted.")
+    llm.delay(3.0)  # a slow model: the distillation takes a while
+    llm.reply(distill_answer(quotes=(("alice", "Oak worktops, final answer."),)))
+    began = time.monotonic()
+    result = charlie("chat", "-p", "kitchen", "-m", "Oak worktops, final answer.")
+    took = time.monotonic() - began
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Noted.\n"
+    assert "updating memory in the background; `charlie memory show -p kitchen`" in result.stderr
+    assert took < 3.0, took  # it did not wait for the distillation
+    deadline = time.monotonic() + 60
+    while "Oak worktops" not in charlie("memory", "show", "-p", "kitchen").stdout:
+        assert time.monotonic() < deadline, "the background distillation never landed"
+        time.sleep(0.2)
+    assert len(llm.requests) == 2  # one distillation, by the process in the background
+
+
+def test_a_background_distillation_that_failed_is_said_by_the_next_message(
+    charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
+) -> None:
+    assert charlie("projects", "create", "Kitchen", "--every", "2").exit_code == 0
+    llm.default = lambda request: (
+        "this is not the JSON a distillation asks for" if is_distillation(request) else "Noted."
+    )
+    charlie("chat", "-p", "kitchen", "-m", "Oak worktops.")
+    deadline = time.monotonic() + 60
+    with sqlite3.connect(charlie_home / "charlie.db") as db:
+        while not db.execute("SELECT 1 FROM distillations WHERE status = 'failed'").fetchone():
+            assert time.monotonic() < deadline, "the background distillation never ended"
+            time.sleep(0.2)
+    again = charlie("chat", "-p", "kitchen", "-m", "And the tiles?")
+    assert again.stdout == "Noted.\n"
+    assert "Note: the last update of this thread's memory failed:" in again.stderr
+    assert "`charlie distill` tries now" in again.stderr
 
 
 def test_llm_down_prints_an_error_and_keeps_the_message(

@@ -69,7 +69,7 @@ def test_a_reply_streams_through_the_client() -> None:
 
 def test_a_chat_turn_is_answered_and_stored(charlie: Any) -> None:
     assert charlie("projects", "create", "Contract").exit_code == 0
-    result = charlie("chat", "-p", "contract", "-m", "Say hello in one short sentence.")
+    result = charlie("chat", "-p", "contract", "-m", "Say hello in one short sentence.", "--wait")
     assert result.exit_code == 0, result.output
     with Home.open(load_settings()) as home:
         stored = messages_of(home, "contract")
@@ -229,7 +229,7 @@ def test_a_conversation_larger_than_the_window_is_still_answered(
     stored = _fill_beyond_the_window(home, server.window, "long")
     assert "exceed" in _refused_as_too_long(server.url, stored)  # the plain request fails
     for question in ("What is two plus two?", "And three plus three?"):
-        result = charlie("chat", "-p", "long", "-m", question)
+        result = charlie("chat", "-p", "long", "-m", question, "--wait")
         assert result.exit_code == 0, result.output
         last = messages_of(home, "long")[-1]
         assert last.role == "assistant" and last.content.strip()
@@ -245,7 +245,7 @@ def test_a_server_refusing_an_overstated_window_gets_one_trimmed_retry(
     server = charlie_on_real_server
     monkeypatch.setenv("CHARLIE_LLM_CONTEXT", str(server.window * 32))
     _fill_beyond_the_window(home, server.window, "overstated")
-    result = charlie("chat", "-p", "overstated", "-m", "What is two plus two?")
+    result = charlie("chat", "-p", "overstated", "-m", "What is two plus two?", "--wait")
     assert result.exit_code == 0, result.output
     last = messages_of(home, "overstated")[-1]
     assert last.role == "assistant" and last.content.strip()
@@ -265,7 +265,7 @@ def test_the_answer_is_capped_by_max_tokens(monkeypatch: pytest.MonkeyPatch, cha
     assert sent.get("max_tokens") == 32 or sent.get("max_completion_tokens") == 32
     assert completion.usage["completion_tokens"] <= 32
     assert completion.finish_reason == "length"
-    result = charlie("chat", "-p", "capped", "-m", essay)
+    result = charlie("chat", "-p", "capped", "-m", essay, "--wait")
     assert result.exit_code == 0, result.output
     with Home.open(load_settings()) as home:
         last = messages_of(home, "capped")[-1]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import assert_never
 
@@ -107,12 +109,81 @@ def _say(
     text: str,
     images: list[Path],
     full_trace: bool = False,
+    *,
+    wait: bool = True,
 ) -> list[int]:
-    """Send one message and print the reply; return the ids of the suggestions shown."""
+    """Send one message and print the reply; return the ids of the suggestions shown. A
+    distillation that is due then runs here (`wait`, saying so first: it may take a minute
+    with a slow model), or in a process of its own that outlives this one."""
     printer = Printer(full_trace)
-    for event in core_chat.turn(home, llm, channel, user, text, images):
+    for event in core_chat.turn(home, llm, channel, user, text, images, distill_after=False):
+        printer.show(event)
+    if not core_chat.due(home, llm, channel):
+        return printer.offered
+    if not wait:
+        _distill_elsewhere(channel, user)
+        return printer.offered
+    click.echo("(updating memory from the latest messages…)", err=True)
+    for event in core_chat.distill_due(home, llm, channel):
         printer.show(event)
     return printer.offered
+
+
+DETACHED: list[subprocess.Popen[bytes]] = []  # distillations started in the background
+
+
+def _distill_elsewhere(channel: Channel, user: User) -> None:
+    """Start `charlie distill --due` for this thread in a detached process, so that
+    `charlie chat -m` returns once the reply is shown. Its claim keeps two distillations of
+    a thread from running at once; a failure is recorded with the thread (`distillations`)
+    and said by the next `charlie chat` — nothing is printed or logged elsewhere, so a
+    private channel's words go nowhere but charlie.db."""
+    where = (
+        ["--private"]
+        if channel.private
+        else ["-p", channel.project.slug if channel.project else ""]
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "charlie",
+        "distill",
+        "--due",
+        *where,
+        "--thread",
+        str(channel.conversation_id),
+        "--user",
+        user.name,
+    ]
+    started = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not stopped by the terminal closing or Ctrl-C here
+        close_fds=True,
+    )
+    DETACHED.append(started)  # it outlives this command: never waited for, never warned of
+    shown = (
+        "--private" if channel.private else f"-p {channel.project.slug if channel.project else ''}"
+    )
+    click.echo(
+        f"(updating memory in the background; `charlie memory show {shown}` shows it in a "
+        "minute or so)",
+        err=True,
+    )
+
+
+def last_failure(home: Home, channel: Channel) -> str | None:
+    """The error of this thread's last distillation, when it failed."""
+    row = home.db.execute(
+        "SELECT status, error, started_at FROM distillations WHERE conversation_id = ? "
+        "ORDER BY id DESC LIMIT 1",
+        (channel.conversation_id,),
+    ).fetchone()
+    if row is None or row["status"] != "failed":
+        return None
+    return f"{row['error']} (at {str(row['started_at'])[:16].replace('T', ' ')} UTC)"
 
 
 @click.command()
@@ -130,6 +201,11 @@ def _say(
 @click.option(
     "--thread", "thread", type=int, metavar="ID", help="Continue thread ID (`charlie threads`)."
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="With -m: a distillation that is due runs before exiting, not in the background.",
+)
 def chat(
     project: str | None,
     private: bool,
@@ -139,13 +215,15 @@ def chat(
     images: tuple[Path, ...],
     new: bool,
     thread: int | None,
+    wait: bool,
 ) -> None:
     """Chat with Charlie (interactive, or one message with -m).
 
-    A project that does not exist yet is created. Without --new or --thread the thread
-    written in most recently continues. Every few messages (the project's cadence) the
-    conversation is distilled into the project's memory.md — every thread of a project
-    feeds the same memory.
+    The project must exist (`charlie projects create`). Without --new or --thread the
+    thread written in most recently continues. Every few messages (the project's cadence)
+    the conversation is distilled into the project's memory.md — every thread of a project
+    feeds the same memory. With -m that runs in the background once the reply is printed
+    (--wait runs it first).
     """
     if new and thread is not None:
         raise click.UsageError("Choose either --new or --thread ID, not both.")
@@ -157,7 +235,14 @@ def chat(
         elif thread is not None:
             channel = conversations.thread_of(home, channel, thread)
         if message is not None:
-            _say(home, llm, channel, user, message, list(images), full_trace)
+            failed = last_failure(home, channel)
+            if failed is not None:
+                click.echo(
+                    f"Note: the last update of this thread's memory failed: {failed}. It is "
+                    "tried again as the conversation goes on; `charlie distill` tries now.",
+                    err=True,
+                )
+            _say(home, llm, channel, user, message, list(images), full_trace, wait=wait)
             return
         _interactive(home, llm, channel, user, list(images), full_trace)
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from charlie import batches, distill, memory, why
+from charlie import batches, chat, conversations, distill, memory, why
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -115,10 +115,29 @@ def undo_command(project: str | None, private: bool, user_name: str | None, to: 
 
 @click.command("distill")
 @channel_options
-def distill_command(project: str | None, private: bool, user_name: str | None) -> None:
+@click.option(
+    "--thread", "thread", type=int, metavar="ID", help="The thread (default: the latest)."
+)
+@click.option(
+    "--due",
+    is_flag=True,
+    help="Only what the cadence has made due, as after a chat turn (what `chat -m` runs).",
+)
+def distill_command(
+    project: str | None, private: bool, user_name: str | None, thread: int | None, due: bool
+) -> None:
     """Distill the conversation into memory now, without waiting for the cadence."""
     with opened_home() as home, opened_llm(home) as llm:
         channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        if thread is not None:
+            channel = conversations.thread_of(home, channel, thread)
+        if due:
+            for event in chat.distill_due(home, llm, channel):
+                if isinstance(event, chat.Distilled):
+                    click.echo(distilled_line(event.result))
+                elif isinstance(event, chat.Notice):
+                    click.echo(event.text, err=True)
+            return
         done = 0
         for result in batches.distill_all(home, channel, llm):
             click.echo(distilled_line(result))  # one line a batch: each fits the model
