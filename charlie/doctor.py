@@ -26,10 +26,11 @@ from charlie.config import Settings
 from charlie.home import Home
 from charlie.llm import LLMClient
 
-Status = Literal["ok", "warn", "fail", "skip"]
+Status = Literal["ok", "warn", "slow", "fail", "skip"]
 ESSENTIAL = ("reachable", "model", "streaming")
 TOTAL_SECONDS = 60.0
 PROBE_SECONDS = 15.0
+ALIVE_SECONDS = 3.0  # after a probe timed out: how long a plain request may take
 SMALL_CONTEXT = 4096  # below this, memory, notes and history hardly fit
 SLOW_TOKENS_PER_S = 5.0
 RESULT_WIDTH = 60  # the table's result column; a longer result pushes its fix along
@@ -115,17 +116,37 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """Whether Charlie can chat: every essential check passed (a warning passes)."""
+        """Whether Charlie can chat: every essential check passed (a warning passes, and so
+        does a server that is up but too busy or slow to answer a probe in time)."""
         essential = [c for c in self.checks if c.essential]
         return len(essential) == len(ESSENTIAL) and all(
-            c.status in ("ok", "warn") for c in essential
+            c.status in ("ok", "warn", "slow") for c in essential
         )
+
+    @property
+    def slow(self) -> bool:
+        """Whether the server was up but too busy or slow to answer some probe in time."""
+        return any(c.status == "slow" for c in self.checks)
+
+    def verdict(self) -> str:
+        """The report in one sentence: can chat, busy or slow (not broken), or cannot."""
+        if not self.ok:
+            return "Charlie cannot chat with this server until the FAIL lines are fixed."
+        if self.slow:
+            return (
+                "The server is up but busy or slow: it did not answer in time, which is not "
+                "broken. Replies will come, later; run `charlie doctor` again when it is idle "
+                "to check the rest."
+            )
+        return "Charlie can chat with this server."
 
     def as_json(self) -> dict[str, Any]:
         return {
             "server": self.server,
             "model": self.model,
             "ok": self.ok,
+            "slow": self.slow,
+            "verdict": self.verdict(),
             "checks": [asdict(c) | {"essential": c.essential} for c in self.checks],
         }
 
@@ -153,6 +174,7 @@ class _Probe:
         self.names: list[str] = []  # what `GET /models` listed
         self.native_calls: bool | None = None  # the model called a tool offered natively
         self.text_calls: bool | None = None  # … one described in the prompt, as text
+        self.slow = False  # a probe timed out on a server that was up: the rest are not run
 
     def limit(self) -> float:
         left = self.deadline - time.monotonic()
@@ -533,11 +555,20 @@ def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
     except _OutOfTime:
         return Check(name, "fail", f"not run: the doctor's {probe.total:g} s were spent", "")
     except httpx.TimeoutException:
+        alive = _alive(probe)
+        if alive is not None:
+            probe.slow = True
+            return Check(
+                name,
+                "slow",
+                f"no answer within {probe.timeout:g} s, though the server is up ({alive})",
+                "busy or slow, not broken: try again when it is idle",
+            )
         return Check(
             name,
             "fail",
-            f"no answer within {probe.timeout:g} s",
-            "the server is hung or busy: check its log, restart it",
+            f"no answer within {probe.timeout:g} s, and the server answers nothing else",
+            "the server is hung: check its log, restart it",
         )
     except httpx.ConnectError as exc:
         return Check(name, "fail", f"cannot connect ({exc})", FIX_START)
@@ -549,6 +580,31 @@ def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
         return Check(
             name, "fail", f"an answer not in the OpenAI format ({exc})", "check the server's log"
         )
+
+
+def _alive(probe: _Probe) -> str | None:
+    """After a probe timed out: whether the server still answers a plain request at once,
+    and what it says of its work (llama.cpp's `/slots`); None when it answers nothing (hung
+    or gone)."""
+    try:
+        probe.http.get(f"{probe.base_url}/models", timeout=ALIVE_SECONDS).raise_for_status()
+    except httpx.HTTPError:
+        return None
+    try:
+        root = probe.base_url.removesuffix("/v1")
+        slots = probe.http.get(f"{root}/slots", timeout=ALIVE_SECONDS).json()
+    except (httpx.HTTPError, ValueError):
+        return "it answers other requests at once"
+    if not isinstance(slots, list) or not slots:
+        return "it answers other requests at once"
+    working = sum(
+        1
+        for slot in slots
+        if isinstance(slot, dict) and (slot.get("is_processing") or slot.get("state") == 1)
+    )
+    if working:
+        return f"{working} of its {len(slots)} slots busy with other requests"
+    return "its slots are idle: the model itself is slow"
 
 
 def examine(
@@ -565,7 +621,13 @@ def examine(
                 return _skipped(report, needed)
         report.model = probe.model
         for name, run in PROBES:
+            if probe.slow:  # each would wait as long again: the verdict says to come back
+                report.checks.append(Check(name, "skip", "not run: the server is busy or slow"))
+                continue
             report.checks.append(_guarded(name, probe, partial(run, probe)))
+        if probe.slow:
+            report.checks.append(Check("tool mode", "skip", "not chosen: the server is busy"))
+            return report
         schema = next(c for c in report.checks if c.check == "json_schema").status
         report.habits = toolmode.Habits(probe.native_calls, probe.text_calls, schema == "ok")
         chosen = toolmode.decide(settings.tool_mode, report.habits)
@@ -578,8 +640,8 @@ def examine(
 def remember(home: Home, report: Report) -> None:
     """Keep what the doctor saw of the model, so `auto` starts from it (and the count of
     failed answers starts again)."""
-    if report.habits is None or not report.model:
-        return
+    if report.habits is None or not report.model or report.slow:
+        return  # a busy server's silence says nothing of the model
     toolmode.record_probe(
         home,
         report.server,
@@ -600,7 +662,7 @@ def _skipped(report: Report, why: str) -> Report:
 
 def table(report: Report) -> list[str]:
     """The report as aligned lines: check, result, fix."""
-    marks = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
+    marks = {"ok": "ok", "warn": "warn", "slow": "SLOW", "fail": "FAIL"}
     rows = [("check", "result", "fix")] + [
         (c.check, f"{marks[c.status]}: {c.result}" if c.status != "skip" else c.result, c.fix)
         for c in report.checks

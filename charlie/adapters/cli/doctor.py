@@ -37,10 +37,6 @@ def doctor_command(as_json: bool, timeout: float) -> None:
         click.echo(f"Server: {report.server}  model: {report.model or '(the first offered)'}")
         for line in doctor.table(report):
             click.echo(line)
-        click.echo(
-            "Charlie can chat with this server."
-            if report.ok
-            else "Charlie cannot chat with this server until the FAIL lines above are fixed."
-        )
+        click.echo(report.verdict())
     if not report.ok:
         raise SystemExit(1)

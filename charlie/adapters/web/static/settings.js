@@ -582,9 +582,11 @@ export function createSettings(app) {
         const report = await get('/api/doctor');
         rows.replaceChildren(...report.checks.map(row));
         table.hidden = false;
-        note.textContent = report.ok
-          ? 'Charlie can chat with this server.'
-          : 'Charlie cannot chat with this server until the FAIL lines are fixed.';
+        note.textContent =
+          report.verdict ||
+          (report.ok
+            ? 'Charlie can chat with this server.'
+            : 'Charlie cannot chat with this server until the FAIL lines are fixed.');
       } catch (error) {
         note.textContent = `The checks could not run: ${error.message}`;
       } finally {
@@ -598,7 +600,7 @@ export function createSettings(app) {
   }
 
   function row(check) {
-    const marks = { ok: 'ok', warn: 'warn', fail: 'FAIL' };
+    const marks = { ok: 'ok', warn: 'warn', slow: 'SLOW', fail: 'FAIL' };
     const result = check.status in marks ? `${marks[check.status]}: ${check.result}` : check.result;
     return h(
       'tr',
