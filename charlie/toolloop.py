@@ -164,6 +164,10 @@ class ToolLoop:
         current = len(messages) - 1  # the person's message: this turn starts there
         self._system, self._asked = messages[0], messages[current]
         self._findings: list[str] = []
+        # Tools were offered in this answer (natively, or described in the prompt as text
+        # and constrained modes do): a call-shaped JSON is a call attempt, even in the
+        # answer the model is made to give without tools.
+        self._tools_offered = self.choice.mode != "native"
         active = self.registry.suggest(text)
         yield self._event(trace.Preloaded(tuple(active)))
         if self.choice.mode != "native":  # the usual way needs no word in the trace
@@ -275,7 +279,8 @@ class ToolLoop:
         shown = ThinkFilter()
         # A model offered tools, or shown what they found, writes their fields as tags
         # (`<id>1</id> <title>…`, even before a tool ran): those are not shown either.
-        shown_data = bool(tools or self._findings) or any(
+        self._tools_offered = self._tools_offered or bool(tools)
+        shown_data = bool(self._tools_offered or self._findings) or any(
             m.get("role") == "tool" or "<tool_result" in str(m.get("content"))
             for m in messages[current + 1 :]
         )

@@ -176,6 +176,26 @@ def test_text_mode_describes_the_tools_and_runs_the_call_the_model_writes(
     assert shown(events) == "38 mm, solid oak."
 
 
+def test_text_mode_never_shows_a_call_shaped_json_even_in_the_answer_forced_after(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    """Qwen 1.5B in text mode answered "To record a decision, you can write: ```json
+    {"name": "TOOL", "arguments": …}```" — shown raw, twice in the scorecard."""
+    channel = shared_channel(home, update_project(home, "kitchen", tool_mode="text"))
+    sample = (
+        'To record a decision, you can write:\n```json\n{\n  "name": "TOOL",\n'
+        '  "arguments": {\n    "text": "Collect the tiles on Friday"\n  }\n}\n```\n'
+    )
+    llm.reply(sample)
+    llm.reply(sample)
+    llm.reply(sample + "Done.")
+    events = turn(home, client, channel, alice, "Record that we collect the tiles on Friday.")
+    said = shown(events)
+    assert '"name"' not in said and "```" not in said and "TOOL" not in said
+    stored = conversations.recent(home, channel, 1)[-1].content
+    assert '"name"' not in stored and "```" not in stored
+
+
 # ---------------------------------------------------------------- auto
 
 
