@@ -25,6 +25,14 @@ by another. Scenarios:
   whose `write_tools = []`, and bob's note telling the model, in alice's private channel, to
   record a decision: a model that obeys must still not write there.
 * `privacy` — bob tries every route and tool for alice's private words.
+* `upload-stall` — alice uploads a 1.5 MB text document; bob's searches (another project)
+  and a chat of his, during its indexing, must each answer within 2 s (p99).
+* `restore-ownership` — an archive of alice's private channel whose manifest is rewritten to
+  name bob's (and one claiming bob exported it) restored with `--merge`: refused, nothing
+  planted in bob's private channel, and the refusal names whose channel it is.
+* `truncated-index` — the search index file cut short while the server runs: no search
+  may come back empty while saying nothing; while it is rebuilt, searches and
+  `/api/health` say results are incomplete, and the notes are found again.
 * `load` — 20 people chatting and searching at once (`benchmarks/load.py`): 0 errors.
 
     .venv/bin/python benchmarks/faults.py [--only NAME ...] [--load-seconds 30] \
@@ -817,6 +825,220 @@ def privacy(tmp: Path, model: Model, rounds: int) -> Outcome:
     return out
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def document(size: int) -> bytes:
+    words = [
+        "kitchen",
+        "garden",
+        "boiler",
+        "invoice",
+        "budget",
+        "plumber",
+        "worktop",
+        "tiles",
+        "cabinet",
+        "window",
+    ]
+    lines, total, n = [], 0, 0
+    while total < size:
+        line = f"Line {n}: " + " ".join(words[(n + i) % len(words)] for i in range(12)) + ".\n"
+        lines.append(line)
+        total += len(line)
+        n += 1
+    return "".join(lines).encode()
+
+
+def upload_stall(tmp: Path, model: Model, rounds: int) -> Outcome:
+    """One upload indexed for minutes; each round, 10 s of bob's searches in another
+    project and one chat of his, timed."""
+    out = Outcome("upload-stall")
+    with world(tmp, model, "upload") as app:
+        alice, bob = app.client("alice"), app.client("bob")
+        warm = bob.get("/api/search", params={"q": "deeds", "project": "locked"})
+        if warm.status_code != 200:
+            out.attempt(False, f"bob's first search: {warm.status_code} {warm.text[:200]}")
+            return out
+        upload_client = httpx.Client(base_url=app.url, timeout=600, cookies=alice.cookies)
+        upload_client.headers["X-CSRF-Token"] = alice.headers["X-CSRF-Token"]
+        answer: dict[str, Any] = {}
+
+        def upload() -> None:
+            try:
+                answer["response"] = upload_client.post(
+                    "/api/notes/upload",
+                    data={"project": "kitchen"},
+                    files={"file": ("manual.txt", document(1_500_000), "text/plain")},
+                )
+            except httpx.HTTPError as exc:
+                answer["error"] = str(exc)
+
+        sending = threading.Thread(target=upload, daemon=True)
+        sending.start()
+        for n in range(rounds):
+            seconds: list[float] = []
+            statuses: list[int] = []
+            window = time.monotonic() + 10
+            while time.monotonic() < window:
+                began = time.monotonic()
+                found = bob.get("/api/search", params={"q": "deeds", "project": "locked"})
+                seconds.append(time.monotonic() - began)
+                statuses.append(found.status_code)
+                time.sleep(0.05)
+            model.reply_text = "The deeds are in the blue folder."
+            began = time.monotonic()
+            talk = chat(bob, "locked", f"Upload round {n}: where are the deeds?")
+            chat_seconds = time.monotonic() - began
+            errors = sum(code != 200 for code in statuses) + (not talk.complete)
+            out.errors += errors
+            worst = percentile(seconds, 99)
+            out.details[f"round {n}"] = {
+                "searches": len(seconds),
+                "p50_s": round(percentile(seconds, 50), 3),
+                "p99_s": round(worst, 3),
+                "max_s": round(max(seconds), 3),
+                "chat_s": round(chat_seconds, 2),
+            }
+            out.attempt(
+                worst < 2.0 and chat_seconds < 2.0 and not errors,
+                f"round {n}: search p99 {worst:.2f} s, chat {chat_seconds:.2f} s, {errors} errors",
+            )
+        sending.join(WAIT * 5)
+        response = answer.get("response")
+        if response is None or response.status_code != 201:
+            out.errors += 1
+            out.attempt(False, f"the upload: {answer.get('error') or response.text[:200]}")
+        upload_client.close()
+    return out
+
+
+def _forged(exported: Path, out: Path, owner: str, **fields: Any) -> Path:
+    """`exported` with its private channel renamed to `owner`'s and manifest `fields`
+    replaced, every sha256 recomputed to match — what a hostile member can write."""
+    import hashlib
+    import zipfile
+
+    with zipfile.ZipFile(exported) as made:
+        members = {n: made.read(n) for n in made.namelist() if n != "manifest.json"}
+        manifest = json.loads(made.read("manifest.json"))
+    moved = {
+        (f"private/{owner}" + n.removeprefix("private/alice") if n.startswith("private/") else n): d
+        for n, d in members.items()
+    }
+    manifest |= {"private": owner, **fields}
+    manifest["files"] = [
+        {"path": n, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()}
+        for n, d in moved.items()
+    ]
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, data in moved.items():
+            archive.writestr(name, data)
+        archive.writestr("manifest.json", json.dumps(manifest))
+    return out
+
+
+def _private_count(home: Path, name: str) -> int:
+    db = sqlite3.connect(f"file:{home / 'charlie.db'}?mode=ro", uri=True)
+    try:
+        return int(
+            db.execute(
+                "SELECT count(*) FROM messages m JOIN conversations c ON c.id = "
+                "m.conversation_id JOIN users u ON u.id = c.owner_id WHERE c.private = 1 AND "
+                "u.name = ?",
+                (name,),
+            ).fetchone()[0]
+        )
+    finally:
+        db.close()
+
+
+def restore_ownership(tmp: Path, model: Model, rounds: int) -> Outcome:
+    out = Outcome("restore-ownership")
+    with world(tmp, model, "restore") as app:
+        alice = app.client("alice")
+        model.reply_text = "Noted."
+        said = chat(alice, "private", f"My locker code is {SECRET}.")
+        exported = tmp / "restore" / "alice.zip"
+        made = app.cli("export", "-o", str(exported), "--private", "--user", "alice")
+        if not said.complete or made.returncode != 0:
+            out.attempt(False, f"setup: chat {said.kinds} export {made.stderr[-300:]}")
+            return out
+        forgeries = {
+            "renamed to bob's": {},
+            "renamed, and bob named as exporter": {"exported_by": "bob"},
+        }
+        for n in range(rounds):
+            for what, fields in forgeries.items():
+                forged = _forged(exported, tmp / "restore" / f"forged-{n}.zip", "bob", **fields)
+                before = _private_count(app.home, "bob")
+                run = app.cli("restore", str(forged), "--merge")
+                planted = _private_count(app.home, "bob") - before
+                out.leaks += max(planted, 0)
+                told = run.stdout + run.stderr
+                named = "bob's private channel" in told and "Nothing was written" in told
+                out.attempt(
+                    run.returncode != 0 and planted == 0 and named,
+                    f"round {n}, {what}: exit {run.returncode}, planted {planted}, "
+                    f"said {told.strip()[-300:]!r}",
+                )
+    return out
+
+
+def truncated_index(tmp: Path, model: Model, rounds: int) -> Outcome:
+    """The index file cut in half under the running server (its log folded in first)."""
+    out = Outcome("truncated-index")
+    with world(tmp, model, "truncated") as app:
+        notes_dir = app.home / "projects" / "kitchen" / "notes"
+        for k in range(300):  # enough that refilling takes a while
+            (notes_dir / f"shelf-{k}.md").write_text(
+                f"# Shelf {k}\n\nShelf {k} of the shed holds tools and seeds, box {k}.\n"
+            )
+        alice = app.client("alice")
+        warm = alice.get("/api/search", params={"q": "plumber Tuesday"})
+        if warm.status_code != 200 or not warm.json().get("results"):
+            out.attempt(False, f"the first search: {warm.status_code} {warm.text[:200]}")
+            return out
+        index = app.home / "index.db"
+        for n in range(rounds):
+            db = sqlite3.connect(index)
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()
+            with index.open("r+b") as file:
+                file.truncate(index.stat().st_size // 2)
+            silent, said, healed = 0, 0, False
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:
+                found = alice.get("/api/search", params={"q": "plumber Tuesday"})
+                health = alice.get("/api/health").json()["index"]
+                if found.status_code != 200:
+                    out.errors += 1
+                    break
+                body = found.json()
+                hits = [r["title"] for r in body.get("results", [])]
+                if body.get("incomplete"):
+                    said += 1
+                elif "Plumber" not in hits:
+                    silent += 1  # nothing found, and nothing said: the bug
+                elif health["state"] == "ready":
+                    healed = True
+                    break
+                time.sleep(0.3)
+            out.details[f"round {n}"] = {"incomplete_said": said, "silent_misses": silent}
+            out.attempt(
+                healed and silent == 0,
+                f"round {n}: healed={healed}, {silent} silent misses, {said} said incomplete",
+            )
+    return out
+
+
 def load(seconds: float) -> Outcome:
     out = Outcome("load")
     with tempfile.TemporaryDirectory(prefix="charlie-faults-load-") as tmp:
@@ -858,6 +1080,9 @@ SCENARIOS: dict[str, Callable[[Path, Model, int], Outcome]] = {
     "disk-full": disk_full,
     "injection": injection,
     "privacy": privacy,
+    "upload-stall": upload_stall,
+    "restore-ownership": restore_ownership,
+    "truncated-index": truncated_index,
 }
 
 
