@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,16 @@ class Server:
     def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with self.home() as home:
             return [tuple(row) for row in home.db.execute(sql, params).fetchall()]
+
+    def rows_become(
+        self, sql: str, expected: list[tuple[Any, ...]], *params: Any, timeout: float = 15.0
+    ) -> None:
+        """Wait until `sql` reads `expected`: for what the page sends without waiting for
+        the answer (a usage event), which a loaded machine may store a moment later."""
+        deadline = time.monotonic() + timeout
+        while (found := self.rows(sql, *params)) != expected:
+            assert time.monotonic() < deadline, f"{sql} read {found}, not {expected}"
+            time.sleep(0.05)
 
 
 def serve(settings: Settings) -> tuple[str, Callable[[], None]]:

@@ -214,6 +214,10 @@ def test_notes_and_projects_go_to_the_trash_and_come_back(
     expect(page.locator("#toast")).to_contain_text("The note's project 'kitchen' is not there")
     trash.locator("li", has_text="project").get_by_role("button", name="Restore").click()
     expect(page.locator("#toast")).to_contain_text("Kitchen is back.")
+    # The list is drawn again once the project is back: click the row of the new list, not
+    # one about to be replaced (under load the click landed on the old one, and was lost).
+    expect(trash.locator("li")).to_have_count(1)
+    expect(trash.locator("li").first).to_contain_text("note Worktops")
     trash.locator("li", has_text="Worktops").get_by_role("button", name="Restore").click()
     expect(trash.locator("li")).to_have_text(["The trash is empty."])
     open_chat(page, kitchen, "Kitchen")
