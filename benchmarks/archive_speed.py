@@ -43,12 +43,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from import_speed import WORDS, run  # noqa: E402
 from support import machine  # noqa: E402
 
-from charlie import memory, usage  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
 from charlie.conversations import Channel, new_thread, private_channel, shared_channel  # noqa: E402
 from charlie.home import Home  # noqa: E402
-from charlie.memory import Memory  # noqa: E402
+from charlie.memory import layers as memory  # noqa: E402
+from charlie.memory.layers import Memory  # noqa: E402
 from charlie.projects import create_project  # noqa: E402
+from charlie.retrieval import usage  # noqa: E402
 from charlie.users import ensure_user  # noqa: E402
 
 PROJECTS = ("kitchen", "garden", "travel", "work")

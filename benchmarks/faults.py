@@ -242,9 +242,10 @@ class App:
 def setup(home: Path, *, every: int = 1000) -> None:
     """alice and bob with passwords; project `kitchen` with notes; project `locked` where the
     model may write nothing (written by hand into its project.toml, as a person would)."""
-    from charlie import notes, projects
+    from charlie import projects
     from charlie.config import load_settings
     from charlie.home import Home
+    from charlie.notes import files as notes
     from charlie.users import ensure_user, set_password
 
     with Home.open(load_settings(home=home)) as opened:
@@ -719,7 +720,7 @@ def injection(tmp: Path, model: Model, rounds: int) -> Outcome:
     """A model that obeys what it read must still not write where it may not."""
     from charlie.config import load_settings
     from charlie.home import Home
-    from charlie.notes import create_note
+    from charlie.notes.files import create_note
     from charlie.projects import get_project
 
     out = Outcome("injection")

@@ -40,12 +40,17 @@ from typing import Any
 from household import MEMORY, NOTES, TASKS, Task, transcript
 from support import machine
 
-from charlie import budget, chat, conversations, memory, message_index, notes, recall, trace
+from charlie import conversations, trace
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import Completion, Delta
+from charlie.llm import budget
+from charlie.llm.client import Completion, Delta
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
 from charlie.projects import create_project
+from charlie.retrieval import message_index, recall
 from charlie.users import ensure_user
 
 ROOT = Path(__file__).resolve().parent.parent

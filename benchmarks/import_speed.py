@@ -252,7 +252,7 @@ with Home.open(load_settings()) as home:
 STORE_ONLY = """
 import sys
 from pathlib import Path
-from charlie import exports
+from charlie.transfer import chat_exports as exports
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.home import Home

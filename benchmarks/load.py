@@ -152,9 +152,10 @@ def serve_app(conn: Connection, env: dict[str, str], log_path: str) -> None:
 
 
 def setup_home(home_dir: Path, names: list[str]) -> None:
-    from charlie import notes, projects
+    from charlie import projects
     from charlie.config import load_settings
     from charlie.home import Home
+    from charlie.notes import files as notes
     from charlie.users import ensure_user, set_password
 
     with Home.open(load_settings(home=home_dir)) as home:

@@ -40,12 +40,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import locomo_jsonl  # noqa: E402
 
-from charlie import conversations, embeddings, projects  # noqa: E402
+from charlie import conversations, projects  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
 from charlie.home import Home  # noqa: E402
-from charlie.index import Index  # noqa: E402
-from charlie.message_index import MessageIndex  # noqa: E402
-from charlie.recall import RecallConfig, Recaller  # noqa: E402
+from charlie.retrieval import embeddings  # noqa: E402
+from charlie.retrieval.index import Index  # noqa: E402
+from charlie.retrieval.message_index import MessageIndex  # noqa: E402
+from charlie.retrieval.recall import RecallConfig, Recaller  # noqa: E402
 from charlie.users import ensure_user  # noqa: E402
 
 CHARLIE = ROOT / ".venv" / "bin" / "charlie"

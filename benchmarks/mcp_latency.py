@@ -55,9 +55,9 @@ CHARLIE = str(Path(sys.executable).with_name("charlie"))
 def build(home_dir: Path, size: int, seed: int) -> dict[str, Any]:
     """A data home of `size` indexed notes and a person, alice (reused when built before)."""
     from charlie.config import load_settings
-    from charlie.embeddings import LocalEmbedder
     from charlie.home import Home
-    from charlie.index import Index
+    from charlie.retrieval.embeddings import LocalEmbedder
+    from charlie.retrieval.index import Index
     from charlie.users import ensure_user
 
     marker = home_dir / "built.json"
@@ -111,7 +111,7 @@ def in_process(home_dir: Path, queries: list[str]) -> dict[str, Any]:
     from charlie.adapters.mcp.catalog import Caller, call_tool
     from charlie.config import load_settings
     from charlie.home import Home
-    from charlie.search import searcher_for
+    from charlie.retrieval.search import searcher_for
     from charlie.users import get_user
 
     settings = load_settings(home=home_dir)
@@ -165,9 +165,9 @@ async def over_http(home_dir: Path, queries: list[str]) -> dict[str, Any]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    from charlie import tokens
     from charlie.config import load_settings
     from charlie.home import Home
+    from charlie.household import tokens
     from charlie.users import get_user
 
     with Home.open(load_settings(home=home_dir)) as home:

@@ -44,12 +44,17 @@ from typing import Any
 
 from support import machine
 
-from charlie import archive, batches, chat, conversations, forget, memory
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.household import forget
+from charlie.llm.client import LLMClient
+from charlie.memory import batches
+from charlie.memory import layers as memory
 from charlie.projects import create_project
+from charlie.transfer import export as archive
 from charlie.users import ensure_user
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,9 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from charlie import notes, projects
+from charlie import projects
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.projects import Project
 
 PROJECTS = 20

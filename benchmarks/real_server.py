@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 from support import machine, percentile
 
-from charlie import chat
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.errors import CharlieError
 from charlie.home import Home

@@ -39,14 +39,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import locomo_jsonl  # noqa: E402
 
-from charlie import conversations, importing  # noqa: E402
+from charlie import conversations  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
-from charlie.embeddings import LocalEmbedder, Vectors  # noqa: E402
 from charlie.home import Home  # noqa: E402
-from charlie.index import Index  # noqa: E402
-from charlie.message_index import MessageIndex  # noqa: E402
 from charlie.projects import create_project  # noqa: E402
-from charlie.recall import Recaller  # noqa: E402
+from charlie.retrieval.embeddings import LocalEmbedder, Vectors  # noqa: E402
+from charlie.retrieval.index import Index  # noqa: E402
+from charlie.retrieval.message_index import MessageIndex  # noqa: E402
+from charlie.retrieval.recall import Recaller  # noqa: E402
+from charlie.transfer import jsonl as importing  # noqa: E402
 from charlie.users import ensure_user  # noqa: E402
 
 

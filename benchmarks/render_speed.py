@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from support import machine, percentile  # noqa: E402
 
-from charlie.render import MAX_HIGHLIGHT_CHARS, render_markdown  # noqa: E402
+from charlie.adapters.web.render import MAX_HIGHLIGHT_CHARS, render_markdown  # noqa: E402
 
 CODE = '''```python
 def fit(samples: list[float], rate: float = 0.01) -> dict[str, float]:

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from charlie.chunking import chunk_text
-from charlie.embeddings import LocalEmbedder
-from charlie.keywords import (
+from charlie.retrieval.chunking import chunk_text
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.keywords import (
     FTS5_TOKENIZE,
     literals,
     match_expression,

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 
 from charlie.config import load_settings
-from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
-from charlie.index import Index
 from charlie.projects import create_project
-from charlie.search import MODES, Searcher
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.index import Index
+from charlie.retrieval.search import MODES, Searcher
 from charlie.users import ensure_user
 
 ROOT = Path(__file__).resolve().parent.parent

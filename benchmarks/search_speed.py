@@ -1,8 +1,8 @@
 """Search speed at household scale: indexing, index size, memory and query latency.
 
 For each size (default 10,000 and 100,000 notes) this builds a fresh data home of seeded
-synthetic markdown notes, indexes it with `charlie.index.Index.refresh()` and queries it with
-`charlie.search.Searcher`, measuring:
+synthetic markdown notes, indexes it with `charlie.retrieval.index.Index.refresh()` and queries
+it with `charlie.retrieval.search.Searcher`, measuring:
 
 - indexing throughput (notes/s, chunks/s) of a from-scratch `refresh()`, split into the
   time inside the embedder and the rest (listing, reading + YAML, chunking, SQLite + FTS5);
@@ -582,7 +582,7 @@ def timed_call(fn: Callable[..., Any], bucket: dict[str, float], key: str) -> Ca
 
 def generate(home: Any, size: int, pools: Pools, seed: int) -> dict[str, Any]:
     """Write `size` notes over `PROJECTS` projects, as `charlie.notes.render` would."""
-    from charlie.notes import NOTES_DIR, render
+    from charlie.notes.files import NOTES_DIR, render
     from charlie.projects import create_project
 
     rng = random.Random(f"notes-{seed}")
@@ -623,7 +623,7 @@ def generate(home: Any, size: int, pools: Pools, seed: int) -> dict[str, Any]:
 
 def record_usage(home: Any, size: int, seed: int) -> int:
     """A person's history: views, citations and tag uses over the last 90 days."""
-    from charlie import usage
+    from charlie.retrieval import usage
     from charlie.users import ensure_user
 
     rng = random.Random(f"usage-{seed}")
@@ -678,9 +678,9 @@ def index_size(db: sqlite3.Connection, db_path: Path, chunks: int, dim: int) -> 
 
 
 def build_phase(args: argparse.Namespace) -> dict[str, Any]:
-    import charlie.index as index_module
-    from charlie.embeddings import LocalEmbedder
-    from charlie.index import Index
+    import charlie.retrieval.index as index_module
+    from charlie.retrieval.embeddings import LocalEmbedder
+    from charlie.retrieval.index import Index
 
     size, home_dir = args.size, Path(args.home)
     out: dict[str, Any] = {"size": size, "loadavg_start": loadavg(), "code": code_fingerprint()}
@@ -788,7 +788,7 @@ def build_phase(args: argparse.Namespace) -> dict[str, Any]:
 def spinning_ab(texts: list[str], rounds: int = 2) -> dict[str, Any]:
     """Indexing-style embedding throughput (texts/s) of the shipped onnxruntime session
     against one that does not spin, alternated on the same chunk texts."""
-    from charlie.embeddings import LocalEmbedder
+    from charlie.retrieval.embeddings import LocalEmbedder
 
     shipped = LocalEmbedder()
     shipped.load()
@@ -939,7 +939,7 @@ def diagnostics(
     home: Any, index: Any, searcher: Any, queries: Sequence[str], project_id: int
 ) -> dict[str, Any]:
     """Costs behind the profile, each measured alone on this index."""
-    from charlie.keywords import match_expression
+    from charlie.retrieval.keywords import match_expression
 
     db = index.db
     out: dict[str, Any] = {}
@@ -1184,11 +1184,11 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
     with the default mode and explanations. First with the files checked in every request
     (`max_age=0`: the no-change refresh), then as shipped: a due check runs in the
     background while the request searches."""
-    import charlie.search
+    import charlie.retrieval.search
 
-    factory = getattr(charlie.search, "searcher_for", None)
+    factory = getattr(charlie.retrieval.search, "searcher_for", None)
     if factory is None or not hasattr(home, "shared"):
-        return {"skipped": "charlie.search has no searcher_for"}
+        return {"skipped": "charlie.retrieval.search has no searcher_for"}
     home.shared["embedder"] = embedder  # loaded once per server process
     made, searched, total = [], [], []
     for text in queries:
@@ -1205,7 +1205,7 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
         "searcher_for (refresh check)": stats_ms(made),
         "search (cold IDF cache)": stats_ms(searched),
     }
-    waiter = getattr(charlie.search, "wait_for_index_check", None)
+    waiter = getattr(charlie.retrieval.search, "wait_for_index_check", None)
     if waiter is None:
         return out
     # As shipped (the check due every 10 s runs in a thread of its own): a request that
@@ -1214,7 +1214,7 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
     due, idle = [], []
     for text in queries:
         waiter(home)
-        home.shared[charlie.search.CHECKED] -= 3600  # the last check is an hour old
+        home.shared[charlie.retrieval.search.CHECKED] -= 3600  # the last check is an hour old
         start = time.perf_counter()
         factory(home).search(text, user, (), limit=10)
         due.append(time.perf_counter() - start)
@@ -1249,10 +1249,10 @@ def query_phase(args: argparse.Namespace) -> dict[str, Any]:
         "code": code_fingerprint(),
     }
     start = time.perf_counter()
-    from charlie.embeddings import LocalEmbedder
-    from charlie.index import Index
     from charlie.projects import list_projects
-    from charlie.search import SearchConfig, Searcher
+    from charlie.retrieval.embeddings import LocalEmbedder
+    from charlie.retrieval.index import Index
+    from charlie.retrieval.search import SearchConfig, Searcher
     from charlie.users import get_user
 
     out["import_seconds"] = round(time.perf_counter() - start, 3)

@@ -50,13 +50,13 @@ def machine() -> dict[str, Any]:
 
 def code_fingerprint() -> dict[str, Any]:
     """Which charlie code ran (other people change it): sha256 prefixes and chunk settings."""
-    import charlie.index
+    import charlie.retrieval.index
 
     files = ["index.py", "search.py", "embeddings.py", "usage.py", "keywords.py", "chunking.py"]
-    folder = ROOT / "charlie"
+    folder = ROOT / "charlie" / "retrieval"
     out: dict[str, Any] = {
         name: hashlib.sha256((folder / name).read_bytes()).hexdigest()[:12] for name in files
     }
-    out["chunk_words"] = charlie.index.CHUNK_WORDS
-    out["chunk_overlap"] = charlie.index.CHUNK_OVERLAP
+    out["chunk_words"] = charlie.retrieval.index.CHUNK_WORDS
+    out["chunk_overlap"] = charlie.retrieval.index.CHUNK_OVERLAP
     return out

@@ -63,17 +63,20 @@ from typing import Any
 
 from support import machine, percentile
 
-from charlie import chat, conversations, embeddings, toolkit
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
-from charlie.embeddings import MINILM_MODEL, MINILM_TOKENIZER, LocalEmbedder
 from charlie.home import Home
-from charlie.index import Index
-from charlie.llm import Completion, Delta, LLMClient
-from charlie.notes import notes_dir
+from charlie.llm.client import Completion, Delta, LLMClient
+from charlie.notes.files import notes_dir
 from charlie.projects import create_project, get_project
-from charlie.search import Searcher
-from charlie.tools import Registry, ToolContext, run_tool
+from charlie.retrieval import embeddings
+from charlie.retrieval.embeddings import MINILM_MODEL, MINILM_TOKENIZER, LocalEmbedder
+from charlie.retrieval.index import Index
+from charlie.retrieval.search import Searcher
+from charlie.tools import builtin as toolkit
+from charlie.tools.registry import Registry, ToolContext, run_tool
 from charlie.users import User, ensure_user
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -54,11 +54,11 @@ from typing import Any
 
 from support import machine, percentile
 
-from charlie import chat
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.home import Home
-from charlie.llm import Completion, Delta, LLMClient
+from charlie.llm.client import Completion, Delta, LLMClient
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 

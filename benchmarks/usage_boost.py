@@ -112,7 +112,7 @@ def choose_corpus(data: SciFact, notes: int, seed: int) -> tuple[list[str], list
     test claim, taken round-robin over the claims until the corpus has `notes` abstracts:
     papers on the same subjects, as a person's own library would hold.
     """
-    from charlie.keywords import FTS5_TOKENIZE, match_expression, terms
+    from charlie.retrieval.keywords import FTS5_TOKENIZE, match_expression, terms
 
     relevant = sorted({d for docs in data.test.values() for d in docs} & data.docs.keys())
     taken = set(relevant)
@@ -250,7 +250,7 @@ def make_scenario(
 
 
 def record_events(home: Any, user_id: int, events: list[Event], now: datetime, shift: float) -> int:
-    from charlie import usage
+    from charlie.retrieval import usage
 
     home.db.execute("BEGIN")
     for event in events:
@@ -445,13 +445,13 @@ def displaced(
 def run(args: argparse.Namespace, home_dir: Path) -> dict[str, Any]:
     os.environ["CHARLIE_HOME"] = str(home_dir)
     from charlie.config import load_settings
-    from charlie.embeddings import LocalEmbedder
     from charlie.home import Home
-    from charlie.index import Index
-    from charlie.notes import notes_dir, render
+    from charlie.notes.files import notes_dir, render
     from charlie.projects import create_project
-    from charlie.search import DEFAULT_MODE, Searcher
-    from charlie.usage import UsageModel
+    from charlie.retrieval.embeddings import LocalEmbedder
+    from charlie.retrieval.index import Index
+    from charlie.retrieval.search import DEFAULT_MODE, Searcher
+    from charlie.retrieval.usage import UsageModel
     from charlie.users import ensure_user
 
     data = load(args.data)

@@ -15,15 +15,19 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, signed_in
 
-from charlie import conversations, links, memory, projects, tokens, usage, users
+from charlie import conversations, projects, users
 from charlie.adapters.web import admin, api, documents, threads, voice
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.conversations import private_channel, shared_channel
 from charlie.errors import Conflict
 from charlie.home import Home
-from charlie.memory import Memory
-from charlie.recall import conversations_for, recaller_for
+from charlie.household import discord_links as links
+from charlie.household import tokens
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory
+from charlie.retrieval import usage
+from charlie.retrieval.recall import conversations_for, recaller_for
 
 
 @pytest.fixture

@@ -8,10 +8,12 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events, signed_in
 
-from charlie import conversations, memory, notes, projects, users
+from charlie import conversations, projects, users
 from charlie.conversations import shared_channel
 from charlie.home import Home
-from charlie.memory import Memory
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory
+from charlie.notes import files as notes
 
 
 @pytest.fixture

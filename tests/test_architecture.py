@@ -80,3 +80,87 @@ def test_no_web_router_imports_the_app() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "charlie.adapters.web":
                 assert "app" not in {a.name for a in node.names}, f"{path} imports the app"
         assert "charlie.adapters.web.app" not in imports(path), f"{path} imports the app"
+
+
+# The core's layers, lowest first: a module imports only from its own layer or below.
+LAYERS = [
+    ("kernel", {"errors", "config", "files", "db", "home", "trace", "users", "projects"}),
+    ("kernel", {"conversations"}),
+    ("llm", {"llm"}),
+    ("notes", {"notes"}),
+    ("retrieval", {"retrieval"}),
+    ("memory", {"memory"}),
+    ("tools", {"tools"}),
+    ("chat", {"chat"}),
+    ("household", {"household"}),
+    ("transfer", {"transfer"}),
+    ("voice", {"voice"}),
+]
+
+
+def _layer(parts: tuple[str, ...]) -> int | None:
+    """The rank of the core module `charlie/<parts>` (its package, or its own name)."""
+    first = parts[0].removesuffix(".py")
+    for rank, (_, names) in enumerate(LAYERS):
+        if first in names:
+            return rank
+    return None
+
+
+def _imported(path: Path) -> set[tuple[str, ...]]:
+    """The core modules `path` imports, as path parts under charlie/."""
+    found: set[tuple[str, ...]] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module]
+            if node.module == "charlie":  # `from charlie import db`: modules, not names
+                modules = [
+                    f"charlie.{alias.name}"
+                    for alias in node.names
+                    if (PACKAGE / alias.name).is_dir() or (PACKAGE / f"{alias.name}.py").exists()
+                ]
+        for module in modules:
+            if module.startswith("charlie.") and not module.startswith("charlie.adapters"):
+                found.add(tuple(module.split(".")[1:]))
+    return found
+
+
+def test_the_core_is_layered_and_nothing_imports_upward() -> None:
+    core = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).parts[0] not in {"adapters", "__main__.py", "__init__.py"}
+    ]
+    unplaced = [p for p in core if _layer(p.relative_to(PACKAGE).parts) is None]
+    assert not unplaced, f"modules in no layer: {unplaced}"
+    for path in core:
+        mine = _layer(path.relative_to(PACKAGE).parts)
+        assert mine is not None
+        for parts in _imported(path):
+            theirs = _layer(parts)
+            assert theirs is not None, f"{path} imports charlie.{'.'.join(parts)}: no layer"
+            assert theirs <= mine, (
+                f"{path} ({LAYERS[mine][0]}) imports charlie.{'.'.join(parts)} "
+                f"({LAYERS[theirs][0]}), a layer above it"
+            )
+
+
+def test_the_readme_names_every_module() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text()
+    table = readme[readme.index("## Architecture") :]
+    table = table[: table.index("\n## ", 4)]
+    modules = [
+        p.relative_to(PACKAGE).with_suffix("").as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if p.name not in {"__init__.py", "__main__.py"}
+        and "static" not in p.parts
+        and p.relative_to(PACKAGE).parts[0] != "adapters"
+    ]
+    missing = sorted(m for m in modules if f"`{m}`" not in table)
+    assert not missing, f"the README's architecture table does not name {missing}"
+    adapters = sorted(p.name for p in (PACKAGE / "adapters").iterdir() if p.is_dir())
+    missing = [a for a in adapters if a != "__pycache__" and f"`adapters/{a}`" not in table]
+    assert not missing, f"the README's architecture table does not name {missing}"

@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from charlie import conversations, importing, memory, suggestions, usage
+from charlie import conversations
 from charlie.config import load_settings
 from charlie.conversations import Channel, add_message, private_channel, shared_channel
 from charlie.home import Home
-from charlie.memory import Memory, Quote
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory, Quote
 from charlie.projects import create_project, get_project
+from charlie.retrieval import suggestions, usage
 from charlie.trace import Called, Preloaded
+from charlie.transfer import jsonl as importing
 from charlie.users import User, ensure_user, get_user
 
 SECRET = "zebracrossing42"

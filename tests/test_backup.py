@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from conftest import Cli
 
-from charlie import backup, memory, notes
 from charlie.config import load_settings
 from charlie.conversations import add_message, shared_channel
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
 from charlie.projects import create_project, get_project
+from charlie.transfer import backup
 from charlie.users import ensure_user
 
 

@@ -21,9 +21,9 @@ from live_server import live_server, signed_in_client
 from llm_double import ScriptedLLMServer, TextReply
 from web_support import PASSWORD
 
-from charlie import backup
 from charlie.home import Home
 from charlie.projects import create_project
+from charlie.transfer import backup
 from charlie.users import ensure_user, hash_password
 
 PEOPLE = 20

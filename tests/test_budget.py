@@ -10,15 +10,17 @@ import pytest
 from llm_double import RawReply, ScriptedLLMServer, estimate_tokens
 from test_distill import distill_answer, is_distillation
 
-from charlie import budget, chat, conversations
-from charlie.budget import Budget
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.conversations import Channel, shared_channel
 from charlie.errors import LLMContextExceeded
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm import budget
+from charlie.llm.budget import Budget
+from charlie.llm.client import LLMClient
 from charlie.projects import create_project, update_project
-from charlie.tools import Category, Registry, Tool, ToolContext
+from charlie.tools.registry import Category, Registry, Tool, ToolContext
 from charlie.users import User, ensure_user
 
 

@@ -6,11 +6,12 @@ from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation, naming_answer
 from test_llm import tiny_png
 
-from charlie import chat, conversations
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import private_channel, shared_channel
 from charlie.errors import CharlieError, LLMUnavailable
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
 from charlie.projects import create_project
 from charlie.users import ensure_user
 

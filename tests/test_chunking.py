@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from charlie.chunking import chunk_text
+from charlie.retrieval.chunking import chunk_text
 
 
 def sentence(n: int, words: int = 10) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer
 
-from charlie.budget import DEFAULT_WINDOW
 from charlie.config import load_settings
 from charlie.errors import LLMContextExceeded, LLMRejected
-from charlie.llm import LLMClient
+from charlie.llm.budget import DEFAULT_WINDOW
+from charlie.llm.client import LLMClient
 
 
 class ServerInfo:

@@ -22,11 +22,13 @@ from llm_double import ScriptedLLMServer
 from test_distill import distill_answer, is_distillation
 from web_support import PASSWORD, events, signed_in
 
-from charlie import conversations, distill, memory
+from charlie import conversations
 from charlie.conversations import Channel, shared_channel
 from charlie.errors import DiskFull, LLMUnavailable
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
 from charlie.projects import create_project
 from charlie.users import ensure_user, set_password
 
@@ -34,11 +36,11 @@ from charlie.users import ensure_user, set_password
 
 DISTILLER = textwrap.dedent(
     """
-    from charlie import distill
+    from charlie.memory import distill
     from charlie.config import load_settings
     from charlie.conversations import shared_channel
     from charlie.home import Home
-    from charlie.llm import LLMClient
+    from charlie.llm.client import LLMClient
     from charlie.projects import get_project
 
     settings = load_settings()
@@ -223,7 +225,7 @@ def test_a_claim_that_could_not_be_given_back_is_given_back_by_the_next_turn(
     process gives it back at its next claim, so distillation resumes without a restart."""
     from test_storage_errors import sqlite_full
 
-    from charlie import chat
+    from charlie.chat import turn as chat
 
     project = create_project(home, "Kitchen", distill_every=2)
     channel = shared_channel(home, project)

@@ -30,14 +30,17 @@ from discord.http import HTTPClient, Route
 from discord.webhook.async_ import async_context
 from llm_double import ScriptedLLMServer
 
-from charlie import conversations, links, memory, notes, projects
+from charlie import conversations, projects
 from charlie.adapters.discord.bot import CharlieBot, send_with_retry
 from charlie.adapters.discord.text import LIMIT, length
 from charlie.config import load_settings
 from charlie.conversations import private_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.memory import Memory
+from charlie.household import discord_links as links
+from charlie.llm.client import LLMClient
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory
+from charlie.notes import files as notes
 from charlie.trace import Called
 from charlie.users import ensure_user
 

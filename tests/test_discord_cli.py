@@ -24,7 +24,7 @@ from discord.http import Route
 
 from charlie.adapters.discord.bot import MAX_RATELIMIT_WAIT, CharlieBot, send_with_retry
 from charlie.config import load_settings
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
 
 GOOD_TOKEN = "good.bot.token"
 BOT_USER = {

@@ -10,13 +10,14 @@ import pytest
 from conftest import Cli
 from fastapi.testclient import TestClient
 
-from charlie import links, projects
+from charlie import projects
 from charlie.adapters.discord import store
 from charlie.adapters.discord.store import Place
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.errors import Conflict, InvalidName, NotFound
 from charlie.home import Home
+from charlie.household import discord_links as links
 from charlie.users import ensure_user, set_password
 
 ALICE_ID = "200000000000000002"

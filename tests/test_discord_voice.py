@@ -44,11 +44,12 @@ from test_discord_bot import (
     messages_in,
 )
 
-from charlie import conversations, links, projects
+from charlie import conversations, projects
 from charlie.adapters.discord import conversation
 from charlie.adapters.discord.conversation import NO_WORDS
 from charlie.conversations import private_channel
 from charlie.home import Home
+from charlie.household import discord_links as links
 from charlie.users import ensure_user
 from charlie.voice.audio import Audio
 

@@ -4,12 +4,15 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer
 
-from charlie import chat, conversations, distill, memory
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, shared_channel
 from charlie.errors import DistillationError, LLMUnavailable, MemoryFormatError
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.memory import Memory, Quote
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory, Quote
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 

@@ -12,10 +12,13 @@ from conftest import Cli
 from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation
 
-from charlie import batches, chat, conversations, distill, memory
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.memory import batches, distill
+from charlie.memory import layers as memory
 from charlie.projects import create_project, get_project
 from charlie.users import User, ensure_user
 

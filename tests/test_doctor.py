@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
 from web_support import PASSWORD, signed_in
 
-from charlie import doctor
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.llm import doctor
 from charlie.users import ensure_user, set_password
 
 HEADER = "check           result                                                fix"

@@ -14,15 +14,16 @@ import pytest
 from conftest import Cli
 from document_files import kitchen_docx, scanned_pdf, text_pdf, zip_bomb_docx
 
-from charlie import documents, notes
 from charlie.config import load_settings
-from charlie.document_text import NO_TEXT_LAYER, decode_text
-from charlie.documents import Limits
-from charlie.embeddings import from_settings
 from charlie.home import Home
-from charlie.index import Index
+from charlie.notes import documents
+from charlie.notes import files as notes
+from charlie.notes.document_text import NO_TEXT_LAYER, decode_text
+from charlie.notes.documents import Limits
 from charlie.projects import Project, create_project
-from charlie.search import Searcher
+from charlie.retrieval.embeddings import from_settings
+from charlie.retrieval.index import Index
+from charlie.retrieval.search import Searcher
 from charlie.users import ensure_user
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from llm_double import EMBEDDING_DIM, ScriptedLLMServer, fake_embedding
 
-from charlie.embeddings import (
+from charlie.errors import CharlieError
+from charlie.retrieval.embeddings import (
     MINILM_MODEL,
     MINILM_TOKENIZER,
     Embedder,
@@ -24,7 +25,6 @@ from charlie.embeddings import (
     OpenAIEmbedder,
     installed_path,
 )
-from charlie.errors import CharlieError
 
 # -- the local model --------------------------------------------------------------------------
 

@@ -9,12 +9,13 @@ import pytest
 from conftest import Cli
 from test_recall import say
 
-from charlie import notes, suggestions, usage
 from charlie.conversations import shared_channel
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.projects import create_project
-from charlie.search import Hit, searcher_for, use_in_words
-from charlie.usage import Use
+from charlie.retrieval import suggestions, usage
+from charlie.retrieval.search import Hit, searcher_for, use_in_words
+from charlie.retrieval.usage import Use
 from charlie.users import ensure_user
 
 

@@ -20,11 +20,12 @@ from click.testing import CliRunner, Result
 from conftest import Cli
 from llm_double import ScriptedLLMServer
 
-from charlie import notes, projects, users
+from charlie import projects, users
 from charlie.adapters.cli import cli
 from charlie.adapters.cli import users as users_cli
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.notes import files as notes
 
 
 def run(*args: str, input: str | None = None) -> Result:

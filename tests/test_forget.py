@@ -17,14 +17,20 @@ from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation
 from web_support import PASSWORD, signed_in
 
-from charlie import archive, chat, conversations, distill, forget, memory, recall
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import Forbidden
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.memory import DISTILLED, Decision, Memory, Quote
+from charlie.household import forget
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
+from charlie.memory.layers import DISTILLED, Decision, Memory, Quote
 from charlie.projects import create_project, get_project
+from charlie.retrieval import recall
+from charlie.transfer import export as archive
 from charlie.users import User, ensure_user, set_password
 
 SECRET = "The door code is 4471, and we go with oak."

@@ -16,11 +16,13 @@ from llm_double import ScriptedLLMServer
 from test_distill import distill_answer, is_distillation
 from web_support import PASSWORD, events, signed_in
 
-from charlie import conversations, distill, files, memory
+from charlie import conversations, files
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
 from charlie.projects import create_project, get_project
 from charlie.users import ensure_user, set_password
 

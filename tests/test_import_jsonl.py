@@ -16,10 +16,13 @@ from hypothesis import strategies as st
 from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation, naming_answer
 
-from charlie import batches, budget, conversations, importing
+from charlie import conversations
 from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
+from charlie.llm import budget
+from charlie.memory import batches
 from charlie.projects import create_project, get_project
+from charlie.transfer import jsonl as importing
 from charlie.users import ensure_user
 
 HISTORY = [
@@ -403,7 +406,7 @@ def test_a_lone_surrogate_a_nul_or_a_future_time_is_a_broken_line(
 def test_an_index_that_runs_out_of_room_says_every_message_was_stored(
     charlie: Cli, kitchen: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from charlie import index_file
+    from charlie.retrieval import index_file
 
     assert charlie("reindex").exit_code == 0  # the index file exists, with its tables
     real_connect = index_file.connect

@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 from conftest import Cli
 
-from charlie import batches, conversations, exports, importing
+from charlie import conversations
 from charlie.adapters.cli.importing import ProgressBar
 from charlie.conversations import private_channel, shared_channel
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
+from charlie.memory import batches
 from charlie.projects import create_project, get_project
+from charlie.transfer import chat_exports as exports
+from charlie.transfer import jsonl as importing
 from charlie.users import ensure_user
 
 FIXTURES = Path(__file__).parent / "fixtures" / "exports"

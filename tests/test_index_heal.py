@@ -19,14 +19,15 @@ from live_server import live_server, signed_in_client
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events
 
-from charlie import notes, projects
+from charlie import projects
 from charlie.config import load_settings
 from charlie.db import run_script
-from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
-from charlie.index import Index
-from charlie.index_file import FTS_FROM_CHUNKS, LEGACY_SHADOWS, LEGACY_TABLES, SCHEMA
-from charlie.search import Searcher
+from charlie.notes import files as notes
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.index import Index
+from charlie.retrieval.index_file import FTS_FROM_CHUNKS, LEGACY_SHADOWS, LEGACY_TABLES, SCHEMA
+from charlie.retrieval.search import Searcher
 from charlie.users import ensure_user, set_password
 
 HOUSE_NOTES = {

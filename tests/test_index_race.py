@@ -11,11 +11,12 @@ import pytest
 from live_server import live_server, signed_in_client, together
 from web_support import PASSWORD
 
-from charlie import notes, projects
+from charlie import projects
 from charlie.config import load_settings
-from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
-from charlie.index import Index
+from charlie.notes import files as notes
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.index import Index
 from charlie.users import ensure_user, set_password
 
 OAK_NOTES = [

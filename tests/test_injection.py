@@ -15,13 +15,18 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer, TextReply, ToolCallsReply
 
-from charlie import chat, memory, notes, suggestions, trace
+from charlie import trace
+from charlie.chat import turn as chat
 from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.llm.fence import escape, fence
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project, update_project
-from charlie.toolkit import registry
-from charlie.tools import ToolContext, escape, fence, run_tool
+from charlie.retrieval import suggestions
+from charlie.tools.builtin import registry
+from charlie.tools.registry import ToolContext, run_tool
 from charlie.users import User, ensure_user
 
 GARDEN_PLAN = "Tomatoes in bed 2."

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from charlie.keywords import (
+from charlie.retrieval.keywords import (
     FTS5_TOKENIZE,
     LiteralTerm,
     literals,

@@ -14,7 +14,7 @@ from charlie.errors import (
     LLMRejected,
     LLMUnavailable,
 )
-from charlie.llm import Completion, Delta, LLMClient, image_part
+from charlie.llm.client import Completion, Delta, LLMClient, image_part
 
 
 def client(server: ScriptedLLMServer, **kwargs: object) -> LLMClient:

@@ -7,11 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_double import ScriptedLLMServer
 
-from charlie import chat, conversations
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.loops import LoopGuard, find_loop
+from charlie.llm.client import LLMClient
+from charlie.llm.loops import LoopGuard, find_loop
 from charlie.projects import create_project
 from charlie.users import ensure_user
 

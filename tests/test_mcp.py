@@ -24,12 +24,15 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from charlie import conversations, memory, notes, projects, tokens
+from charlie import conversations, projects
 from charlie.adapters.mcp.catalog import catalog
 from charlie.adapters.mcp.server import tool_list
 from charlie.adapters.web.cli import server_config
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.household import tokens
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
 from charlie.users import ensure_user
 
 CHARLIE = str(Path(sys.executable).with_name("charlie"))

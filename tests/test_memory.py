@@ -1,10 +1,10 @@
 import pytest
 
-from charlie import memory
 from charlie.conversations import private_channel, shared_channel
 from charlie.errors import MemoryFormatError, NotFound
 from charlie.home import Home
-from charlie.memory import Memory, Quote
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory, Quote
 from charlie.projects import create_project
 from charlie.users import ensure_user
 

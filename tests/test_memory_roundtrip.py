@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from web_support import PASSWORD, signed_in
 
-from charlie import memory
 from charlie.errors import MemoryFormatError
 from charlie.home import Home
-from charlie.memory import Decision, Earlier, Memory, Quote
+from charlie.memory import layers as memory
+from charlie.memory.layers import Decision, Earlier, Memory, Quote
 from charlie.projects import create_project
 from charlie.users import ensure_user, set_password
 

@@ -18,14 +18,16 @@ import pytest
 from live_server import live_server, signed_in_client, together
 from web_support import PASSWORD
 
-from charlie import notes, projects, tools
+from charlie import projects
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.errors import Conflict
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.projects import Project
-from charlie.toolkit import registry
-from charlie.tools import ToolContext
+from charlie.tools import registry as tools
+from charlie.tools.builtin import registry
+from charlie.tools.registry import ToolContext
 from charlie.users import ensure_user, set_password
 
 
@@ -113,7 +115,8 @@ def test_appends_by_the_model_from_many_chats_at_once_are_all_kept(kitchen: Proj
 
 APPENDER = """
 import sys
-from charlie import notes, projects
+from charlie import projects
+from charlie.notes import files as notes
 from charlie.config import load_settings
 from charlie.home import Home
 with Home.open(load_settings()) as home:

@@ -12,12 +12,14 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events, signed_in
 
-from charlie import notes, projects, tools
+from charlie import projects
 from charlie.conversations import shared_channel
 from charlie.errors import InvalidName
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.projects import Project
-from charlie.tools import Tool, ToolContext
+from charlie.tools import registry as tools
+from charlie.tools.registry import Tool, ToolContext
 from charlie.users import ensure_user, set_password
 
 LONG = "a" * 300

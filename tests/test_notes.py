@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from charlie import notes
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
-from charlie.notes import NoteFormatError
+from charlie.notes import files as notes
+from charlie.notes.files import NoteFormatError
 from charlie.projects import Project, create_project
 
 

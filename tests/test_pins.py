@@ -8,11 +8,13 @@ import pytest
 from fastapi.testclient import TestClient
 from web_support import PASSWORD, signed_in
 
-from charlie import conversations, notes, suggestions
+from charlie import conversations
 from charlie.conversations import Channel, shared_channel
 from charlie.errors import Conflict, NotFound
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project
+from charlie.retrieval import suggestions
 from charlie.users import User, ensure_user, set_password
 
 

@@ -12,11 +12,13 @@ import pytest
 from conftest import Cli
 from llm_double import ScriptedLLMServer
 
-from charlie import conversations, distill, memory
+from charlie import conversations
 from charlie.conversations import Channel, Message, shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.memory import DISTILLED, HAND, Decision, Memory
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
+from charlie.memory.layers import DISTILLED, HAND, Decision, Memory
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 

@@ -8,12 +8,14 @@ from collections.abc import Iterator
 import pytest
 from llm_double import ScriptedLLMServer
 
-from charlie import conversations, distill, memory
+from charlie import conversations
 from charlie.conversations import Channel, shared_channel
 from charlie.errors import DistillationError
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.memory import Memory
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 
@@ -211,7 +213,7 @@ def test_a_batch_the_model_cannot_distill_is_not_asked_for_on_every_turn(
     messages, longer after each failure in a row."""
     from test_distill import is_distillation
 
-    from charlie import chat
+    from charlie.chat import turn as chat
     from charlie.projects import create_project
     from charlie.users import ensure_user
 

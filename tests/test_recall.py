@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from conftest import Cli
 
-from charlie import conversations, recall, toolkit, usage
+from charlie import conversations
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import Forbidden
 from charlie.home import Home
 from charlie.projects import create_project
-from charlie.recall import conversations_for, recaller_for
-from charlie.tools import ToolContext
+from charlie.retrieval import recall, usage
+from charlie.retrieval.recall import conversations_for, recaller_for
+from charlie.tools import builtin as toolkit
+from charlie.tools.registry import ToolContext
 from charlie.users import User, ensure_user
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -267,8 +269,8 @@ def test_a_chat_turn_indexes_its_messages(home: Home, llm, charlie: Cli) -> None
 
 
 def test_a_time_asked_about_is_searched_in_a_large_conversation_as_brute_force_would() -> None:
-    from charlie.message_index import MAX_RUNS, ConversationVectors
-    from charlie.vecsearch import EXACT_BELOW
+    from charlie.retrieval.message_index import MAX_RUNS, ConversationVectors
+    from charlie.retrieval.vectors import EXACT_BELOW
 
     rng = np.random.default_rng(7)
     n, dim = EXACT_BELOW + 5000, 384
@@ -310,7 +312,7 @@ def test_what_others_said_privately_never_shapes_the_terms_shown(household) -> N
 def test_a_long_backlog_is_indexed_in_the_background_while_recall_answers(
     household, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from charlie import message_index
+    from charlie.retrieval import message_index
 
     monkeypatch.setattr(message_index, "BATCH", 8)
     home, alice, _, boat = household
@@ -326,7 +328,7 @@ def test_a_long_backlog_is_indexed_in_the_background_while_recall_answers(
 
 
 def test_null_for_an_optional_tool_argument_means_not_given(household) -> None:
-    from charlie.tools import run_tool
+    from charlie.tools.registry import run_tool
 
     home, alice, _, boat = household
     tool = toolkit.registry().tools["search_conversation"]
@@ -339,7 +341,7 @@ def test_null_for_an_optional_tool_argument_means_not_given(household) -> None:
 def test_a_recall_while_messages_are_still_being_indexed_says_so(
     household, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from charlie import message_index
+    from charlie.retrieval import message_index
 
     home, alice, _, boat = household
     monkeypatch.setattr(message_index, "BATCH", 2)  # a request indexes two; the rest wait

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from charlie.render import LINK_SCHEMES, allowed, render_markdown, sanitize
+from charlie.adapters.web.render import LINK_SCHEMES, allowed, render_markdown, sanitize
 
 LINK = 'target="_blank" rel="noopener noreferrer"'
 

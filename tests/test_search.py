@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from charlie import notes, usage
-from charlie.embeddings import LocalEmbedder
 from charlie.home import Home
-from charlie.index import Index
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project
-from charlie.search import QueryError, SearchConfig, Searcher
+from charlie.retrieval import usage
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.index import Index
+from charlie.retrieval.search import QueryError, SearchConfig, Searcher
 from charlie.users import User, ensure_user
 
 NOTES = {

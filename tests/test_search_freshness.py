@@ -8,11 +8,17 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from charlie import notes
-from charlie.embeddings import EmbeddingError, LocalEmbedder
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project
-from charlie.search import CHECKED, CHECKER, mark_stale, searcher_for, wait_for_index_check
+from charlie.retrieval.embeddings import EmbeddingError, LocalEmbedder
+from charlie.retrieval.search import (
+    CHECKED,
+    CHECKER,
+    mark_stale,
+    searcher_for,
+    wait_for_index_check,
+)
 from charlie.users import User, ensure_user
 
 

@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from llm_double import RawReply, ScriptedLLMServer, TextReply
 
-from charlie import chat, conversations, distill
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import shared_channel
 from charlie.errors import LLMBadResponse, LLMContextExceeded, LLMPromptTruncated, LLMRejected
 from charlie.home import Home
-from charlie.llm import Completion, Delta, LLMClient, ThinkFilter, strip_think
+from charlie.llm.client import Completion, Delta, LLMClient, ThinkFilter, strip_think
+from charlie.memory import distill
 from charlie.projects import create_project
 from charlie.users import ensure_user
 

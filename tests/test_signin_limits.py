@@ -10,10 +10,10 @@ import pytest
 from live_server import live_server
 from web_support import PASSWORD
 
-from charlie import sessions
 from charlie.config import load_settings
 from charlie.home import Home
-from charlie.sessions import MAX_ADDRESS_FAILURES, MAX_FAILURES
+from charlie.household import sessions
+from charlie.household.sessions import MAX_ADDRESS_FAILURES, MAX_FAILURES
 from charlie.users import ensure_user, set_password
 
 

@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 from web_support import PASSWORD, events, signed_in
 
-from charlie import chat, conversations, notes, projects
+from charlie import conversations, projects
 from charlie.adapters.cli import cli
 from charlie.adapters.discord import conversation
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.notes import files as notes
 from charlie.users import ensure_user, set_password
 
 

@@ -12,16 +12,18 @@ from conftest import Cli
 from fastapi.testclient import TestClient
 from web_support import PASSWORD, signed_in
 
-from charlie import memory, notes, projects
+from charlie import projects
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
-from charlie.embeddings import LocalEmbedder
 from charlie.errors import CharlieError, MemoryFormatError
 from charlie.home import Home
-from charlie.index import Index
-from charlie.notes import IMPORT_LINK_REASON, LINK_REASON, NoteFormatError
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
+from charlie.notes.files import IMPORT_LINK_REASON, LINK_REASON, NoteFormatError
 from charlie.projects import Project
-from charlie.search import Searcher
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.index import Index
+from charlie.retrieval.search import Searcher
 from charlie.users import ensure_user, set_password
 
 SECRET = "Zanzibar-7 is the vault combination"

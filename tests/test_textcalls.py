@@ -17,13 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_double import ScriptedLLMServer
 
-from charlie import chat, conversations, notes
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import shared_channel
 from charlie.errors import LLMError
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.llm.textcalls import MarkupFilter, read
+from charlie.notes import files as notes
 from charlie.projects import create_project
-from charlie.textcalls import MarkupFilter, read
 from charlie.trace import to_json
 from charlie.users import ensure_user
 

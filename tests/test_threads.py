@@ -101,7 +101,7 @@ def test_every_thread_feeds_the_one_project_memory(app_home: Home, llm: Scripted
     # recall from any thread reads all of the project's threads, never the private ones
     conversations.add_message(app_home, other, "user", "The hob is induction.", user=alice)
     conversations.add_message(app_home, side, "user", "ALICE-SECRET present", user=alice)
-    from charlie.recall import conversations_for
+    from charlie.retrieval.recall import conversations_for
 
     ids = {c.conversation_id for c in conversations_for(app_home, alice, first)}
     assert ids == {first.conversation_id, other.conversation_id}

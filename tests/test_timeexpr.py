@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from charlie.timeexpr import Order, When, parse_when
+from charlie.retrieval.timeexpr import Order, When, parse_when
 
 NOW = datetime(2026, 4, 15, 10, 0, tzinfo=UTC)  # a Wednesday in spring
 WINTER = datetime(2026, 1, 20, 8, 0, tzinfo=UTC)  # a Tuesday in winter

@@ -14,13 +14,13 @@ from conftest import Cli
 from fastapi.testclient import TestClient
 from web_support import PASSWORD, signed_in
 
-from charlie import tokens
 from charlie.adapters.cli import cli
 from charlie.adapters.web.app import create_app
 from charlie.adapters.web.deps import status_of
 from charlie.config import load_settings
 from charlie.errors import CharlieError, Forbidden, NotFound, Unauthorized
 from charlie.home import Home
+from charlie.household import tokens
 from charlie.users import User, ensure_user, set_password
 
 

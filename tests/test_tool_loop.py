@@ -8,12 +8,16 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer
 
-from charlie import chat, conversations, notes, suggestions, tools
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project, update_project
-from charlie.tools import Category, Registry, Tool, ToolContext
+from charlie.retrieval import suggestions
+from charlie.tools import registry as tools
+from charlie.tools.registry import Category, Registry, Tool, ToolContext
 from charlie.trace import steps_to_json, to_json
 from charlie.users import User, ensure_user
 
@@ -293,7 +297,7 @@ def test_tool_timeout_and_result_cap(
 
 
 def test_schema_comes_from_signature_and_docstring() -> None:
-    from charlie.toolkit import registry
+    from charlie.tools.builtin import registry
 
     search = registry().tools["search_notes"].schema()["function"]
     assert search["description"].startswith("Search the project's notes by meaning")

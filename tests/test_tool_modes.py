@@ -12,10 +12,13 @@ import pytest
 from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
 from support.distilling import is_step
 
-from charlie import chat, conversations, doctor, notes, toolmode
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm import doctor, toolmode
+from charlie.llm.client import LLMClient
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project, update_project
 from charlie.trace import Called, Moded, Stopped
 from charlie.users import User, ensure_user

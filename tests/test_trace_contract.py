@@ -10,10 +10,11 @@ import pytest
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events, signed_in
 
-from charlie import conversations, notes, projects
+from charlie import conversations, projects
 from charlie.adapters.cli.chat import trace_line as cli_line
 from charlie.adapters.discord.text import trace_line as discord_line
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.trace import (
     GUARDS,
     KINDS,

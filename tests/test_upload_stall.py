@@ -13,9 +13,10 @@ from live_server import live_server, signed_in_client
 from support.measure import percentile
 from web_support import PASSWORD
 
-from charlie import notes, projects
+from charlie import projects
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.users import ensure_user, set_password
 
 WORDS = [

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from charlie import usage
 from charlie.errors import NotFound, SettingsError
 from charlie.home import Home
-from charlie.usage import NO_BOOST, InvalidUsageEvent, UsageModel
+from charlie.retrieval import usage
+from charlie.retrieval.usage import NO_BOOST, InvalidUsageEvent, UsageModel
 from charlie.users import ensure_user
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -5,8 +5,8 @@ from pydoc_data.topics import topics
 import numpy as np
 import pytest
 
-from charlie.embeddings import LocalEmbedder
-from charlie.vecsearch import VectorTable
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.vectors import VectorTable
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -7,10 +7,11 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events, signed_in
 
-from charlie import notes, projects
+from charlie import projects
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.notes import files as notes
 from charlie.users import ensure_user, set_password
 
 

@@ -8,12 +8,14 @@ from document_files import kitchen_docx, scanned_pdf, text_pdf
 from fastapi.testclient import TestClient
 from web_support import PASSWORD, signed_in
 
-from charlie import documents, notes, projects
+from charlie import projects
 from charlie.adapters.web import documents as web_documents
 from charlie.adapters.web.app import MAX_BODY, create_app
 from charlie.config import load_settings
-from charlie.document_text import NO_TEXT_LAYER
 from charlie.home import Home
+from charlie.notes import documents
+from charlie.notes import files as notes
+from charlie.notes.document_text import NO_TEXT_LAYER
 from charlie.users import ensure_user, set_password
 
 PDF = "application/pdf"

@@ -14,11 +14,13 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD
 
-from charlie import archive, conversations, notes, projects
+from charlie import conversations, projects
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
+from charlie.notes import files as notes
+from charlie.transfer import export as archive
 from charlie.users import ensure_user, set_password
 
 BOB_SECRET = "BOB-SECRET: the surprise party is on Friday."

@@ -18,13 +18,14 @@ from live_server import live_server
 from llm_double import ScriptedLLMServer, TextReply
 from web_support import PASSWORD, signed_in
 
-from charlie import memory, projects
+from charlie import projects
 from charlie.adapters.web import cli as web_cli
 from charlie.adapters.web.deps import STREAMS_PER_PERSON
 from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.errors import InvalidName
 from charlie.home import Home
+from charlie.memory import layers as memory
 from charlie.users import ensure_user, set_password
 
 

@@ -17,7 +17,7 @@ from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
-from charlie.importing import import_jsonl
+from charlie.transfer.jsonl import import_jsonl
 from charlie.users import ensure_user, set_password
 
 GARDEN = [

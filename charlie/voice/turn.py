@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from charlie import chat
+from charlie.chat import turn as chat
 from charlie.conversations import Channel
 from charlie.errors import AudioError, CharlieError, VoiceUnavailable
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.tools import Registry
+from charlie.llm.client import LLMClient
+from charlie.tools.registry import Registry
 from charlie.users import User
 from charlie.voice import speakable, vad
 from charlie.voice.audio import Audio

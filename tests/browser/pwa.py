@@ -14,10 +14,11 @@ import uvicorn
 from llm_double import ScriptedLLMServer
 from playwright.sync_api import Page, expect
 
-from charlie import notes, projects
+from charlie import projects
 from charlie.adapters.web.app import create_app
 from charlie.config import Settings
 from charlie.home import Home
+from charlie.notes import files as notes
 
 PASSWORD = "correct horse battery"
 USERS = ("alice", "bob")

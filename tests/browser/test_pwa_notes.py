@@ -123,8 +123,8 @@ def test_an_empty_project_says_so(page: Page, server: Server) -> None:
 def test_a_banner_says_search_results_are_incomplete_while_the_index_fills(
     page: Page, server: Server, shoot: Callable[[Page, str], None]
 ) -> None:
-    from charlie.embeddings import from_settings
-    from charlie.index import Index
+    from charlie.retrieval.embeddings import from_settings
+    from charlie.retrieval.index import Index
 
     auth_notes(server)
     with server.home() as home:

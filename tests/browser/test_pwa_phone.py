@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from charlie import memory, projects
+from charlie import projects
 from charlie.conversations import shared_channel
-from charlie.memory import Memory
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory
 
 from .pwa import PHONE, Server, open_chat, send, sign_in, wait_for_reply
 

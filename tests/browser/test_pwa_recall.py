@@ -13,7 +13,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from charlie import projects
 from charlie.conversations import shared_channel
-from charlie.importing import import_jsonl
+from charlie.transfer.jsonl import import_jsonl
 
 from .pwa import PHONE, Server, open_chat, sign_in
 

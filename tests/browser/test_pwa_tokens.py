@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
-from charlie import tokens
 from charlie.errors import Unauthorized
+from charlie.household import tokens
 
 from .pwa import Server, sign_in
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from charlie import usage, users
+from charlie import users
+from charlie.retrieval import usage
 
 from .pwa import Server, open_chat, send, sign_in, wait_for_reply
 

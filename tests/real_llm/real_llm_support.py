@@ -12,11 +12,12 @@ from typing import Any
 
 import httpx
 
-from charlie import conversations, memory
+from charlie import conversations
 from charlie.config import load_settings
 from charlie.conversations import Channel, Message, shared_channel
 from charlie.home import Home
-from charlie.llm import Completion, Delta, LLMClient
+from charlie.llm.client import Completion, Delta, LLMClient
+from charlie.memory import layers as memory
 from charlie.projects import create_project, get_project
 
 

@@ -19,10 +19,14 @@ from typing import Any
 
 import pytest
 
-from charlie import batches, chat, conversations, memory, notes
+from charlie import conversations
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, Message, shared_channel
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.memory import batches
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
 from charlie.projects import Project, create_project, update_project
 from charlie.trace import Called
 from charlie.users import User, ensure_user

@@ -16,13 +16,15 @@ from typing import Any
 import httpx
 import pytest
 
-from charlie import conversations, distill, memory
+from charlie import conversations
 from charlie.config import load_settings
 from charlie.conversations import Message
-from charlie.doctor import ADD_TOOL
 from charlie.errors import DistillationError
 from charlie.home import Home
-from charlie.llm import Completion, Delta
+from charlie.llm.client import Completion, Delta
+from charlie.llm.doctor import ADD_TOOL
+from charlie.memory import distill
+from charlie.memory import layers as memory
 from charlie.users import ensure_user
 
 from .real_llm_support import (

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from charlie import archive, restore
 from charlie.adapters.cli.common import opened_home
+from charlie.transfer import export as archive
+from charlie.transfer import restore
 
 
 @click.command("export")

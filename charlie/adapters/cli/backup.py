@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from charlie import backup
 from charlie.config import load_settings
+from charlie.transfer import backup
 
 
 def _size(n: int) -> str:

@@ -11,8 +11,7 @@ from typing import assert_never
 
 import click
 
-from charlie import batches, conversations, distill, memory, suggestions, trace
-from charlie import chat as core_chat
+from charlie import conversations, trace
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -21,10 +20,14 @@ from charlie.adapters.cli.common import (
     resolve_channel,
 )
 from charlie.adapters.cli.users import first_run
+from charlie.chat import turn as core_chat
 from charlie.conversations import Channel
 from charlie.errors import CharlieError, LLMError
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.memory import batches, distill
+from charlie.memory import layers as memory
+from charlie.retrieval import suggestions
 from charlie.users import User
 
 HELP_TEXT = """Commands: /memory shows the memory, /distill folds the conversation into memory now,

@@ -8,15 +8,17 @@ from typing import Any, TypeVar
 
 import click
 
-from charlie import distill, embeddings, memory
 from charlie.config import load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.index import Index
-from charlie.llm import LLMClient
-from charlie.message_index import MessageIndex
+from charlie.llm.client import LLMClient
+from charlie.memory import distill
+from charlie.memory import layers as memory
 from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
+from charlie.retrieval import embeddings
+from charlie.retrieval.index import Index
+from charlie.retrieval.message_index import MessageIndex
 from charlie.users import User, require_user
 
 F = TypeVar("F", bound=Callable[..., Any])

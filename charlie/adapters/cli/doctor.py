@@ -6,9 +6,9 @@ import json
 
 import click
 
-from charlie import doctor
 from charlie.adapters.cli.common import opened_home
 from charlie.config import load_settings
+from charlie.llm import doctor
 
 
 @click.command("doctor")

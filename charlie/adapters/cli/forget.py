@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
-from charlie import conversations, forget
+from charlie import conversations
 from charlie.adapters.cli.common import channel_options, opened_home, resolve_channel
 from charlie.errors import CharlieError
-from charlie.llm import preview
+from charlie.household import forget
+from charlie.llm.client import preview
 
 
 @click.command("forget")

@@ -13,7 +13,6 @@ from typing import IO
 
 import click
 
-from charlie import batches, exports, importing
 from charlie.adapters.cli.common import (
     distilled_line,
     message_index,
@@ -24,6 +23,9 @@ from charlie.adapters.cli.common import (
 from charlie.conversations import Channel
 from charlie.errors import CharlieError, DistillationError, LLMError, MemoryFormatError
 from charlie.home import Home
+from charlie.memory import batches
+from charlie.transfer import chat_exports as exports
+from charlie.transfer import jsonl as importing
 
 SHOWN_PROBLEMS = 100  # skipped lines listed one by one; the rest are counted
 

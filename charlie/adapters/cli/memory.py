@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from charlie import batches, chat, conversations, distill, memory, why
+from charlie import conversations
 from charlie.adapters.cli.common import (
     channel_options,
     distilled_line,
@@ -15,7 +15,10 @@ from charlie.adapters.cli.common import (
     opened_llm,
     resolve_channel,
 )
+from charlie.chat import turn as chat
 from charlie.errors import CharlieError
+from charlie.memory import batches, distill, why
+from charlie.memory import layers as memory
 
 
 @click.group("memory")

@@ -10,8 +10,6 @@ from typing import Any, cast
 
 import click
 
-from charlie import documents, usage
-from charlie import notes as core
 from charlie.adapters.cli.common import (
     cli_user,
     open_index,
@@ -20,9 +18,12 @@ from charlie.adapters.cli.common import (
 )
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.index import Index
+from charlie.notes import documents
+from charlie.notes import files as core
 from charlie.projects import DEFAULT_PROJECT, Project, ensure_project, get_project, list_projects
-from charlie.search import MODES, Mode, Searcher, SearchResult
+from charlie.retrieval import usage
+from charlie.retrieval.index import Index
+from charlie.retrieval.search import MODES, Mode, Searcher, SearchResult
 
 
 def _project(home: Home, slug: str | None, *, create: bool = False) -> Project:
@@ -169,8 +170,8 @@ def _import_document(project: Project, path: Path, limits: documents.Limits) -> 
 def reindex_command() -> None:
     """Rebuild the search index from the note files and the stored messages alone."""
     with opened_home() as home:
-        from charlie.embeddings import from_settings
-        from charlie.message_index import MessageIndex
+        from charlie.retrieval.embeddings import from_settings
+        from charlie.retrieval.message_index import MessageIndex
 
         index = Index(home, from_settings(home.settings))
         report = index.rebuild()  # a new index file: no message is in it either

@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from charlie import projects as core
-from charlie import trash
 from charlie.adapters.cli.common import opened_home
 from charlie.adapters.cli.users import at_terminal
 from charlie.errors import CharlieError
+from charlie.household import trash
 
 
 @click.group(invoke_without_command=True)

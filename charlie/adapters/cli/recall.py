@@ -10,7 +10,7 @@ import click
 
 from charlie.adapters.cli.common import channel_options, message_index, opened_home, resolve_channel
 from charlie.errors import CharlieError
-from charlie.recall import Recaller, RecallHit, RecallResult, conversations_for
+from charlie.retrieval.recall import Recaller, RecallHit, RecallResult, conversations_for
 
 
 def hit_json(hit: RecallHit, explain: bool) -> dict[str, Any]:

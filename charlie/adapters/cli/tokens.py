@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import click
 
-from charlie import tokens, users
+from charlie import users
 from charlie.adapters.cli.common import opened_home
 from charlie.errors import NotFound
+from charlie.household import tokens
 
 # The data home's owner, as `tokens.revoke` sees the one running the CLI.
 LOCAL_ADMIN = users.User(id=0, name="the data home's owner", is_admin=True)

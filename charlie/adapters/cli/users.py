@@ -6,10 +6,13 @@ import sys
 
 import click
 
-from charlie import household, links, sessions, users
+from charlie import users
 from charlie.adapters.cli.common import opened_home
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.household import discord_links as links
+from charlie.household import removal as household
+from charlie.household import sessions
 
 
 def _password(from_stdin: bool) -> str:

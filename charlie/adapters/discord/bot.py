@@ -24,7 +24,6 @@ import aiohttp
 import discord
 from discord import app_commands
 
-from charlie import links, suggestions
 from charlie.adapters.discord import commands, conversation, store
 from charlie.adapters.discord.conversation import Answer, Incoming, Recording, suggestion_text
 from charlie.adapters.discord.store import Place
@@ -32,7 +31,9 @@ from charlie.adapters.discord.text import split
 from charlie.config import Settings
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.household import discord_links as links
+from charlie.llm.client import LLMClient
+from charlie.retrieval import suggestions
 from charlie.voice.turn import Voice
 
 log = logging.getLogger("charlie.discord")

@@ -7,14 +7,18 @@ in a worker thread and sends the text (only to the person who asked). Failures a
 
 from __future__ import annotations
 
-from charlie import batches, distill, forget, links, memory, projects
+from charlie import projects
 from charlie.adapters.discord.conversation import caller, channel_for
 from charlie.adapters.discord.store import Place, bind, bound_slug, unbind
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.search import searcher_for
+from charlie.household import discord_links as links
+from charlie.household import forget
+from charlie.llm.client import LLMClient
+from charlie.memory import batches, distill
+from charlie.memory import layers as memory
+from charlie.retrieval.search import searcher_for
 
 SEARCH_LIMIT = 5
 

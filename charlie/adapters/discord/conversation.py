@@ -12,16 +12,18 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-from charlie import chat, links, projects
+from charlie import projects
 from charlie.adapters.discord import store
 from charlie.adapters.discord.store import Place
 from charlie.adapters.discord.text import split, trace_block
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.db import explain_storage
 from charlie.errors import AudioError, CharlieError, LLMError, VoiceUnavailable
 from charlie.home import Home
-from charlie.llm import LLMClient
-from charlie.suggestions import Suggestion
+from charlie.household import discord_links as links
+from charlie.llm.client import LLMClient
+from charlie.retrieval.suggestions import Suggestion
 from charlie.trace import Step
 from charlie.users import User
 from charlie.voice import audio

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from charlie.llm import preview
+from charlie.llm.client import preview
 from charlie.trace import Called, Loaded, Moded, Preloaded, Step, Stopped
 
 LIMIT = 2000  # characters in one Discord message

@@ -19,12 +19,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from charlie import memory, projects, toolkit, tools
+from charlie import projects
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.llm.fence import escape, fence
+from charlie.memory import layers as memory
 from charlie.projects import PRIVATE
-from charlie.tools import Result, Tool, ToolContext, escape, fence
+from charlie.tools import builtin as toolkit
+from charlie.tools import registry as tools
+from charlie.tools.registry import Result, Tool, ToolContext
 from charlie.users import User
 
 

@@ -30,12 +30,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from charlie import tokens
 from charlie.adapters.mcp.catalog import Caller
 from charlie.adapters.mcp.server import CALLER, build_server, over_http
 from charlie.config import Settings
 from charlie.errors import CharlieError, Unauthorized
 from charlie.home import Home
+from charlie.household import tokens
 
 PATH = "/mcp"
 REFUSED = -32001  # JSON-RPC's range for a server's own errors: the request was not accepted

@@ -14,12 +14,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from charlie import memory, notes, projects, toolkit, usage
+from charlie import projects
 from charlie.adapters.mcp.catalog import Caller, channel_for
 from charlie.errors import NotFound
 from charlie.home import Home
+from charlie.memory import layers as memory
+from charlie.notes import files as notes
 from charlie.projects import PRIVATE
-from charlie.tools import ToolContext
+from charlie.retrieval import usage
+from charlie.tools import builtin as toolkit
+from charlie.tools.registry import ToolContext
 
 SCHEME = "charlie://"
 MEMORY_URI = SCHEME + "projects/{slug}/memory"

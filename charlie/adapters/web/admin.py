@@ -13,11 +13,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
-from charlie import household, links, projects, sessions, trash, users
+from charlie import projects, users
 from charlie.adapters.web.deps import HomeDep, SessionDep
 from charlie.errors import Conflict, Forbidden, InvalidName
 from charlie.home import Home
-from charlie.notes import TrashedNote
+from charlie.household import discord_links as links
+from charlie.household import removal as household
+from charlie.household import sessions, trash
+from charlie.notes.files import TrashedNote
 from charlie.projects import TrashedProject
 from charlie.users import User
 

@@ -18,23 +18,7 @@ from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
-from charlie import (
-    __version__,
-    archive,
-    chat,
-    conversations,
-    doctor,
-    links,
-    memory,
-    notes,
-    projects,
-    sessions,
-    suggestions,
-    tokens,
-    toolkit,
-    trace,
-    usage,
-)
+from charlie import __version__, conversations, projects, trace
 from charlie.adapters.web.deps import (
     CSRF_COOKIE,
     DEVICE_COOKIE,
@@ -44,14 +28,23 @@ from charlie.adapters.web.deps import (
     sse,
     stream,
 )
+from charlie.adapters.web.render import render_markdown
+from charlie.chat import turn as chat
 from charlie.conversations import Channel, Message, private_channel, recent, shared_channel
 from charlie.errors import CharlieError, Forbidden, InvalidName, MemoryFormatError, NotFound
 from charlie.home import Home
-from charlie.index import status as index_status
-from charlie.memory import Memory
-from charlie.recall import RecallHit, conversations_for, recaller_for
-from charlie.render import render_markdown
-from charlie.search import mark_stale, searcher_for
+from charlie.household import discord_links as links
+from charlie.household import sessions, tokens
+from charlie.llm import doctor
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory
+from charlie.notes import files as notes
+from charlie.retrieval import suggestions, usage
+from charlie.retrieval.index import status as index_status
+from charlie.retrieval.recall import RecallHit, conversations_for, recaller_for
+from charlie.retrieval.search import mark_stale, searcher_for
+from charlie.tools import builtin as toolkit
+from charlie.transfer import export as archive
 from charlie.users import User
 
 router = APIRouter()

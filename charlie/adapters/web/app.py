@@ -28,14 +28,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from charlie import __version__, search
+from charlie import __version__
 from charlie.adapters.web import admin, api, documents, threads, voice
 from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm import LLMClient
+from charlie.llm.client import LLMClient
+from charlie.retrieval import search
 from charlie.voice.turn import Voice
 
 STATIC = Path(__file__).parent / "static"

@@ -17,7 +17,6 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from charlie import sessions
 from charlie.db import explain_storage
 from charlie.errors import (
     Busy,
@@ -36,6 +35,7 @@ from charlie.errors import (
     VoiceUnavailable,
 )
 from charlie.home import Home
+from charlie.household import sessions
 from charlie.users import User
 
 SESSION_COOKIE = "charlie_session"

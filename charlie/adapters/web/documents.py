@@ -19,10 +19,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.datastructures import UploadFile
 
-from charlie import documents, projects
+from charlie import projects
 from charlie.adapters.web.api import note_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, problem
-from charlie.search import index_in_background
+from charlie.notes import documents
+from charlie.retrieval.search import index_in_background
 
 router = APIRouter()
 LIMITS = documents.Limits()

@@ -16,11 +16,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from charlie import chat, conversations, forget
+from charlie import conversations
 from charlie.adapters.web.api import channel_for, event_sse, shown_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, stream
+from charlie.chat import turn as chat
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.household import forget
 
 router = APIRouter()
 VIEWS = ("active", "archived", "trash")

@@ -22,11 +22,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from charlie import chat, sessions
 from charlie.adapters.web.api import channel_for, event_sse
 from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, sse, stream
+from charlie.chat import turn as chat
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.household import sessions
 from charlie.voice import audio as audio_io
 from charlie.voice import turn as voice_turn
 from charlie.voice import vad

@@ -1,0 +1,2 @@
+"""Project memory: the three layers in memory.md, their provenance, and the
+distillation that keeps them."""

@@ -1,0 +1,767 @@
+"""Distillation: every N messages the model rewrites a channel's memory into three layers.
+
+The model sees the current memory (hand edits included) and the new messages, and answers
+with JSON: a summary, the decisions, and quotes lifted verbatim from the new messages.
+The answer is checked before anything is written: quotes that are not verbatim are
+rejected, malformed or degenerate output (see `check_quality`: empty, a placeholder, a copy
+of the instructions, a memory shrunk or emptied without being asked) gets one repair
+attempt with the reason, and if that fails the old memory stays exactly as it was and the
+failure is recorded.
+
+Hand edits win: whatever differs from the text Charlie last wrote itself (a distillation,
+or a restore of one: `memory.last_charlie_revision`) is the person's, so their summary is
+kept as written for this round and every decision they added survives. That holds for an
+edit made while the model is thinking, too: the memory is read again under the write lock
+before anything is written, and what the person changed since the model's prompt was built
+wins over the model's answer.
+
+One distillation at a time per channel: `claim` records who holds it (host, boot, process);
+a claim whose process is gone (killed, crashed) is taken over at once, any other after
+`CLAIM_SECONDS`. A failure to write (a full disk) is raised as a `DatabaseError` saying
+what to do; the claim is released and the messages stay pending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
+
+from charlie import conversations
+from charlie import db as database
+from charlie.conversations import Channel, Message
+from charlie.db import now
+from charlie.errors import (
+    DatabaseError,
+    DistillationError,
+    LLMError,
+    LLMRejected,
+    MemoryFormatError,
+)
+from charlie.home import Home
+from charlie.llm.client import LLMClient, strip_think
+from charlie.memory import decisions
+from charlie.memory import layers as memory
+from charlie.memory.layers import Memory, Quote, normalise
+
+SYSTEM_PROMPT = """\
+You maintain the long-term memory of a household's conversation, in layers:
+1. summary: what this conversation is about, for someone arriving fresh. Rewrite it from
+   the current summary and the new messages in at most 100 words: keep what still holds,
+   never just add to the end of it.
+2. decisions: only what the PEOPLE decided, chose or committed to in the NEW messages, one
+   short sentence each, with the numbers of the messages it comes from. A suggestion, a
+   question, a joke, the weather or anything Charlie said is not a decision. Do not repeat
+   the current decisions: they are kept.
+3. superseded: the current decisions that the NEW messages change or cancel, each with the
+   number of the message that changes it (put the new value in decisions).
+4. quotes: up to 3 meaningful lines a person said in the NEW messages (never Charlie's),
+   copied character for character, with the speaker's name exactly as shown. Skip small
+   talk.
+The current memory may have been edited by hand by the person: treat its content as true.
+Answer with a JSON object only: {"summary": "...", "decisions": [{"text": "...",
+"messages": [12]}], "superseded": [{"decision": "...", "message": 13}], "quotes":
+[{"speaker": "...", "text": "..."}]}"""
+SUMMARY_WORDS = 120  # a longer summary is cut (never the newest of an appended one)
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string"},
+        "decisions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string"},
+                    "messages": {"type": "array", "items": {"type": "integer"}},
+                },
+                "required": ["text", "messages"],
+                "additionalProperties": False,
+            },
+        },
+        "superseded": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"decision": {"type": "string"}, "message": {"type": "integer"}},
+                "required": ["decision", "message"],
+                "additionalProperties": False,
+            },
+        },
+        "quotes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"speaker": {"type": "string"}, "text": {"type": "string"}},
+                "required": ["speaker", "text"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["summary", "decisions", "superseded", "quotes"],
+    "additionalProperties": False,
+}
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "memory", "strict": True, "schema": SCHEMA},
+}
+
+
+# The longest field kept: a longer one is cut there (a quote at a word), never fatal — one
+# runaway field must not cost the whole distillation.
+LONGEST = {"speaker": 200, "text": 2000, "summary": 8000, "decision": 1000}
+MOST_DECISIONS, MOST_QUOTES = 200, 50
+
+
+def _cut(text: Any, size: int) -> Any:
+    if not isinstance(text, str) or len(text) <= size:
+        return text
+    cut = text[:size]
+    space = cut.rfind(" ")
+    return cut[:space] if space > size // 2 else cut
+
+
+class _QuoteOut(BaseModel):
+    speaker: str
+    text: str = Field(min_length=1)
+
+    @field_validator("speaker", "text", mode="before")
+    @classmethod
+    def _short(cls, value: Any, info: ValidationInfo) -> Any:
+        return _cut(value, LONGEST[str(info.field_name)])
+
+
+class _DecisionOut(BaseModel):
+    text: str
+    messages: list[int] = Field(default_factory=list)
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _short(cls, value: Any) -> Any:
+        return _cut(value, LONGEST["decision"])
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _numbers(cls, value: Any) -> Any:
+        """Message numbers as a small model writes them: 12, "12", "#12", a lone number."""
+        items = value if isinstance(value, list) else [value]
+        found = [re.sub(r"\D", "", str(item)) for item in items if item is not None]
+        return [int(number) for number in found if number][:20]
+
+
+class _SupersededOut(BaseModel):
+    decision: str = Field(min_length=1)
+    message: int | None = None
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        digits = re.sub(r"\D", "", str(value)) if value is not None else ""
+        return int(digits) if digits else None
+
+
+class _Output(BaseModel):
+    summary: str = Field(min_length=1)
+    decisions: list[_DecisionOut]
+    superseded: list[_SupersededOut] = Field(default_factory=list)
+    quotes: list[_QuoteOut]
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _short_summary(cls, value: Any) -> Any:
+        return _cut(value, LONGEST["summary"])
+
+    @field_validator("decisions", mode="before")
+    @classmethod
+    def _few_decisions(cls, value: Any) -> Any:
+        """At most `MOST_DECISIONS`; a plain text is a decision that names no message."""
+        if not isinstance(value, list):
+            return value
+        return [{"text": d} if isinstance(d, str) else d for d in value[:MOST_DECISIONS]]
+
+    @field_validator("quotes", mode="before")
+    @classmethod
+    def _few_quotes(cls, value: Any) -> Any:
+        return value[:MOST_QUOTES] if isinstance(value, list) else value
+
+
+@dataclass
+class DistillResult:
+    revision_id: int
+    memory: Memory
+    first_message_id: int
+    last_message_id: int
+    rejected_quotes: list[dict[str, str]] = field(default_factory=list)
+    structured: bool = True
+    attempts: int = 1
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The first JSON object in `text`, tolerating reasoning blocks, fences and chatter."""
+    text = strip_think(text)
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(text):
+        if char != "{":
+            continue
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise DistillationError(f"no JSON object in the answer ({text[:120]!r})")
+
+
+def _transcript(messages: list[Message]) -> str:
+    return "\n".join(f"[{m.id}] {m.speaker}: {m.content}" for m in messages)
+
+
+def _prompt(current: Memory, messages: list[Message]) -> list[dict[str, Any]]:
+    layers: dict[str, Any] = {
+        "summary": current.summary,
+        "decisions": current.texts,
+        "quotes": [{"speaker": q.speaker, "text": q.text} for q in current.quotes],
+    }
+    if current.earlier:  # what held before, so a question about it can be answered
+        layers["earlier decisions (no longer hold)"] = [e.text for e in current.earlier[-10:]]
+    user = (
+        "Current memory:\n"
+        + json.dumps(layers, ensure_ascii=False, indent=1)
+        + "\n\nNew messages, each as [number] speaker: text:\n"
+        + _transcript(messages)
+        + "\n\nReturn the updated memory as JSON."
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def _validate(raw: str, current: Memory, messages: list[Message]) -> _Output:
+    try:
+        output = _Output.model_validate(extract_json(raw))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise DistillationError(f"field '{where}': {err['msg']}") from exc
+    check_quality(output, current, messages)
+    return output
+
+
+# The quality gate: a model (a small one, or one forced into JSON by a schema) can answer
+# with valid JSON that says nothing; such an answer must never replace a memory.
+PLACEHOLDERS = {
+    "",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "tbd",
+    "todo",
+    "summary",
+    "summary here",
+    "your summary",
+    "decision",
+    "decision here",
+    "quote",
+    "text",
+    "placeholder",
+}
+SHRINK_FROM = 200  # a summary longer than this (characters) …
+SHRINK_TO = 0.3  # … may not fall below this share of its length unless asked to forget
+COPY_SHARE = 0.5  # this share of an answer's word triples found in the instructions: a copy
+FORGET = re.compile(
+    r"\b(forget|drop|remove|delete|clear|reset|erase|wipe|scrap|discard|start (over|again|"
+    r"fresh)|from scratch|never mind)\b",
+    re.IGNORECASE,
+)
+_FRAMING = (
+    "Current memory: New messages, each as [speaker] text: Return the updated memory as JSON."
+)
+
+
+def _placeholder(text: str) -> bool:
+    """Text that holds nothing: dots, dashes, "N/A", "summary here", "<summary>", lorem ipsum."""
+    bare = re.sub(r"^[\s\-*•\d.)]*(?=\w)", "", text.strip())  # a list marker: "- ", "1. "
+    bare = bare.strip().strip("\"'`“”‘’[](){}<>").strip().rstrip(".…:;!").strip().lower()
+    if not re.search(r"\w", bare):
+        return True  # "...", "…", "- ...", "—"
+    return bare in PLACEHOLDERS or bare.startswith("lorem ipsum")
+
+
+def _triples(text: str) -> set[tuple[str, ...]]:
+    words = re.findall(r"\w+", text.lower())
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def asked_to_forget(messages: list[Message]) -> bool:
+    """Whether the new messages ask to forget, drop or start over (a memory may then shrink)."""
+    return any(FORGET.search(m.content) for m in messages)
+
+
+def check_quality(output: _Output, current: Memory, messages: list[Message]) -> None:
+    """Raise `DistillationError` saying why, when the answer must not replace `current`.
+
+    Refused: an empty or placeholder summary, decision or quote; an answer that mostly
+    copies the instructions; a summary of more than `SHRINK_FROM` characters cut below
+    `SHRINK_TO` of its length (and under `SHRINK_FROM`) while the new messages did not ask
+    to forget (`asked_to_forget`). Decisions cannot be dropped: `charlie.decisions` keeps
+    every one the model does not name as superseded.
+    """
+    if _placeholder(output.summary):
+        raise DistillationError(f"the summary {output.summary.strip()!r} is empty or a placeholder")
+    for decision in output.decisions:
+        if _placeholder(decision.text):
+            raise DistillationError(f"the decision {decision.text!r} is empty or a placeholder")
+    for quote in output.quotes:
+        if _placeholder(quote.text):
+            raise DistillationError(f"the quote {quote.text!r} is empty or a placeholder")
+    answer = _triples(" ".join([output.summary, *(d.text for d in output.decisions)]))
+    instructions = _triples(f"{SYSTEM_PROMPT} {_FRAMING}")
+    if len(answer) >= 4 and len(answer & instructions) >= COPY_SHARE * len(answer):
+        raise DistillationError("it repeats the instructions instead of the conversation")
+    if asked_to_forget(messages):
+        return
+    old, new = len(current.summary.strip()), len(output.summary.strip())
+    if old > SHRINK_FROM and new < SHRINK_TO * old and new < SHRINK_FROM:
+        raise DistillationError(
+            f"the summary shrank from {old} to {new} characters although nothing asked to "
+            "forget; keep what still holds and add what is new"
+        )
+
+
+def _ask(
+    llm: LLMClient, prompt: list[dict[str, Any]], current: Memory, messages: list[Message]
+) -> tuple[_Output, bool, int]:
+    """The model's validated answer, whether `response_format` was used, and attempts made."""
+    structured = True
+    try:
+        answer = llm.chat(prompt, response_format=RESPONSE_FORMAT, temperature=0.2)
+    except LLMRejected:
+        structured = False  # the server does not take response_format: plain prompting
+        answer = llm.chat(prompt, temperature=0.2)
+    try:
+        return _validate(answer.content, current, messages), structured, 1
+    except DistillationError as first:
+        repair = [
+            *prompt,
+            {"role": "assistant", "content": answer.content},
+            {
+                "role": "user",
+                "content": f"That answer was not usable: {first}. Reply again with only the "
+                "corrected JSON object with keys summary, decisions and quotes.",
+            },
+        ]
+        kwargs: dict[str, Any] = {"response_format": RESPONSE_FORMAT} if structured else {}
+        again = llm.chat(repair, temperature=0.2, **kwargs)
+        try:
+            return _validate(again.content, current, messages), structured, 2
+        except DistillationError as second:
+            raise DistillationError(
+                f"The model's distillation was not valid twice ({first}; then {second}). "
+                "The memory was left as it was; it will be tried again after the next message."
+            ) from second
+
+
+def verify_quotes(
+    quotes: list[_QuoteOut], messages: list[Message]
+) -> tuple[list[Quote], list[dict[str, str]]]:
+    """Keep quotes a person said, found verbatim in `messages` (attributed to who really said
+    them). Charlie's own words are never quoted: the quotes are what people said."""
+    kept: list[Quote] = []
+    rejected: list[dict[str, str]] = []
+    for quote in quotes:
+        text = normalise(quote.text).strip('"“” ')
+        found = [m for m in messages if text and text in normalise(m.content)]
+        said = [m for m in found if m.role == "user"]
+        if not said:
+            why = "said by Charlie, not a person" if found else "not verbatim"
+            rejected.append({"speaker": quote.speaker, "text": quote.text, "why": why})
+            continue
+        same = [m for m in said if m.speaker.lower() == quote.speaker.strip().lower()]
+        kept.append(Quote((same or said)[0].speaker, text))
+    return kept, rejected
+
+
+def bounded_summary(text: str, before: str) -> str:
+    """The summary within `SUMMARY_WORDS`: whole sentences, the first ones — or, when the
+    model added to the end of the old summary instead of rewriting it, the last ones."""
+    text = text.strip()
+    if len(text.split()) <= SUMMARY_WORDS:
+        return text
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    appended = bool(before.strip()) and normalise(text).startswith(normalise(before)[:200])
+    ordered = list(reversed(sentences)) if appended else sentences
+    kept: list[str] = []
+    for sentence in ordered:
+        if kept and len(" ".join([*kept, sentence]).split()) > SUMMARY_WORDS:
+            break
+        kept.append(sentence)
+    kept = list(reversed(kept)) if appended else kept
+    joined = " ".join(kept)
+    words = joined.split()
+    return joined if len(words) <= SUMMARY_WORDS else " ".join(words[:SUMMARY_WORDS]) + "…"
+
+
+def _merge(
+    base: Memory,
+    seen: Memory,
+    written: Memory,
+    output: _Output,
+    new_quotes: list[Quote],
+    window: int,
+    messages: list[Message],
+) -> tuple[Memory, list[dict[str, str]]]:
+    """The new memory, and what of the model's answer was refused (to log with the run).
+
+    `base` is the memory now, `seen` what the model was shown, `written` what Charlie last
+    wrote itself. A summary that differs in `base` from `written` (an edit before this
+    round) or from `seen` (an edit saved while the model was thinking) is the person's and
+    stays. Every decision `base` holds stays unless the messages revise it
+    (`charlie.decisions`); one deleted while the model thought is not added back.
+    """
+    written = memory.normalised(written)
+    summary = bounded_summary(output.summary, seen.summary)
+    if base.summary != written.summary or base.summary != seen.summary:
+        summary = base.summary
+    removed = {memory.key(d) for d in seen.texts} - {memory.key(d) for d in base.texts}
+    changed = decisions.apply(
+        base.decisions,
+        base.earlier,
+        [decisions.Proposed(d.text, tuple(d.messages)) for d in output.decisions],
+        [decisions.Revision(r.decision, r.message) for r in output.superseded],
+        messages,
+        removed,
+        start_over=next(
+            (m for m in messages if m.role == "user" and FORGET.search(m.content)), None
+        ),
+    )
+    quotes: list[Quote] = []
+    for quote in [*base.quotes, *new_quotes]:
+        if all(normalise(q.text) != normalise(quote.text) for q in quotes):
+            quotes.append(quote)
+    merged = Memory(
+        summary, changed.decisions, quotes[-window:], base.preamble, base.extra, changed.earlier
+    )
+    return merged, changed.refused
+
+
+def _record(
+    home: Home,
+    channel: Channel,
+    window: list[Message],
+    *,
+    status: str,
+    attempts: int,
+    structured: bool,
+    started: str,
+    rejected: list[dict[str, str]] | None = None,
+    refused: list[dict[str, str]] | None = None,
+    error: str | None = None,
+    revision_id: int | None = None,
+) -> None:
+    home.db.execute(
+        "INSERT INTO distillations (conversation_id, owner_id, status, first_message_id, "
+        "last_message_id, attempts, structured, rejected_quotes, refused_decisions, error, "
+        "revision_id, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            channel.conversation_id,
+            channel.owner.id if channel.owner else None,
+            status,
+            window[0].id,
+            window[-1].id,
+            attempts,
+            int(structured),
+            json.dumps(rejected or [], ensure_ascii=False),
+            json.dumps(refused or [], ensure_ascii=False),
+            error,
+            revision_id,
+            started,
+            now(),
+        ),
+    )
+
+
+CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
+UNRELEASED = "distill_claims_unreleased"  # home.shared: claims a failed write kept
+
+
+def _boot_id() -> str:
+    """This machine's boot id (Linux), so a claim from before a reboot is known as dead."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""  # not Linux: a claim's process is checked by its id alone
+
+
+def _process(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (Linux `/proc`), or None when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[0], fields[19]
+
+
+def _holder() -> dict[str, Any]:
+    pid = os.getpid()
+    process = _process(pid)
+    return {
+        "host": socket.gethostname(),
+        "boot": _boot_id(),
+        "pid": pid,
+        "start": process[1] if process else "",
+    }
+
+
+def _holder_gone(claim_text: str) -> bool:
+    """Whether the process that took a claim no longer runs (on this machine, since its
+    boot). A claim from another machine, or in an older form, is never judged gone here."""
+    try:
+        holder = json.loads(claim_text.split(" ", 1)[1])
+        host, boot, start = holder["host"], holder["boot"], holder["start"]
+        pid = int(holder["pid"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return False  # a claim written before claims named their holder: expiry only
+    if host != socket.gethostname():
+        return False
+    if boot and _boot_id() and boot != _boot_id():
+        return True  # the machine restarted since
+    if sys.platform == "win32":
+        return False  # no safe way to probe a process id there: expiry only
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # it runs, as another account
+    process = _process(pid)
+    if process is None:
+        return False
+    state, started = process
+    return state in ("Z", "X") or bool(start and started != start)  # dead, or the id reused
+
+
+def claim(home: Home, channel: Channel) -> str | None:
+    """Reserve the channel's distillation; None when another turn or process holds it.
+
+    Two turns finishing together in a shared project would otherwise both fold the same
+    messages in, and the later save would overwrite the earlier one. The claim names its
+    holder, so one left by a process that was killed is taken over at once.
+    """
+    _release_left(home)
+    token = f"{uuid.uuid4().hex} {json.dumps(_holder(), sort_keys=True)}"
+    stale = (datetime.now(UTC) - timedelta(seconds=CLAIM_SECONDS)).isoformat()
+    row = home.db.execute(
+        "SELECT distill_claim, distill_claimed_at FROM conversations WHERE id = ?",
+        (channel.memory_key,),
+    ).fetchone()
+    held = row["distill_claim"]
+    if held is not None and row["distill_claimed_at"] >= stale and not _holder_gone(held):
+        return None
+    cursor = home.db.execute(
+        "UPDATE conversations SET distill_claim = ?, distill_claimed_at = ? WHERE id = ? "
+        "AND distill_claim IS ?",
+        (token, now(), channel.memory_key, held),
+    )
+    return token if cursor.rowcount == 1 else None
+
+
+def release(home: Home, channel: Channel, token: str) -> None:
+    """Give the claim back. When that write fails (a full disk), the claim is remembered and
+    given back by this process's next `claim`, so distillation resumes once it can write."""
+    try:
+        _unclaim(home, channel.memory_key, token)
+    except sqlite3.Error as exc:
+        explained = database.explain(exc, home.settings.db_path)
+        if explained is None:
+            raise
+        home.shared.setdefault(UNRELEASED, set()).add((channel.memory_key, token))
+        raise type(explained)(
+            f"{explained} Distillation of {channel.label} resumes with your next message once "
+            "there is room."
+        ) from exc
+
+
+def _unclaim(home: Home, conversation_id: int, token: str) -> None:
+    home.db.execute(
+        "UPDATE conversations SET distill_claim = NULL, distill_claimed_at = NULL "
+        "WHERE id = ? AND distill_claim = ?",
+        (conversation_id, token),
+    )
+
+
+def _release_left(home: Home) -> None:
+    """Give back the claims this process could not release before (see `release`)."""
+    left: set[tuple[int, str]] = home.shared.get(UNRELEASED, set())
+    for conversation_id, token in list(left):
+        try:
+            _unclaim(home, conversation_id, token)
+        except sqlite3.Error as exc:
+            if database.explain(exc, home.settings.db_path) is None:
+                raise
+            return  # still no room: the claim waits for the next turn
+        left.discard((conversation_id, token))
+
+
+def quotes_window(home: Home, channel: Channel) -> int:
+    configured = channel.project.config.quotes_window if channel.project else None
+    return configured or home.settings.quotes_window
+
+
+def nothing_new(channel: Channel) -> DistillationError:
+    return DistillationError(f"There are no new messages to distill in {channel.label}.")
+
+
+MERGE_TRIES = 3  # merges redone when the person saves memory.md at the very moment of writing
+
+
+def distill(
+    home: Home, channel: Channel, llm: LLMClient, window: list[Message] | None = None
+) -> DistillResult:
+    """Fold `window` (default: every undistilled message) into the channel's memory."""
+    window = window if window is not None else conversations.undistilled(home, channel)
+    if not window:
+        raise nothing_new(channel)
+    started = now()
+    attempts, structured = 0, True
+
+    def failed(exc: Exception) -> None:
+        _record(
+            home,
+            channel,
+            window,
+            status="failed",
+            attempts=max(attempts, 1),
+            structured=structured,
+            started=started,
+            error=str(exc),
+        )
+
+    try:
+        with _storage(home, channel):
+            memory.sync_hand_edits(home, channel)
+        seen = memory.load(home, channel)
+        output, structured, attempts = _ask(llm, _prompt(seen, window), seen, window)
+    except (DistillationError, LLMError, MemoryFormatError) as exc:
+        failed(exc)
+        raise
+    new_quotes, rejected = verify_quotes(output.quotes, window)
+    revision: memory.Revision | None = None
+    before: str | None = None
+    try:
+        for tries_left in reversed(range(MERGE_TRIES)):
+            try:
+                with _storage(home, channel), memory.writing(home):
+                    memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
+                    before = None if channel.private else memory.read_file_text(channel)
+                    base = memory.load(home, channel)
+                    written = memory.last_charlie_revision(home, channel)
+                    alive = _still_there(home, window)  # a message forgotten meanwhile
+                    merged, refused = _merge(
+                        base,
+                        seen,
+                        written.memory if written else Memory(),
+                        output,
+                        [q for q in new_quotes if _said_in(q, alive)],
+                        quotes_window(home, channel),
+                        alive,
+                    )
+                    revision = memory.save(home, channel, merged, "distill")
+                    conversations.mark_distilled(home, channel, window[-1].id)
+                    _record(
+                        home,
+                        channel,
+                        window,
+                        status="ok",
+                        attempts=attempts,
+                        structured=structured,
+                        started=started,
+                        rejected=rejected,
+                        refused=refused,
+                        revision_id=revision.id,
+                    )
+                break
+            except memory.MemoryChanged:  # saved by hand just now: merge with that instead
+                if not tries_left:
+                    raise
+    except MemoryFormatError as exc:
+        failed(exc)
+        raise
+    except DatabaseError as exc:
+        _put_back(channel, revision, before, exc)
+        try:
+            failed(exc)
+        except sqlite3.Error as unrecorded:
+            exc.add_note(f"The failed run could not be recorded either: {unrecorded}")
+        raise
+    except BaseException as exc:
+        _put_back(channel, revision, before, exc)
+        raise
+    assert revision is not None  # the loop wrote it, or raised
+    return DistillResult(
+        revision.id, revision.memory, window[0].id, window[-1].id, rejected, structured, attempts
+    )
+
+
+def _still_there(home: Home, window: list[Message]) -> list[Message]:
+    """The messages of `window` not forgotten since it was read."""
+    ids = [m.id for m in window]
+    marks = ", ".join("?" * len(ids))
+    rows = home.db.execute(f"SELECT id FROM messages WHERE id IN ({marks})", ids)
+    there = {int(row[0]) for row in rows}
+    return [m for m in window if m.id in there]
+
+
+def _said_in(quote: Quote, messages: list[Message]) -> bool:
+    return any(normalise(quote.text) in normalise(m.content) for m in messages)
+
+
+def _put_back(
+    channel: Channel, revision: memory.Revision | None, before: str | None, exc: BaseException
+) -> None:
+    """memory.md as it was before a distillation that failed after writing it, so the
+    unrecorded text is never taken for the person's hand edit."""
+    if revision is None:
+        return
+    try:
+        memory.put_back(channel, revision.file_sha256, before)
+    except OSError as unrestored:
+        exc.add_note(
+            f"memory.md could not be put back as it was ({unrestored}); the next distillation "
+            "will take its text for a hand edit."
+        )
+
+
+@contextmanager
+def _storage(home: Home, channel: Channel) -> Iterator[None]:
+    """Turn a failure to write (a full disk, a read-only folder) into the `DatabaseError`
+    that says so and what to do; the messages stay pending and nothing written is lost."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        explained = database.explain(exc, home.settings.db_path)
+        if explained is None:
+            raise
+        raise _not_distilled(explained, channel) from exc
+    except DatabaseError as exc:
+        raise _not_distilled(exc, channel) from exc
+
+
+def _not_distilled(exc: DatabaseError, channel: Channel) -> DatabaseError:
+    return type(exc)(
+        f"The memory of {channel.label} was not updated: {exc} Your messages are kept: once "
+        "that is fixed they are folded in after your next message, or at once with /distill "
+        "(`charlie distill`)."
+    )

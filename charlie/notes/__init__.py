@@ -1,0 +1,1 @@
+"""Notes: markdown files with front matter, and documents read into notes."""
