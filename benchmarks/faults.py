@@ -107,11 +107,11 @@ class Outcome:
 
 
 def is_distillation(request: dict[str, Any]) -> bool:
+    """The distiller's request, by its prompt (a constrained tool step asks for a schema too,
+    so `response_format` alone says nothing)."""
     messages = request.get("messages") or []
     first = messages[0].get("content") if messages else ""
-    return "response_format" in request or (
-        isinstance(first, str) and first.startswith(DISTILL_MARKER)
-    )
+    return isinstance(first, str) and first.startswith(DISTILL_MARKER)
 
 
 class Model:
