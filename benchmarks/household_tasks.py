@@ -4,13 +4,13 @@ mode, beside two baselines with the same model in the same run.
     ./scripts/real-llm --model qwen bench-tasks          # or, against any server:
     CHARLIE_LLM_BASE_URL=http://127.0.0.1:8080/v1 .venv/bin/python benchmarks/household_tasks.py
 
-The household (benchmarks/household.py): one project, 40 notes, a memory.md, and 300
+The household (benchmarks/household.py): one project, 40 notes, a memory.md, and 560
 earlier messages — more than a small window holds. Each task is one question in a new
 thread of that project (distillation off, so the memory stays as written), in a fresh
 data home per mode: note look-ups, conversation recall (facts said 50 to 250 messages
 back), memory, recording a decision, date arithmetic, and plain chat that needs no tool.
 
-Modes: Charlie's `native`, `text`, `constrained` and `auto` (`charlie.toolmode`); and two
+Modes: Charlie's `native`, `text`, `constrained` and `auto` (`charlie.llm.toolmode`); and two
 baselines, the same model asked directly: `nothing` (the question alone) and `paste`
 (every note, the memory and the whole transcript pasted in, the oldest left out first
 until it fits the window).
@@ -23,6 +23,8 @@ prompt tokens (the sum of `usage.prompt_tokens` over every request), seconds.
 
 Writes benchmarks/out/household_tasks.json and, with matplotlib installed, the plot
 docs/benchmarks/household-tasks.png. `--quick` runs three tasks in one mode (a smoke run).
+`--from A.json B.json` runs nothing: it prints and plots the rows of earlier runs, a mode
+in a later file replacing the same mode in an earlier one (a mode rerun after a fix).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from charlie.config import load_settings
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.llm import budget
-from charlie.llm.client import Completion, Delta
+from charlie.llm.client import Completion, Delta, LLMClient
 from charlie.memory import layers as memory
 from charlie.notes import files as notes
 from charlie.projects import create_project
@@ -341,6 +343,31 @@ def plot(table: dict[str, dict[str, Any]], path: Path, model: str) -> bool:
     return True
 
 
+def served_model(settings: Any) -> str:
+    """The model's name as configured, or as the server lists it (a file name: its stem)."""
+    client = LLMClient.from_settings(settings)
+    try:
+        name = client.model
+    except CharlieError:
+        return settings.llm_model or "(the server's)"
+    finally:
+        client.close()
+    return Path(name).stem if name.endswith(".gguf") else name
+
+
+def replot(runs: list[Path], path: Path, label: str) -> None:
+    table: dict[str, dict[str, Any]] = {}
+    model = label
+    for run in runs:
+        result = json.loads(run.read_text())
+        table.update(result["summary"])
+        model = model or result["model"]
+    ordered = {m: table[m] for m in [*MODES, *BASELINES] if m in table}
+    print_table(ordered)
+    if plot(ordered, path, model):
+        print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--modes", default=",".join([*MODES, *BASELINES]))
@@ -349,7 +376,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="three tasks, one mode: a smoke run")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--plot", type=Path, default=DEFAULT_PLOT)
+    parser.add_argument("--label", default="", help="the model's name in the plot's title")
+    parser.add_argument("--from", dest="runs", type=Path, nargs="+", help="earlier runs' JSON")
     args = parser.parse_args()
+    if args.runs:
+        replot(args.runs, args.plot, args.label)
+        return
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = set(modes) - set(MODES) - set(BASELINES)
     if unknown:
@@ -368,7 +400,7 @@ def main() -> None:
     settings = load_settings()
     result = {
         "server": settings.llm_base_url,
-        "model": settings.llm_model or "(the server's)",
+        "model": served_model(settings),
         "machine": machine(),
         "load": os.getloadavg(),
         "started": started,
@@ -380,7 +412,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False))
     print(f"\nwrote {args.out}")
-    if not args.quick and plot(table, args.plot, result["model"]):
+    if not args.quick and plot(table, args.plot, args.label or result["model"]):
         print(f"wrote {args.plot}")
 
 
