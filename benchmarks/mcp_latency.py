@@ -110,12 +110,12 @@ def in_process(home_dir: Path, queries: list[str]) -> dict[str, Any]:
     from charlie import projects
     from charlie.adapters.mcp.catalog import Caller, call_tool
     from charlie.config import load_settings
-    from charlie.home import Home
+    from charlie.home import Home, Shared
     from charlie.retrieval.search import searcher_for
     from charlie.users import get_user
 
     settings = load_settings(home=home_dir)
-    shared: dict[str, Any] = {}
+    shared = Shared()
     with Home.open(settings, shared=shared) as home:
         user = get_user(home.db, "alice")
 

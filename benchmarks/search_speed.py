@@ -65,6 +65,7 @@ import argparse
 import cProfile
 import dataclasses
 import hashlib
+import importlib
 import io
 import json
 import math
@@ -1178,6 +1179,15 @@ def profile_fusion(
     return top
 
 
+def _age_last_check(home: Any, seconds: float) -> None:
+    import charlie.retrieval.search as search
+
+    if hasattr(search, "Freshness"):
+        home.shared.of(search.Freshness).checked_at -= seconds
+    else:
+        home.shared[search.CHECKED] -= seconds
+
+
 def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dict[str, Any]:
     """A search as the web API makes it: `searcher_for(home)` (a new Index and Searcher, an
     empty IDF cache; the model and the vectors stay cached in `home.shared`), then `search`
@@ -1189,7 +1199,11 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
     factory = getattr(charlie.retrieval.search, "searcher_for", None)
     if factory is None or not hasattr(home, "shared"):
         return {"skipped": "charlie.retrieval.search has no searcher_for"}
-    home.shared["embedder"] = embedder  # loaded once per server process
+    index_module = importlib.import_module("charlie.retrieval.index")
+    if hasattr(index_module, "NoteIndex"):  # a typed home.shared (older code: a dict)
+        home.shared.of(index_module.NoteIndex).embedder = embedder
+    else:
+        home.shared["embedder"] = embedder  # loaded once per server process
     made, searched, total = [], [], []
     for text in queries:
         start = time.perf_counter()
@@ -1214,7 +1228,7 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
     due, idle = [], []
     for text in queries:
         waiter(home)
-        home.shared[charlie.retrieval.search.CHECKED] -= 3600  # the last check is an hour old
+        _age_last_check(home, 3600)  # the last check is an hour old
         start = time.perf_counter()
         factory(home).search(text, user, (), limit=10)
         due.append(time.perf_counter() - start)

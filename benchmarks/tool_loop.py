@@ -725,13 +725,11 @@ def searcher_breakdown(home_dir: Path, repeats: int) -> dict[str, Any]:
         home.shared.clear()
         context = ToolContext(home, channels["kitchen"], alice)
         for query in QUERIES:  # warm-up: load the model and the vectors once
-            toolkit.searcher(context).search(query, alice, scope, limit=5)
+            context.searcher().search(query, alice, scope, limit=5)
         for i in range(repeats * 10):
             query = QUERIES[i % len(QUERIES)]
             context = ToolContext(home, channels["kitchen"], alice)
-            searcher = timed(
-                "warm: toolkit.searcher (once per answer)", partial(toolkit.searcher, context)
-            )
+            searcher = timed("warm: ToolContext.searcher (once per answer)", context.searcher)
             timed("warm: embed one query", partial(searcher.index.embedder.embed, [query]))
             timed(
                 "warm: search (embed, vector + keyword, rank)",

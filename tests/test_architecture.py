@@ -164,3 +164,16 @@ def test_the_readme_names_every_module() -> None:
     adapters = sorted(p.name for p in (PACKAGE / "adapters").iterdir() if p.is_dir())
     missing = [a for a in adapters if a != "__pycache__" and f"`adapters/{a}`" not in table]
     assert not missing, f"the README's architecture table does not name {missing}"
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in tests/support/ (or a named helper module), never in a test."""
+    tests = PACKAGE.parent / "tests"
+    modules = {p.stem for p in tests.rglob("test_*.py")}
+    crossing = sorted(
+        f"{path.relative_to(tests)} imports {name}"
+        for path in tests.rglob("*.py")
+        for name in imports(path)
+        if name.rsplit(".", 1)[-1] in modules
+    )
+    assert not crossing, crossing

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from llm_double import RawReply, ScriptedLLMServer, estimate_tokens
-from test_distill import distill_answer, is_distillation
+from support.distilling import distill_answer, is_distillation
 
 from charlie import conversations
 from charlie.chat import turn as chat
@@ -20,7 +20,7 @@ from charlie.llm import budget
 from charlie.llm.budget import Budget
 from charlie.llm.client import LLMClient
 from charlie.projects import create_project, update_project
-from charlie.tools.registry import Category, Registry, Tool, ToolContext
+from charlie.tools.registry import Category, Registry, Result, Tool, ToolContext
 from charlie.users import User, ensure_user
 
 
@@ -208,9 +208,9 @@ def test_refused_twice_says_what_to_do_and_the_next_turn_works(
 def test_tool_results_are_capped_to_a_share_of_the_window(
     home: Home, llm: ScriptedLLMServer
 ) -> None:
-    def big(context: ToolContext) -> str:
+    def big(context: ToolContext) -> Result:
         """Return a long report."""
-        return "START " + "report line\n" * 330 + "END"
+        return Result("START " + "report line\n" * 330 + "END")
 
     registry = Registry()
     registry.add(Category("test", "test tools", (r"\btest\b",)), [Tool.from_function(big, "test")])

@@ -4,7 +4,7 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation, naming_answer
-from test_llm import tiny_png
+from support.images import tiny_png
 
 from charlie import conversations
 from charlie.chat import turn as chat

@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import Cli
 from llm_double import ScriptedLLMServer
-from support.distilling import is_distillation
-from test_distill import distill_answer
+from support.distilling import distill_answer, is_distillation
 
 COMMANDS = [
     [],

@@ -19,7 +19,7 @@ import pytest
 from conftest import Cli
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
-from test_distill import distill_answer, is_distillation
+from support.distilling import distill_answer, is_distillation
 from web_support import PASSWORD, events, signed_in
 
 from charlie import conversations
@@ -223,7 +223,7 @@ def test_a_claim_that_could_not_be_given_back_is_given_back_by_the_next_turn(
 ) -> None:
     """A full disk can fail the release itself (a write): the claim stays set, and this
     process gives it back at its next claim, so distillation resumes without a restart."""
-    from test_storage_errors import sqlite_full
+    from support.storage import sqlite_full
 
     from charlie.chat import turn as chat
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from llm_double import ScriptedLLMServer
 from speech import placed, word_errors
-from test_discord_bot import (
+from support.discord_double import (
     ALICE_ID,
     BOT,
     BOT_ID,

@@ -1,8 +1,8 @@
-import json
 from typing import Any
 
 import pytest
 from llm_double import ScriptedLLMServer
+from support.distilling import distill_answer, is_distillation
 
 from charlie import conversations
 from charlie.chat import turn as chat
@@ -15,24 +15,6 @@ from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
-
-
-def is_distillation(request: dict[str, Any]) -> bool:
-    return str(request["messages"][0]["content"]).startswith("You maintain the long-term memory")
-
-
-def distill_answer(
-    summary: str = "Planning the kitchen.",
-    decisions: tuple[str, ...] = ("Oak worktops",),
-    quotes: tuple[tuple[str, str], ...] = (),
-) -> str:
-    return json.dumps(
-        {
-            "summary": summary,
-            "decisions": list(decisions),
-            "quotes": [{"speaker": s, "text": t} for s, t in quotes],
-        }
-    )
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from conftest import Cli
-from test_recall import say
+from support.history import say
 
 from charlie.conversations import shared_channel
 from charlie.home import Home

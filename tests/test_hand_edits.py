@@ -13,7 +13,7 @@ import pytest
 from conftest import Cli
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
-from test_distill import distill_answer, is_distillation
+from support.distilling import distill_answer, is_distillation
 from web_support import PASSWORD, events, signed_in
 
 from charlie import conversations, files

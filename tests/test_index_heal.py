@@ -22,7 +22,7 @@ from web_support import PASSWORD, events
 from charlie import projects
 from charlie.config import load_settings
 from charlie.db import run_script
-from charlie.home import Home
+from charlie.home import Home, Shared
 from charlie.notes import files as notes
 from charlie.retrieval.embeddings import LocalEmbedder
 from charlie.retrieval.index import Index
@@ -160,10 +160,10 @@ def test_a_process_that_finds_a_newer_file_reopens_it_and_deletes_nothing(
     first replaces the file; the second must use the new one, never delete it again."""
     Index(house, embedder).refresh()
     house.close()
-    second = Home.open(load_settings(), shared={})
+    second = Home.open(load_settings(), shared=Shared())
     late = Index(second, embedder)  # has the file open, vectors not yet read
     damage(second.index_path, "zeroed pages")
-    first = Home.open(load_settings(), shared={})
+    first = Home.open(load_settings(), shared=Shared())
     try:
         Index(first, embedder).refresh()  # finds the damage, replaces the file, refills it
         new_file = os.stat(first.index_path).st_ino

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -13,7 +12,7 @@ from web_support import PASSWORD
 
 from charlie import projects
 from charlie.config import load_settings
-from charlie.home import Home
+from charlie.home import Home, Shared
 from charlie.notes import files as notes
 from charlie.retrieval.embeddings import LocalEmbedder
 from charlie.retrieval.index import Index
@@ -90,7 +89,7 @@ def _indexed(home: Home) -> list[tuple[str, int]]:
 
 def test_threads_refreshing_one_process_share_one_lock(home: Home, embedder: LocalEmbedder) -> None:
     _house(home)
-    shared: dict[str, Any] = {}
+    shared = Shared()
     homes = [Home.open(load_settings(), shared=shared) for _ in range(8)]
     try:
         reports = together(8, lambda i: Index(homes[i], embedder).refresh())
@@ -107,7 +106,7 @@ def test_processes_refreshing_at_once_never_collide(
     """Each `shared` dict stands for one process (web, Discord, CLI): they share no lock, only
     the files, so each write must re-read what is indexed inside its transaction."""
     _house(home)
-    homes = [Home.open(load_settings(), shared={}) for _ in range(6)]
+    homes = [Home.open(load_settings(), shared=Shared()) for _ in range(6)]
     try:
         reports = together(6, lambda i: Index(homes[i], embedder).refresh())
     finally:

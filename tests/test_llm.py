@@ -1,11 +1,10 @@
 import json
-import struct
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 from llm_double import ScriptedLLMServer
+from support.images import tiny_png
 
 from charlie.errors import (
     CharlieError,
@@ -20,19 +19,6 @@ from charlie.llm.client import Completion, Delta, LLMClient, image_part
 def client(server: ScriptedLLMServer, **kwargs: object) -> LLMClient:
     options: dict[str, object] = {"retries": 0, "backoff": 0.01} | kwargs
     return LLMClient(server.base_url, "test-model", **options)  # type: ignore[arg-type]
-
-
-def tiny_png(path: Path) -> Path:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = zlib.compress(b"\x00\xff\x00\x00")
-    path.write_bytes(
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
-    )
-    return path
 
 
 def test_streams_text_in_pieces(llm: ScriptedLLMServer) -> None:

@@ -19,7 +19,7 @@ from charlie.home import Home
 from charlie.notes import files as notes
 from charlie.projects import Project
 from charlie.tools import registry as tools
-from charlie.tools.registry import Tool, ToolContext
+from charlie.tools.registry import Result, Tool, ToolContext
 from charlie.users import ensure_user, set_password
 
 LONG = "a" * 300
@@ -109,7 +109,7 @@ def test_the_model_asking_for_a_name_too_long_gets_an_error_and_the_answer_goes_
 
 
 def test_a_file_error_in_a_tool_is_an_error_outcome(home: Home, kitchen: Project) -> None:
-    def broken(context: ToolContext) -> str:
+    def broken(context: ToolContext) -> Result:
         """Read a file that cannot be read."""
         raise OSError(errno.EIO, "Input/output error", "/data/notes/x.md")
 
@@ -119,3 +119,15 @@ def test_a_file_error_in_a_tool_is_an_error_outcome(home: Home, kitchen: Project
     assert outcome.error
     assert outcome.content == "Error: broken could not use a file (Input/output error)."
     assert outcome.summary == "error: broken could not use a file (Input/output error)"
+
+
+def test_a_tool_that_gives_back_no_result_is_an_error_outcome(home: Home, kitchen: Project) -> None:
+    def careless(context: ToolContext) -> Result:
+        """Give back a bare string."""
+        return "a bare string"  # type: ignore[return-value]
+
+    tool = Tool.from_function(careless, "memory")
+    context = ToolContext(home, shared_channel(home, kitchen), ensure_user(home.db, "alice"))
+    outcome = tools.run_tool(tool, context, {})
+    assert outcome.error
+    assert outcome.content == "Error: careless gave back str, not a Result."

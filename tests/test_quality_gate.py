@@ -211,7 +211,7 @@ def test_a_batch_the_model_cannot_distill_is_not_asked_for_on_every_turn(
     """Against a real small model every turn asked again for the same batch (208 requests in
     108 turns, docs/real-servers.md): after a failure Charlie waits for a cadence of new
     messages, longer after each failure in a row."""
-    from test_distill import is_distillation
+    from support.distilling import is_distillation
 
     from charlie.chat import turn as chat
     from charlie.projects import create_project

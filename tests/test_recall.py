@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import Cli
+from support.history import say
 
 from charlie import conversations
 from charlie.conversations import Channel, private_channel, shared_channel
@@ -24,26 +25,6 @@ from charlie.tools.registry import ToolContext
 from charlie.users import User, ensure_user
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
-
-
-def say(home: Home, channel: Channel, speaker: str, text: str, at: str, role: str = "user") -> int:
-    """A message stored at time `at` (as an import stores history)."""
-    cursor = home.db.execute(
-        "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-        "content, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            channel.conversation_id,
-            channel.project.id if channel.project else None,
-            int(channel.private),
-            role,
-            channel.owner.id if channel.owner and role == "user" else None,
-            speaker,
-            text,
-            datetime.fromisoformat(at).isoformat(timespec="milliseconds"),
-        ),
-    )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
 
 
 @pytest.fixture
@@ -320,7 +301,7 @@ def test_a_long_backlog_is_indexed_in_the_background_while_recall_answers(
         say(home, boat, "bob", f"Note {n} about the bilge pump.", f"2023-09-01T10:{n:02d}Z")
     found = recaller_for(home).recall(alice, [boat], "mooring fee", now=NOW)
     assert found.hits[0].message.content == "The mooring fee went up to 900 a year."
-    catcher = home.shared[message_index.CATCHER]
+    catcher = home.shared.of(message_index.KeptMessages).catcher
     catcher.join(120)
     (indexed,) = home.index_db.execute("SELECT count(*) FROM messages").fetchone()  # type: ignore[union-attr]
     assert indexed == 48
@@ -348,7 +329,7 @@ def test_a_recall_while_messages_are_still_being_indexed_says_so(
     recaller = recaller_for(home)
     result = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")
     assert result.incomplete is not None and "still being indexed" in result.incomplete
-    catcher = home.shared[message_index.CATCHER]
+    catcher = home.shared.of(message_index.KeptMessages).catcher
     catcher.join(60)
     whole = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")
     assert whole.incomplete is None

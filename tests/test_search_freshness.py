@@ -12,9 +12,9 @@ from charlie.home import Home
 from charlie.notes import files as notes
 from charlie.projects import Project, create_project
 from charlie.retrieval.embeddings import EmbeddingError, LocalEmbedder
+from charlie.retrieval.index import NoteIndex
 from charlie.retrieval.search import (
-    CHECKED,
-    CHECKER,
+    Freshness,
     mark_stale,
     searcher_for,
     wait_for_index_check,
@@ -51,7 +51,7 @@ def model() -> LocalEmbedder:
 @pytest.fixture
 def gated(home: Home, model: LocalEmbedder) -> GatedEmbedder:
     embedder = GatedEmbedder(model, "bicycle")
-    home.shared["embedder"] = embedder
+    home.shared.of(NoteIndex).embedder = embedder
     return embedder
 
 
@@ -86,7 +86,7 @@ def test_the_first_search_of_a_process_checks_the_files_first(
     gated.opened.set()
     write_by_hand(project)
     assert titles(home, "bicycle chain", alice, max_age=60) == ["Bicycles"]
-    assert home.shared.get(CHECKER) is None  # checked in the request, no thread
+    assert home.shared.of(Freshness).checker is None  # checked in the request, no thread
 
 
 def test_a_due_check_runs_in_the_background_and_no_search_waits_for_it(
@@ -97,20 +97,20 @@ def test_a_due_check_runs_in_the_background_and_no_search_waits_for_it(
     gated.opened.clear()
     write_by_hand(project)
     assert titles(home, "bicycle", alice, max_age=60) == []  # not due: no check at all
-    assert home.shared.get(CHECKER) is None
-    home.shared[CHECKED] -= 120  # the last check is two minutes old
+    assert home.shared.of(Freshness).checker is None
+    home.shared.of(Freshness).checked_at -= 120  # the last check is two minutes old
     # The check starts, and is held while it embeds the new note; the search goes on.
     assert titles(home, "bicycle", alice, max_age=60) == []
-    checker = home.shared[CHECKER]
+    checker = home.shared.of(Freshness).checker
     assert checker.is_alive() and checker.daemon
     assert not wait_for_index_check(home, timeout=0.2)
     gated.opened.set()
     assert wait_for_index_check(home, timeout=30)
     # Its vectors were loaded by the check: the next search finds the note, loads nothing.
-    loaded = home.shared["vectors"]
+    loaded = home.shared.of(NoteIndex).vectors
     assert titles(home, "bicycle", alice, max_age=60) == ["Bicycles"]
-    assert home.shared["vectors"] is loaded
-    assert home.shared.get(CHECKER) is checker  # not started again: the check is recent
+    assert home.shared.of(NoteIndex).vectors is loaded
+    assert home.shared.of(Freshness).checker is checker  # not started again: the check is recent
 
 
 def test_a_note_charlie_writes_is_found_at_once_without_checking_everything(
@@ -125,7 +125,7 @@ def test_a_note_charlie_writes_is_found_at_once_without_checking_everything(
     assert titles(home, "bicycle", alice, max_age=60) == [made.title]
     mark_stale(home)  # somewhere: everything is checked
     assert sorted(titles(home, "bicycle", alice, max_age=60)) == ["Bicycle shed", "Bicycles"]
-    assert home.shared.get(CHECKER) is None
+    assert home.shared.of(Freshness).checker is None
 
 
 def test_max_age_zero_checks_in_every_request(
@@ -135,7 +135,7 @@ def test_max_age_zero_checks_in_every_request(
     assert titles(home, "bicycle", alice, max_age=0) == []
     write_by_hand(project)
     assert titles(home, "bicycle", alice, max_age=0) == ["Bicycles"]
-    assert home.shared.get(CHECKER) is None
+    assert home.shared.of(Freshness).checker is None
 
 
 def test_a_failed_background_check_is_run_again_in_the_next_request_to_show_its_error(
@@ -149,7 +149,7 @@ def test_a_failed_background_check_is_run_again_in_the_next_request_to_show_its_
     assert titles(home, "oak", alice, max_age=60) == ["Kitchen plan"]
     write_by_hand(project)
     gated.fail = True
-    home.shared[CHECKED] -= 120
+    home.shared.of(Freshness).checked_at -= 120
     assert titles(home, "oak", alice, max_age=60) == ["Kitchen plan"]  # not held up
     assert wait_for_index_check(home, timeout=30)
     assert "background check of the search index failed" in caplog.text

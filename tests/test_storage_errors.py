@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.storage import sqlite_full
 from web_support import PASSWORD, events, signed_in
 
 from charlie import conversations, projects
@@ -22,20 +23,6 @@ from charlie.home import Home
 from charlie.llm.client import LLMClient
 from charlie.notes import files as notes
 from charlie.users import ensure_user, set_password
-
-
-def sqlite_full() -> sqlite3.Error:
-    """A real SQLITE_FULL error, as SQLite raises it when the disk has no room."""
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE t (b BLOB)")
-    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
-    try:
-        conn.execute("INSERT INTO t VALUES (zeroblob(100000))")
-    except sqlite3.Error as exc:
-        return exc
-    finally:
-        conn.close()
-    raise AssertionError("SQLite found room where there was none")
 
 
 def no_space(*args: Any, **kwargs: Any) -> None:

@@ -17,7 +17,7 @@ from charlie.notes import files as notes
 from charlie.projects import Project, create_project, update_project
 from charlie.retrieval import suggestions
 from charlie.tools import registry as tools
-from charlie.tools.registry import Category, Registry, Tool, ToolContext
+from charlie.tools.registry import Category, Registry, Result, Tool, ToolContext
 from charlie.trace import steps_to_json, to_json
 from charlie.users import User, ensure_user
 
@@ -270,14 +270,14 @@ def test_tool_timeout_and_result_cap(
     alice: User,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def slow(context: ToolContext) -> str:
+    def slow(context: ToolContext) -> Result:
         """Take a long time."""
         time.sleep(1.0)
-        return "late"
+        return Result("late")
 
-    def huge(context: ToolContext) -> str:
+    def huge(context: ToolContext) -> Result:
         """Return a lot."""
-        return "x" * 50_000
+        return Result("x" * 50_000)
 
     registry = Registry()
     registry.add(

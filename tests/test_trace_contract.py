@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from llm_double import ScriptedLLMServer
+from support.trace_examples import EXAMPLES
 from web_support import PASSWORD, events, signed_in
 
 from charlie import conversations, projects
@@ -19,7 +20,6 @@ from charlie.trace import (
     GUARDS,
     KINDS,
     Called,
-    Hit,
     Loaded,
     Moded,
     Preloaded,
@@ -30,29 +30,6 @@ from charlie.trace import (
     to_json,
 )
 from charlie.users import ensure_user, set_password
-
-HITS = (
-    Hit("kitchen/worktops", "Worktop decision", 0.8234, "We decided on oak…"),
-    Hit("kitchen/oiling", "Oiling schedule", 0.41, "Every spring…"),
-)
-# One step of every kind, and every guard (the browser test renders these same steps).
-EXAMPLES: list[Step] = [
-    Preloaded(("memory",)),
-    Preloaded(()),
-    Loaded("time", ok=True, tools=("now", "date_add"), ms=0.4),
-    Loaded("nope", ok=False, ms=0.1),
-    Called("search_notes", {"query": "worktops"}, True, "2 notes", 12.5, hits=HITS, count=2),
-    Called("search_notes", {"query": "zebras"}, True, "no notes", 3.0, hits=(), count=0),
-    Called("read_note", {"note": "kitchen/worktops"}, True, "read Worktop decision", 1.0),
-    Called("create_note", {"title": "x"}, True, "created kitchen/x", 2.0, writes=True),
-    Called(
-        "search_notes", {"query": "oak?"}, True, "1 note", 4.0, hits=HITS[:1], count=1, by="charlie"
-    ),
-    Moded("constrained", "auto: the model's tool use failed in 2 answers in a row"),
-    Moded("text", "tool_mode = text (set)"),
-    *(Called("now", "{oops", False, "refused", 0.1, guard=guard) for guard in GUARDS),
-    *(Stopped(guard, f"because of {guard}") for guard in GUARDS),
-]
 
 
 def test_the_examples_cover_every_kind_and_guard() -> None:

@@ -488,7 +488,7 @@ class ToolLoop:
         scope = toolkit.scope(context)
         if not any(notes.note_files(project) for project in scope):
             return "", None
-        found = toolkit.searcher(context).search(text, context.user, scope, limit=LOOKUP_NOTES)
+        found = context.searcher().search(text, context.user, scope, limit=LOOKUP_NOTES)
         hits = [h for h in found.hits if h.score >= LOOKUP_MIN_SCORE]
         for hit in hits:
             context.found.append(hit.key)
@@ -513,7 +513,7 @@ class ToolLoop:
     ) -> tuple[str, TraceEvent | None]:
         started = time.perf_counter()
         context = self.context
-        recaller = context.service("recaller", lambda: recall.recaller_for(context.home))
+        recaller = context.recaller()
         channels = recall.conversations_for(context.home, context.user, context.channel)
         try:
             found = recaller.recall(context.user, channels, text, limit=LOOKUP_MESSAGES + 4)

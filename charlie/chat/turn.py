@@ -493,7 +493,7 @@ def _suggest(
         return
     offered = suggestions.offer(
         home,
-        toolkit.searcher(ctx),
+        ctx.searcher(),
         channel,
         user,
         text,

@@ -493,7 +493,13 @@ def _record(
 
 
 CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
-UNRELEASED = "distill_claims_unreleased"  # home.shared: claims a failed write kept
+
+
+@dataclass
+class Unreleased:
+    """Claims this process could not give back (a full disk): (conversation id, token)."""
+
+    claims: set[tuple[int, str]] = field(default_factory=set)
 
 
 def _boot_id() -> str:
@@ -587,7 +593,7 @@ def release(home: Home, channel: Channel, token: str) -> None:
         explained = database.explain(exc, home.settings.db_path)
         if explained is None:
             raise
-        home.shared.setdefault(UNRELEASED, set()).add((channel.memory_key, token))
+        home.shared.of(Unreleased).claims.add((channel.memory_key, token))
         raise type(explained)(
             f"{explained} Distillation of {channel.label} resumes with your next message once "
             "there is room."
@@ -604,7 +610,7 @@ def _unclaim(home: Home, conversation_id: int, token: str) -> None:
 
 def _release_left(home: Home) -> None:
     """Give back the claims this process could not release before (see `release`)."""
-    left: set[tuple[int, str]] = home.shared.get(UNRELEASED, set())
+    left = home.shared.of(Unreleased).claims
     for conversation_id, token in list(left):
         try:
             _unclaim(home, conversation_id, token)

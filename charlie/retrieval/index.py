@@ -50,7 +50,7 @@ from charlie.notes.files import (
     read_note,
 )
 from charlie.projects import Project, list_projects
-from charlie.retrieval import index_file
+from charlie.retrieval import embeddings, index_file
 from charlie.retrieval.chunking import chunk_text
 from charlie.retrieval.embeddings import Embedder
 from charlie.retrieval.vectors import VectorTable
@@ -158,11 +158,31 @@ def _sha256_of(path: Path) -> str:
     return "" if data is None else hashlib.sha256(data).hexdigest()
 
 
+@dataclass
+class NoteIndex:
+    """What one process keeps of the notes index across the homes it opens (`home.shared`,
+    which the web app shares across requests)."""
+
+    # Taken by the process's threads to refresh the index or replace its file.
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    embedder: Embedder | None = None  # the embedding model, loaded once
+    vectors: tuple[str, Vectors] | None = None  # (the index generation, its vectors)
+    stop: threading.Event = field(default_factory=threading.Event)  # set: the server stops
+
+
 def lock_of(home: Home) -> threading.RLock:
-    """The lock the threads of one process take to refresh the index or replace its file:
-    one per process, kept in `home.shared` (which the web app shares across requests)."""
-    lock: threading.RLock = home.shared.setdefault("index_lock", threading.RLock())
-    return lock
+    """The lock the threads of one process take to refresh the index or replace its file."""
+    return home.shared.of(NoteIndex).lock
+
+
+def embedder_of(home: Home) -> Embedder:
+    """The process's embedding model, loaded on first use (notes and messages share it)."""
+    kept = home.shared.of(NoteIndex)
+    if kept.embedder is None:
+        with kept.lock:
+            if kept.embedder is None:
+                kept.embedder = embeddings.from_settings(home.settings)
+    return kept.embedder
 
 
 class Index:
@@ -329,8 +349,7 @@ class Index:
                     self._remove_project(slug, project_id, report)
         if self.model != self.embedder.name:
             self.set_state("embedder", self.embedder.name)
-        stop: threading.Event | None = self.home.shared.get("index_stop")
-        whole = projects is None and not (stop is not None and stop.is_set())
+        whole = projects is None and not self.home.shared.of(NoteIndex).stop.is_set()
         if whole and self.state(index_file.FILLING) is not None:  # every project is in
             self.db.execute("DELETE FROM index_state WHERE key = ?", (index_file.FILLING,))
         if report.changed:
@@ -433,9 +452,9 @@ class Index:
         What is indexed is read again inside the transaction: another process may have
         stored the same note while this one was embedding."""
         db = self.db
-        stop: threading.Event | None = self.home.shared.get("index_stop")  # the server stops
+        stop = self.home.shared.of(NoteIndex).stop  # set: the server stops
         for start in range(0, len(changed), EMBED_BATCH):
-            if stop is not None and stop.is_set():
+            if stop.is_set():
                 return  # the rest waits for the next check: the files are the truth
             batch = changed[start : start + EMBED_BATCH]
             pieces = [
@@ -561,9 +580,10 @@ class Index:
         """All chunk vectors in memory, shared through the home's cache until the index changes
         (another process's refresh included: the generation mark lives in the database)."""
         generation = self.state("generation") or ""
-        cached = self.home.shared.get("vectors")
+        kept = self.home.shared.of(NoteIndex)
+        cached = kept.vectors
         if cached is not None and cached[0] == generation:
-            return cast(Vectors, cached[1])
+            return cached[1]
         with self.lock:
             db = self.db
             db.execute("BEGIN")  # the mark and the rows from one snapshot
@@ -593,7 +613,7 @@ class Index:
                     if len(rows)
                 },
             )
-            self.home.shared["vectors"] = (generation, vectors)
+            kept.vectors = (generation, vectors)
             return vectors
 
     def problems(self) -> list[tuple[str, str]]:

@@ -32,13 +32,12 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from charlie.config import Settings
-from charlie.home import Home
+from charlie.home import Home, Shared
 from charlie.retrieval import index_file
 from charlie.retrieval.embeddings import Embedder
 from charlie.retrieval.index import Index
@@ -51,7 +50,6 @@ BATCH = 512  # messages embedded and written per transaction
 UPTO = "messages_upto"
 MODEL = "messages_embedder"
 GENERATION = "messages_generation"
-CHECKED = "messages_checked_at"  # in home.shared: when this process last checked it all
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
 
 
@@ -234,7 +232,7 @@ class MessageIndex:
             return self.refresh()
 
     def _empty(self, db: sqlite3.Connection) -> None:
-        self.home.shared.pop(CHECKED, None)
+        self.home.shared.of(KeptMessages).checked_at = float("-inf")
         db.execute("DELETE FROM messages")
         db.execute("DELETE FROM messages_fts")
         self._set_state(UPTO, "0")
@@ -263,14 +261,15 @@ class MessageIndex:
     def _check(self) -> None:
         """Every 10 s per process: lost words, deleted messages, another model."""
         stale = self._state(MODEL) != self.embedder.name
-        checked = self.home.shared.get(CHECKED, float("-inf"))
+        kept = self.home.shared.of(KeptMessages)
+        checked = kept.checked_at
         if not stale and time.monotonic() - checked >= CHECK_SECONDS:  # not on every recall
             (vectors,) = self.db.execute("SELECT count(*) FROM messages").fetchone()
             (words,) = self.db.execute("SELECT count(*) FROM messages_fts").fetchone()
             stale = vectors != words  # words lost (a damaged table rebuilt empty)
             if not stale:
                 self._drop_gone()
-                self.home.shared[CHECKED] = time.monotonic()
+                kept.checked_at = time.monotonic()
         if stale:
             with index_file.transaction(self.db) as db:
                 self._empty(db)
@@ -405,10 +404,10 @@ class MessageIndex:
         messages indexed since (by any process); loaded again after messages were dropped."""
         with self.lock:
             generation = self._state(GENERATION) or ""
-            loaded: LoadedVectors | None = self.home.shared.get("message_vectors")
+            kept = self.home.shared.of(KeptMessages)
+            loaded = kept.vectors
             if loaded is None or loaded.generation != generation:
-                loaded = LoadedVectors(generation)
-                self.home.shared["message_vectors"] = loaded
+                loaded = kept.vectors = LoadedVectors(generation)
             rows = self.db.execute(
                 "SELECT id, conversation_id, at, vector FROM messages WHERE id > ? ORDER BY id",
                 (loaded.upto,),
@@ -427,7 +426,13 @@ class MessageIndex:
             return loaded
 
 
-CATCHER = "message_index_catching_up"  # in home.shared: the background catch-up's thread
+@dataclass
+class KeptMessages:
+    """What one process keeps of the message index across the homes it opens."""
+
+    checked_at: float = float("-inf")  # when this process last checked it all (monotonic)
+    vectors: LoadedVectors | None = None  # every indexed message vector, topped up
+    catcher: threading.Thread | None = None  # the background catch-up, once one was started
 
 
 def catch_up(index: MessageIndex, limit: int | None = None) -> int:
@@ -439,7 +444,8 @@ def catch_up(index: MessageIndex, limit: int | None = None) -> int:
     if index.pending():
         home = index.home
         with index.lock:
-            running: threading.Thread | None = home.shared.get(CATCHER)
+            kept = home.shared.of(KeptMessages)
+            running = kept.catcher
             if running is None or not running.is_alive():
                 thread = threading.Thread(
                     target=_catch_up_all,
@@ -447,12 +453,12 @@ def catch_up(index: MessageIndex, limit: int | None = None) -> int:
                     name="charlie-message-index",
                     daemon=True,  # never keeps a process alive; SQLite's transactions stay whole
                 )
-                home.shared[CATCHER] = thread
+                kept.catcher = thread
                 thread.start()
     return added
 
 
-def _catch_up_all(settings: Settings, shared: dict[str, Any], embedder: Embedder) -> None:
+def _catch_up_all(settings: Settings, shared: Shared, embedder: Embedder) -> None:
     """Index every message not indexed yet, with connections of its own."""
     try:
         with Home.open(settings, shared=shared) as own:

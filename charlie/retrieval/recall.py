@@ -38,9 +38,8 @@ from charlie import conversations, projects
 from charlie.conversations import Channel, Message
 from charlie.errors import CharlieError, Forbidden
 from charlie.home import Home
-from charlie.retrieval import embeddings
 from charlie.retrieval.deferred import Deferred
-from charlie.retrieval.index import Index, lock_of
+from charlie.retrieval.index import Index, embedder_of
 from charlie.retrieval.keywords import literals, match_expression, top_terms, with_parts
 from charlie.retrieval.message_index import (
     ConversationVectors,
@@ -133,11 +132,18 @@ def conversations_for(
 def recaller_for(home: Home) -> Recaller:
     """A recaller over `home`'s messages, with the embedding model loaded once per process
     (shared with note search, in `home.shared`)."""
-    with lock_of(home):
-        embedder = home.shared.get("embedder")
-        if embedder is None:
-            embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
-    return Recaller(home, MessageIndex(Index(home, embedder)))
+    return Recaller(home, MessageIndex(Index(home, embedder_of(home))))
+
+
+@dataclass
+class TermCounts:
+    """How many messages each term occurs in, per scope: kept by the process until the
+    message index grows by a thousand or is rebuilt (`key`)."""
+
+    key: tuple[str, int] = ("", -1)
+    counts: dict[tuple[str, tuple[int, ...]], tuple[float, float, int]] = field(
+        default_factory=dict
+    )
 
 
 class Recaller:
@@ -203,10 +209,10 @@ class Recaller:
         ).fetchone()[0]
         generation, _, upto = (state or "").rpartition(",")
         key = (generation, int(upto or 0) // 1000)
-        cached = self.home.shared.get("message_term_counts")
-        if cached is None or cached[0] != key:
-            cached = self.home.shared["message_term_counts"] = (key, {})
-        counts: dict[tuple[str, tuple[int, ...]], tuple[float, float, int]] = cached[1]
+        kept = self.home.shared.of(TermCounts)
+        if kept.key != key:
+            kept.key, kept.counts = key, {}
+        counts = kept.counts
         if ("", scope) not in counts:
             marks = ",".join("?" * len(scope))
             (everything,) = db.execute(

@@ -27,18 +27,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from charlie.config import Settings
 from charlie.errors import CharlieError
-from charlie.home import Home
+from charlie.home import Home, Shared
+from charlie.notes.markup import plain_text
 from charlie.projects import Project
-from charlie.retrieval import embeddings
 from charlie.retrieval.deferred import Deferred
 from charlie.retrieval.embeddings import Embedder
-from charlie.retrieval.index import Index, Vectors, lock_of, scope_token
+from charlie.retrieval.index import Index, NoteIndex, Vectors, embedder_of, lock_of, scope_token
 from charlie.retrieval.keywords import literals, match_expression, top_terms, with_parts
 from charlie.retrieval.usage import DEFAULT_WEIGHT, UsageModel, Use
 from charlie.users import User
@@ -47,7 +47,6 @@ Mode = Literal["vector", "keyword", "fallback", "fusion"]
 MODES: tuple[Mode, ...] = ("vector", "keyword", "fallback", "fusion")
 DEFAULT_MODE: Mode = "fusion"
 MAX_QUERY_CHARS = 2000
-TERM_COUNTS = "term_counts"  # home.shared: (the vectors they were counted for, term → chunks)
 MAX_COUNTED_TERMS = 100_000  # then the cache starts again
 
 
@@ -208,10 +207,11 @@ class Searcher:
         """How many chunks `term` occurs in, as FTS5 matches it. Kept until the index
         changes, in `home.shared`: a web request's new searcher finds its terms counted."""
         vectors = self.index.vectors()
-        cached = self.home.shared.get(TERM_COUNTS)
+        fresh = self.home.shared.of(Freshness)
+        cached = fresh.term_counts
         if cached is None or cached[0] is not vectors or len(cached[1]) >= MAX_COUNTED_TERMS:
-            cached = self.home.shared[TERM_COUNTS] = (vectors, {})
-        counts: dict[str, int] = cached[1]
+            cached = fresh.term_counts = (vectors, {})
+        counts = cached[1]
         if term not in counts:
             expression = match_expression([term])
             count = 0
@@ -515,11 +515,12 @@ class Searcher:
             if chunk is not None:
                 row = self.index.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
                 text = row.fetchone()  # None if another process has just re-indexed the note
-                hit.snippet = _snippet(text[0], hit.terms or terms) if text else ""
+                hit.snippet = _snippet(plain_text(text[0]), hit.terms or terms) if text else ""
 
 
 def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
-    """About `size` characters of `text`, around the first place a query term appears."""
+    """About `size` characters of `text` (its words, markup gone), around the first place a
+    query term appears."""
     flat = re.sub(r"\s+", " ", text).strip()
     if len(flat) <= size:
         return flat
@@ -536,12 +537,25 @@ def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:
 
 
 INDEX_CHECK_SECONDS = 10.0
-# home.shared keys (one process's state, which the web app shares across requests):
-CHECKED = "index_checked_at"  # monotonic time the last full check of the files began
-STALE = "index_stale"  # project id (None: all) → (project, mark number): Charlie wrote there
-MARKS_MADE = "index_stale_marks"  # how many marks were made: each mark's number
-CHECKER = "index_checker"  # the background check's thread, once one was started
-CHECK_FAILED = "index_check_failed"  # the last background check raised: check in requests
+
+Marks = dict[int | None, tuple[Project | None, int]]
+
+
+@dataclass
+class Freshness:
+    """What one process knows of the index against the note files, and its background work
+    (in `home.shared`, which the web app shares across requests)."""
+
+    checked_at: float | None = None  # monotonic time the last full check of the files began
+    check_failed: bool = False  # the last background check raised: check in requests
+    stale: Marks = field(default_factory=dict)  # project id (None: all) → (project, mark)
+    marks_made: int = 0  # how many marks were made: each mark's number
+    checker: threading.Thread | None = None  # the background check, once one was started
+    indexers: dict[str, threading.Thread] = field(default_factory=dict)  # slug → its thread
+    again: set[str] = field(default_factory=set)  # slugs written to while their indexing ran
+    lock: threading.Lock = field(default_factory=threading.Lock)  # for every field above
+    term_counts: tuple[Vectors, dict[str, int]] | None = None  # for the vectors counted in
+
 
 log = logging.getLogger(__name__)
 
@@ -566,13 +580,14 @@ def searcher_for(home: Home, *, max_age: float = INDEX_CHECK_SECONDS) -> Searche
       files in the background: this search uses the index as it is, the next ones find
       what the check found (hand edits, files added by another program).
     """
-    embedder = _embedder(home)
+    embedder = embedder_of(home)
     index = Index(home, embedder)
-    checked = home.shared.get(CHECKED)
-    if checked is None or max_age <= 0 or home.shared.get(CHECK_FAILED):
+    fresh = home.shared.of(Freshness)
+    checked = fresh.checked_at
+    if checked is None or max_age <= 0 or fresh.check_failed:
         with lock_of(home):
-            checked = home.shared.get(CHECKED)  # another thread may have checked meanwhile
-            if checked is None or max_age <= 0 or home.shared.get(CHECK_FAILED):
+            checked = fresh.checked_at  # another thread may have checked meanwhile
+            if checked is None or max_age <= 0 or fresh.check_failed:
                 _check_all(home, index)
                 return Searcher(home, index)
     if _marks(home):  # cleared only once checked: a parallel request waits for the check
@@ -591,23 +606,18 @@ def searcher_for(home: Home, *, max_age: float = INDEX_CHECK_SECONDS) -> Searche
 def mark_stale(home: Home, project: Project | None = None) -> None:
     """Charlie itself wrote a note (in `project`; None: anywhere): the next `searcher_for`
     re-checks that project's files before searching, so the note is found at once."""
-    with _marks_lock(home):
-        number = home.shared[MARKS_MADE] = home.shared.get(MARKS_MADE, 0) + 1
-        key = None if project is None else project.id
-        home.shared.setdefault(STALE, {})[key] = (project, number)
+    fresh = home.shared.of(Freshness)
+    with fresh.lock:
+        fresh.marks_made += 1
+        fresh.stale[None if project is None else project.id] = (project, fresh.marks_made)
 
 
 def wait_for_index_check(home: Home, timeout: float | None = None) -> bool:
     """Wait for a background check of the index to end; whether none is running now."""
-    thread: threading.Thread | None = home.shared.get(CHECKER)
+    thread = home.shared.of(Freshness).checker
     if thread is not None:
         thread.join(timeout)
     return thread is None or not thread.is_alive()
-
-
-INDEXERS = "index_projects_in_background"  # project slug → its background indexing thread
-STOP = "index_stop"  # a threading.Event: set when the server stops, background work ends
-INDEX_AGAIN = "index_projects_again"  # slugs written to while their indexing ran
 
 
 def index_in_background(home: Home, project: Project) -> None:
@@ -615,104 +625,91 @@ def index_in_background(home: Home, project: Project) -> None:
     another process would), so that nobody's search or chat waits for it — a large
     document takes minutes to embed on a small machine. One thread a project: a note
     written while it runs is indexed by it too, straight after."""
-    with _marks_lock(home):
-        running: dict[str, threading.Thread] = home.shared.setdefault(INDEXERS, {})
-        again: set[str] = home.shared.setdefault(INDEX_AGAIN, set())
-        thread = running.get(project.slug)
+    fresh = home.shared.of(Freshness)
+    embedder = embedder_of(home)
+    with fresh.lock:
+        thread = fresh.indexers.get(project.slug)
         if thread is not None and thread.is_alive():
-            again.add(project.slug)
+            fresh.again.add(project.slug)
             return
         thread = threading.Thread(
             target=_index_project,
-            args=(home.settings, home.shared, _embedder(home), project),
+            args=(home.settings, home.shared, embedder, project),
             name=f"charlie-index-{project.slug}",
             daemon=True,
         )
-        running[project.slug] = thread
+        fresh.indexers[project.slug] = thread
         thread.start()
 
 
 def stop_background_work(home: Home, timeout: float = 30.0) -> None:
     """Ask background indexing to stop after the batch it is on, and wait a little."""
-    home.shared.setdefault(STOP, threading.Event()).set()
+    home.shared.of(NoteIndex).stop.set()
     wait_for_indexing(home, timeout)
 
 
 def indexing(home: Home) -> list[str]:
     """The projects whose notes are being indexed in the background now."""
-    with _marks_lock(home):
-        running: dict[str, threading.Thread] = home.shared.get(INDEXERS, {})
-        return sorted(slug for slug, thread in running.items() if thread.is_alive())
+    fresh = home.shared.of(Freshness)
+    with fresh.lock:
+        return sorted(slug for slug, thread in fresh.indexers.items() if thread.is_alive())
 
 
 def wait_for_indexing(home: Home, timeout: float = 60.0) -> bool:
     """Wait until no background indexing runs (tests, and `charlie` commands that exit)."""
     deadline = time.monotonic() + timeout
-    with _marks_lock(home):
-        threads = list(home.shared.get(INDEXERS, {}).values())
+    fresh = home.shared.of(Freshness)
+    with fresh.lock:
+        threads = list(fresh.indexers.values())
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     return not indexing(home)
 
 
 def _index_project(
-    settings: Settings, shared: dict[str, Any], embedder: Embedder, project: Project
+    settings: Settings, shared: Shared, embedder: Embedder, project: Project
 ) -> None:
+    kept, fresh = shared.of(NoteIndex), shared.of(Freshness)
     while True:
         try:
-            stop = shared.setdefault(STOP, threading.Event())
-            with Home.open(settings, shared={"vectors": shared.get("vectors"), STOP: stop}) as own:
+            with Home.open(settings, shared=_own(kept, stop=kept.stop)) as own:
                 index = Index(own, embedder)
                 index.refresh([project])
-                if stop.is_set():
+                if kept.stop.is_set():
                     return  # the server stops: the files are the truth, the next check goes on
                 index.vectors()
-                shared["vectors"] = own.shared["vectors"]  # the next search needs no reload
+                kept.vectors = own.shared.of(NoteIndex).vectors  # the next search loads none
         except Exception:  # the next search checks the files itself, and says what failed
             log.exception("Indexing %s in the background failed", project.slug)
-            shared[CHECK_FAILED] = True
-        with _lock_in(shared):
-            again: set[str] = shared.setdefault(INDEX_AGAIN, set())
-            if project.slug not in again:
+            fresh.check_failed = True
+        with fresh.lock:
+            if project.slug not in fresh.again:
                 return
-            again.discard(project.slug)
+            fresh.again.discard(project.slug)
 
 
-def _embedder(home: Home) -> embeddings.Embedder:
-    embedder: embeddings.Embedder | None = home.shared.get("embedder")
-    if embedder is None:
-        with lock_of(home):
-            embedder = home.shared.get("embedder")
-            if embedder is None:
-                embedder = home.shared["embedder"] = embeddings.from_settings(home.settings)
-    return embedder
-
-
-def _marks_lock(home: Home) -> threading.Lock:
-    return _lock_in(home.shared)
-
-
-def _lock_in(shared: dict[str, Any]) -> threading.Lock:
-    lock: threading.Lock = shared.setdefault("index_marks_lock", threading.Lock())
-    return lock
-
-
-Marks = dict[int | None, tuple[Project | None, int]]
+def _own(kept: NoteIndex, stop: threading.Event | None = None) -> Shared:
+    """What a background worker's own home shares: the loaded vectors (and the server's stop,
+    where it should heed it), but a lock of its own, as another process would have."""
+    own = Shared()
+    own.put(NoteIndex(vectors=kept.vectors, stop=stop or threading.Event()))
+    return own
 
 
 def _marks(home: Home) -> Marks:
     """The projects marked stale and not checked since (a copy)."""
-    with _marks_lock(home):
-        return dict(home.shared.get(STALE, {}))
+    fresh = home.shared.of(Freshness)
+    with fresh.lock:
+        return dict(fresh.stale)
 
 
 def _clear_marks(home: Home, checked: Marks) -> None:
     """Forget the marks that were `checked`, but not one made again since."""
-    with _marks_lock(home):
-        stale: Marks = home.shared.get(STALE, {})
+    fresh = home.shared.of(Freshness)
+    with fresh.lock:
         for key, (_, number) in checked.items():
-            if key in stale and stale[key][1] == number:
-                del stale[key]
+            if key in fresh.stale and fresh.stale[key][1] == number:
+                del fresh.stale[key]
 
 
 def _check_all(home: Home, index: Index) -> None:
@@ -721,14 +718,15 @@ def _check_all(home: Home, index: Index) -> None:
     began = time.monotonic()
     index.refresh()
     _clear_marks(home, marked)
-    home.shared[CHECKED] = began
-    home.shared.pop(CHECK_FAILED, None)
+    fresh = home.shared.of(Freshness)
+    fresh.checked_at, fresh.check_failed = began, False
 
 
-def _check_in_background(home: Home, embedder: embeddings.Embedder) -> None:
+def _check_in_background(home: Home, embedder: Embedder) -> None:
     """Start the background check, unless one is running."""
-    with _marks_lock(home):
-        running: threading.Thread | None = home.shared.get(CHECKER)
+    fresh = home.shared.of(Freshness)
+    with fresh.lock:
+        running = fresh.checker
         if running is not None and running.is_alive():
             return
         thread = threading.Thread(
@@ -737,24 +735,26 @@ def _check_in_background(home: Home, embedder: embeddings.Embedder) -> None:
             name="charlie-index-check",
             daemon=True,  # never keeps a process alive; SQLite's transactions stay whole
         )
-        home.shared[CHECKER] = thread
+        fresh.checker = thread
         thread.start()
 
 
-def _background_check(settings: Settings, shared: dict[str, Any], embedder: Embedder) -> None:
+def _background_check(settings: Settings, shared: Shared, embedder: Embedder) -> None:
     """Check every project's files with a connection and a lock of its own, as another
     process would, so no search waits for it; then load the vectors if they changed, so
     the next search does not have to."""
+    kept, fresh = shared.of(NoteIndex), shared.of(Freshness)
     began = time.monotonic()
     try:
-        with Home.open(settings, shared={"vectors": shared.get("vectors")}) as own:
+        with Home.open(settings, shared=_own(kept)) as own:
             index = Index(own, embedder)
             index.refresh()
             index.vectors()  # the cached ones, unless the index has changed
-            if index.generation == own.shared["vectors"][0]:
-                shared["vectors"] = own.shared["vectors"]
+            loaded = own.shared.of(NoteIndex).vectors
+            if loaded is not None and index.generation == loaded[0]:
+                kept.vectors = loaded
     except Exception:  # shown by the next search, which checks in its own thread
         log.exception("The background check of the search index failed")
-        shared[CHECK_FAILED] = True
+        fresh.check_failed = True
         return
-    shared[CHECKED] = max(began, shared.get(CHECKED, began))
+    fresh.checked_at = max(began, fresh.checked_at or began)

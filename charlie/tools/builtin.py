@@ -28,7 +28,7 @@ from charlie.memory import layers as memory
 from charlie.memory import why
 from charlie.notes import files as notes
 from charlie.retrieval import recall, suggestions, usage
-from charlie.retrieval.search import Searcher, mark_stale, searcher_for
+from charlie.retrieval.search import mark_stale
 from charlie.tools.registry import (
     Category,
     Registry,
@@ -39,12 +39,6 @@ from charlie.tools.registry import (
     WriteRefused,
 )
 from charlie.trace import Hit
-
-
-def searcher(context: ToolContext) -> Searcher:
-    """The searcher; its index is re-checked against the note files at most every 10 s."""
-    built: Searcher = context.service("searcher", lambda: searcher_for(context.home))
-    return built
 
 
 def scope(context: ToolContext) -> list[projects.Project]:
@@ -80,7 +74,7 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
         limit: How many notes to return (1-10).
     """
     limit = max(1, min(limit, 10))
-    found = searcher(context).search(query, context.user, scope(context), limit=limit)
+    found = context.searcher().search(query, context.user, scope(context), limit=limit)
     partial = f"\n({found.incomplete})" if found.incomplete else ""
     if not found.hits:
         summary = "no notes (the index is still filling)" if partial else "no notes"
@@ -102,7 +96,7 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
     return Result("\n".join(lines) + partial, summary, hits, count)
 
 
-def read_note(context: ToolContext, note: str) -> tuple[str, str]:
+def read_note(context: ToolContext, note: str) -> Result:
     """Read one note in full.
 
     Args:
@@ -114,12 +108,12 @@ def read_note(context: ToolContext, note: str) -> tuple[str, str]:
     context.read_untrusted(f"note {found.key}")
     tags = " ".join(f"#{t}" for t in found.tags)
     body = fence("note", escape(found.body), id=found.key, title=found.title, tags=tags)
-    return body, f"read {found.title}"
+    return Result(body, f"read {found.title}")
 
 
 def read_memory(
     context: ToolContext, layer: Literal["summary", "decisions", "quotes", "all"] = "all"
-) -> tuple[str, str]:
+) -> Result:
     """Read this project's memory: its summary, its decisions, its recent quotes, or all.
 
     Args:
@@ -138,10 +132,10 @@ def read_memory(
     }
     chosen = parts if layer == "all" else {layer: parts[layer]}
     text = "\n\n".join(f"## {name}\n{value}" for name, value in chosen.items())
-    return fence("memory", escape(text)), f"read {layer}"
+    return Result(fence("memory", escape(text)), f"read {layer}")
 
 
-def explain_memory(context: ToolContext, topic: str) -> tuple[str, str]:
+def explain_memory(context: ToolContext, topic: str) -> Result:
     """What the memory holds about a topic, and why: the decisions about it (since when, who
     made them, from which messages), the decisions that held before, the quotes, and what
     was said about it. Use it for "what did we decide about X, and when?".
@@ -152,7 +146,7 @@ def explain_memory(context: ToolContext, topic: str) -> tuple[str, str]:
     items = why.remembered(context.home, context.channel, context.user, topic)
     found = [i for i in items if i.kind != "message"]
     summary = f"{len(found)} in memory, {len(items) - len(found)} messages"
-    return fence("memory", escape(why.as_text(items, topic))), summary
+    return Result(fence("memory", escape(why.as_text(items, topic))), summary)
 
 
 def search_conversation(
@@ -167,7 +161,7 @@ def search_conversation(
         limit: How many messages to return (1-10).
         all_projects: Also look in every shared project's conversation.
     """
-    recaller = context.service("recaller", lambda: recall.recaller_for(context.home))
+    recaller = context.recaller()
     channels = recall.conversations_for(
         context.home, context.user, context.channel, everywhere=all_projects
     )
@@ -218,7 +212,7 @@ def when(created_at: str) -> str:
 def _wrote(context: ToolContext) -> None:
     """A note changed: the next search in this answer (or later) re-checks the files."""
     mark_stale(context.home)
-    context.services.pop("searcher", None)
+    context.forget_searcher()
 
 
 def _shared_project(context: ToolContext) -> projects.Project:
@@ -243,7 +237,7 @@ def _own_note(context: ToolContext, ref: str) -> tuple[projects.Project, notes.N
 
 def create_note(
     context: ToolContext, title: str, body: str, tags: list[str] | None = None
-) -> tuple[str, str]:
+) -> Result:
     """Create a new note in this project.
 
     Args:
@@ -253,10 +247,10 @@ def create_note(
     """
     created = notes.create_note(_shared_project(context), title, body, tags or [])
     _wrote(context)
-    return f"Created note {created.key}.", f"created {created.key}"
+    return Result(f"Created note {created.key}.", f"created {created.key}")
 
 
-def append_to_note(context: ToolContext, note: str, text: str) -> tuple[str, str]:
+def append_to_note(context: ToolContext, note: str, text: str) -> Result:
     """Add text at the end of an existing note.
 
     Args:
@@ -266,10 +260,10 @@ def append_to_note(context: ToolContext, note: str, text: str) -> tuple[str, str
     project, found = _own_note(context, note)
     notes.append_to_note(project, found.name, text)
     _wrote(context)
-    return f"Appended to {found.key}.", f"appended to {found.key}"
+    return Result(f"Appended to {found.key}.", f"appended to {found.key}")
 
 
-def tag_note(context: ToolContext, note: str, tags: list[str]) -> tuple[str, str]:
+def tag_note(context: ToolContext, note: str, tags: list[str]) -> Result:
     """Add tags to a note.
 
     Args:
@@ -279,10 +273,10 @@ def tag_note(context: ToolContext, note: str, tags: list[str]) -> tuple[str, str
     project, found = _own_note(context, note)
     updated = notes.tag_note(project, found.name, add=tags)
     _wrote(context)
-    return f"{updated.key} is tagged {', '.join(updated.tags)}.", f"tagged {updated.key}"
+    return Result(f"{updated.key} is tagged {', '.join(updated.tags)}.", f"tagged {updated.key}")
 
 
-def record_decision(context: ToolContext, decision: str) -> tuple[str, str]:
+def record_decision(context: ToolContext, decision: str) -> Result:
     """Record a decision in this project's memory (its Decisions list).
 
     Args:
@@ -299,25 +293,25 @@ def record_decision(context: ToolContext, decision: str) -> tuple[str, str]:
             raise WriteRefused(refusal)
     current = memory.load(context.home, context.channel)
     if memory.key(text) in (memory.key(d) for d in current.texts):
-        return "That decision is already recorded.", "already recorded"
+        return Result("That decision is already recorded.", "already recorded")
     asked = (context.asked,) if context.asked else ()
     today = datetime.now(UTC).date().isoformat()
     current.decisions.append(memory.Decision(text, today, context.user.name, asked))
     memory.save(context.home, context.channel, current, "tool")
-    return f"Recorded the decision: {text}", f"recorded: {text}"
+    return Result(f"Recorded the decision: {text}", f"recorded: {text}")
 
 
 # ---------------------------------------------------------------- projects
 
 
-def list_projects(context: ToolContext) -> tuple[str, str]:
+def list_projects(context: ToolContext) -> Result:
     """List the household's projects with their names."""
     found = projects.list_projects(context.home)
     lines = [f"- {p.slug}: {escape(p.config.name)}" for p in found]
-    return "\n".join(lines) or "No projects.", f"{len(found)} projects"
+    return Result("\n".join(lines) or "No projects.", f"{len(found)} projects")
 
 
-def switch_project(context: ToolContext, project: str) -> tuple[str, str]:
+def switch_project(context: ToolContext, project: str) -> Result:
     """Bring another project into reach: returns its memory, and its notes become searchable
     for the rest of this answer. Writes still go only to this channel's project.
 
@@ -331,16 +325,18 @@ def switch_project(context: ToolContext, project: str) -> tuple[str, str]:
     layers = memory.as_prompt(memory.load(context.home, other))
     if context.channel.project is None or target.slug != context.channel.project.slug:
         context.read_untrusted(f"memory of {target.slug}")
-    return fence("memory", escape(layers), project=target.slug), f"switched to {target.slug}"
+    return Result(
+        fence("memory", escape(layers), project=target.slug), f"switched to {target.slug}"
+    )
 
 
 # ---------------------------------------------------------------- time
 
 
-def now(context: ToolContext) -> str:
+def now(context: ToolContext) -> Result:
     """The current date and time (UTC), with the weekday."""
     moment = datetime.now(UTC)
-    return f"{moment:%A %Y-%m-%d %H:%M} UTC"
+    return Result(f"{moment:%A %Y-%m-%d %H:%M} UTC")
 
 
 def _date(text: str) -> date:
@@ -350,7 +346,7 @@ def _date(text: str) -> date:
         raise ToolError(f"{text!r} is not a date; write it as YYYY-MM-DD.") from exc
 
 
-def date_add(context: ToolContext, start: str, days: int) -> str:
+def date_add(context: ToolContext, start: str, days: int) -> Result:
     """The date a number of days after (or, if negative, before) a date.
 
     Args:
@@ -358,17 +354,17 @@ def date_add(context: ToolContext, start: str, days: int) -> str:
         days: Days to add; negative to go back.
     """
     result = _date(start) + timedelta(days=days)
-    return f"{result:%A %Y-%m-%d}"
+    return Result(f"{result:%A %Y-%m-%d}")
 
 
-def days_between(context: ToolContext, start: str, end: str) -> str:
+def days_between(context: ToolContext, start: str, end: str) -> Result:
     """How many days from one date to another.
 
     Args:
         start: A date as YYYY-MM-DD.
         end: A date as YYYY-MM-DD.
     """
-    return str((_date(end) - _date(start)).days)
+    return Result(str((_date(end) - _date(start)).days))
 
 
 # ---------------------------------------------------------------- the registry

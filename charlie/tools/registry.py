@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
-import json
 import re
 import time
 import types
@@ -28,6 +27,8 @@ from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.llm.client import preview
+from charlie.retrieval.recall import Recaller, recaller_for
+from charlie.retrieval.search import Searcher, searcher_for
 from charlie.trace import Hit
 from charlie.users import User
 
@@ -60,17 +61,30 @@ class ToolContext:
     home: Home
     channel: Channel
     user: User
-    services: dict[str, Any] = field(default_factory=dict)  # lazily built, e.g. the searcher
     cited: list[str] = field(default_factory=list)  # note keys the answer drew on
     found: list[str] = field(default_factory=list)  # note keys search tools returned
     asked: int | None = None  # the message being answered: recall never offers it back
     extra_projects: list[str] = field(default_factory=list)  # projects switched to
     untrusted: list[str] = field(default_factory=list)  # what others wrote, read so far
+    # Built on first use by this answer's tools and kept for its next calls.
+    _searcher: Searcher | None = field(default=None, repr=False)
+    _recaller: Recaller | None = field(default=None, repr=False)
 
-    def service(self, name: str, build: Callable[[], Any]) -> Any:
-        if name not in self.services:
-            self.services[name] = build()
-        return self.services[name]
+    def searcher(self) -> Searcher:
+        """The notes searcher; its index is re-checked against the files at most every 10 s."""
+        if self._searcher is None:
+            self._searcher = searcher_for(self.home)
+        return self._searcher
+
+    def forget_searcher(self) -> None:
+        """A note changed: the next search of this answer builds its searcher again."""
+        self._searcher = None
+
+    def recaller(self) -> Recaller:
+        """The searcher of earlier messages."""
+        if self._recaller is None:
+            self._recaller = recaller_for(self.home)
+        return self._recaller
 
     def read_untrusted(self, source: str) -> None:
         """This answer has read text others wrote (a note, another project's memory)."""
@@ -264,11 +278,11 @@ class Registry:
 
 @dataclass(frozen=True)
 class Result:
-    """What a tool gives back when the trace should know more than a summary: what a
-    search found (`hits`, best first) and how many things it found (`count`)."""
+    """What every tool gives back: the text for the model, a summary for the person, and for
+    a search what it found (`hits`, best first) and how many things (`count`)."""
 
     text: str
-    summary: str
+    summary: str = ""  # empty: a preview of the text
     hits: tuple[Hit, ...] | None = None
     count: int | None = None
 
@@ -326,10 +340,11 @@ def run_tool(
         )
     finally:
         pool.shutdown(wait=False)
-    if not isinstance(value, Result):
-        content, summary = value if isinstance(value, tuple) else (value, "")
-        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        value = Result(text, summary)
+    if not isinstance(value, Result):  # a tool's bug, told as one: the answer goes on
+        problem = f"{tool.name} gave back {type(value).__name__}, not a Result"
+        return Outcome(
+            f"Error: {problem}.", f"error: {problem}", True, time.perf_counter() - started
+        )
     text = value.text
     if len(text) > RESULT_CAP:
         text = text[:RESULT_CAP] + f"\n…[cut: {len(text) - RESULT_CAP} more characters]"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
-from test_trace_contract import EXAMPLES
+from support.trace_examples import EXAMPLES
 
 from charlie.trace import Called, Loaded, Preloaded, Stopped, to_json
 

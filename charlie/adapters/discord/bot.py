@@ -30,7 +30,7 @@ from charlie.adapters.discord.store import Place
 from charlie.adapters.discord.text import split
 from charlie.config import Settings
 from charlie.errors import CharlieError, NotFound
-from charlie.home import Home
+from charlie.home import Home, Shared
 from charlie.household import discord_links as links
 from charlie.llm.client import LLMClient
 from charlie.retrieval import suggestions
@@ -170,7 +170,7 @@ class CharlieBot(discord.Client):
         )
         self.settings = settings
         self.llm = llm
-        self.shared: dict[str, Any] = {}  # the embedding model, loaded once
+        self.shared = Shared()  # the embedding model, loaded once
         self._voice: Voice | None = None  # the speech recogniser, loaded on first use
         self.sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep  # rate-limit waits
         self.tree = app_commands.CommandTree(self)

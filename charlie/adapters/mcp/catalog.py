@@ -90,7 +90,7 @@ def _search_explained(context: ToolContext, query: str, limit: int = 5) -> Resul
         if context.channel.project is not None
         else projects.list_projects(context.home)
     )
-    found = toolkit.searcher(context).search(query, context.user, scope, limit=limit)
+    found = context.searcher().search(query, context.user, scope, limit=limit)
     if not found.hits:
         return Result("No notes matched.", "no notes", hits=(), count=0)
     lines = []

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Iterable
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -34,7 +33,7 @@ from charlie.adapters.mcp.catalog import Caller
 from charlie.adapters.mcp.server import CALLER, build_server, over_http
 from charlie.config import Settings
 from charlie.errors import CharlieError, Unauthorized
-from charlie.home import Home
+from charlie.home import Home, Shared
 from charlie.household import tokens
 
 PATH = "/mcp"
@@ -135,7 +134,7 @@ async def _refuse(
 
 
 def mcp_app(
-    settings: Settings, names: Iterable[str] = (), shared: dict[str, Any] | None = None
+    settings: Settings, names: Iterable[str] = (), shared: Shared | None = None
 ) -> Starlette:
     """The MCP endpoint at `PATH` as an app of its own; its lifespan runs the SDK's session
     manager. `names`: host names (besides addresses and localhost) it answers to; `shared`:
@@ -145,7 +144,7 @@ def mcp_app(
     return Starlette(routes=[Route(PATH, endpoint=guarded)], lifespan=lambda _app: manager.run())
 
 
-def web_app(settings: Settings, shared: dict[str, Any]) -> Starlette:
+def web_app(settings: Settings, shared: Shared) -> Starlette:
     """What `charlie serve` serves at /mcp (the `charlie.web` entry point named "mcp"): it
     answers to IP addresses, localhost and the names in CHARLIE_MCP_ALLOWED_HOSTS."""
     names = [n for n in settings.mcp_allowed_hosts.split(",") if n]

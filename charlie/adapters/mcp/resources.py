@@ -83,7 +83,7 @@ def read_resource(home: Home, caller: Caller, uri: str) -> str:
 def continue_prompt(home: Home, caller: Caller, project: str) -> str:
     """The "continue this project" prompt: the project's memory, and how to find more."""
     context = ToolContext(home, channel_for(home, caller.user, project), caller.user)
-    text, _ = toolkit.read_memory(context)
+    text = toolkit.read_memory(context).text
     where = context.channel.label
     return (
         f"We are continuing {where} with Charlie. Below is its memory (summary, decisions, "

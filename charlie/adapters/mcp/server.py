@@ -25,7 +25,7 @@ from charlie.adapters.mcp.catalog import Caller, Reply
 from charlie.config import Settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
-from charlie.home import Home
+from charlie.home import Home, Shared
 
 CALLER = "charlie.caller"  # the ASGI scope key where `http.Guard` puts the verified caller
 PAGE = 500  # resources listed per page
@@ -56,11 +56,11 @@ def over_http(ctx: ServerRequestContext[Any, Any]) -> Caller:
 
 
 def build_server(
-    settings: Settings, identify: Identify, shared: dict[str, Any] | None = None
+    settings: Settings, identify: Identify, shared: Shared | None = None
 ) -> Server[Any]:
     """The MCP server for the data home in `settings`; `identify` says who sent a request;
     `shared` holds what is built once (the embedding model, index caches)."""
-    shared = {} if shared is None else shared
+    shared = Shared() if shared is None else shared
 
     def at_home(work: Callable[[Home], T]) -> T:
         try:

@@ -73,7 +73,10 @@ def note_name(name: str) -> str:
 
 
 def memory_json(layers: Memory) -> dict[str, Any]:
-    return memory.as_json(layers)
+    """The memory's layers; the summary also as safe HTML (`summary_html`), as a reply is."""
+    data = memory.as_json(layers)
+    data["summary_html"] = render_markdown(layers.summary) if layers.summary else ""
+    return data
 
 
 def project_json(project: projects.Project) -> dict[str, Any]:
@@ -114,6 +117,7 @@ def note_json(note: notes.Note, *, full: bool = False) -> dict[str, Any]:
     }
     if full:
         data["body"] = note.body
+        data["html"] = render_markdown(note.body)  # safe HTML, rendered as replies are
         data["sha256"] = note.sha256  # the version: send it back as a PUT's base_sha256
         data["meta"] = {
             k: str(v) if not isinstance(v, list | int | float | bool) else v

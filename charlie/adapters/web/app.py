@@ -34,7 +34,7 @@ from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
-from charlie.home import Home
+from charlie.home import Home, Shared
 from charlie.llm.client import LLMClient
 from charlie.retrieval import search
 from charlie.voice.turn import Voice
@@ -134,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.shared = {}
+    app.state.shared = Shared()
     plugins = {
         entry.name: entry.load()(settings, app.state.shared)
         for entry in entry_points(group="charlie.web")

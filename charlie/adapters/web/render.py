@@ -25,19 +25,19 @@ from dataclasses import dataclass
 from functools import cache
 
 import nh3
-from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.renderer import RendererHTML
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
-from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
-from mdit_py_plugins.tasklists import tasklists_plugin
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
+
+from charlie.notes import markup
+from charlie.notes.markup import Markdown
 
 LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 TOKEN_PREFIX = "hl-"  # Pygments' token classes, e.g. `hl-k` for a keyword (style.css colours them)
@@ -48,18 +48,6 @@ INLINE_TAGS = frozenset({"strong", "em", "s", "del", "code", "span", "a"})
 LIST_TAGS = frozenset({"ul", "ol", "li", "input"})  # input: a task list's checkbox
 TABLE_TAGS = frozenset({"table", "thead", "tbody", "tr", "th", "td"})
 _LANGUAGE = re.compile(r"[^\w+#.-]")
-
-
-class Markdown(MarkdownIt):
-    """markdown-it whose links are all parsed, then checked once by `_check_links`.
-
-    markdown-it's own check would leave a refused link as its raw markdown, and the bare-URL
-    plugin (mdit-py-plugins 0.7) loses the words before a link it is refused (`xmpp:`).
-    Checking after parsing keeps the words of every refused link, and nothing else.
-    """
-
-    def validateLink(self, url: str) -> bool:
-        return True
 
 
 def allowed_address(url: str) -> bool:
@@ -84,10 +72,7 @@ def sanitize(html: str) -> str:
 @cache
 def _parser() -> Markdown:
     """Built once per process: markdown-it compiles its rules on construction."""
-    md = Markdown("commonmark", {"html": False, "typographer": False})
-    md.enable(["table", "strikethrough"])
-    md.use(tasklists_plugin)  # `- [ ]` / `- [x]`: disabled checkboxes
-    md.use(gfm_autolink_plugin)  # a bare https://… or name@example.org is a link
+    md = markup.new_parser()  # the product's one parser (a task list's checkbox: disabled)
     md.core.ruler.push("charlie_links", _check_links)
     md.core.ruler.push("charlie_headings", _shift_headings)
     md.core.ruler.push("charlie_alignment", _alignment_classes)

@@ -3,7 +3,7 @@
 
 import { enc, get, post, put } from './api.js';
 import { $, h, toast, when } from './dom.js';
-import { renderMarkdown } from './markdown.js';
+import { showHtml } from './markdown.js';
 
 const SECTIONS = [
   { key: 'summary', title: 'Summary', hint: 'A paragraph or two: what this is about.' },
@@ -139,7 +139,7 @@ export function createMemory(app) {
   function display(key, memory) {
     if (key === 'summary') {
       return memory.summary
-        ? h('div', { class: 'md' }, renderMarkdown(memory.summary))
+        ? showHtml(h('div', { class: 'md' }), memory.summary_html)
         : h(
             'p',
             { class: 'empty small' },

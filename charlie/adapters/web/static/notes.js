@@ -3,7 +3,7 @@
 
 import { ApiError, api, csrfToken, enc, get, notePath, post, put, query } from './api.js';
 import { $, append, clear, h, plural, toast, when } from './dom.js';
-import { renderMarkdown } from './markdown.js';
+import { showHtml } from './markdown.js';
 
 function splitId(id, project) {
   if (project && id.startsWith(`${project}/`))
@@ -439,11 +439,9 @@ export function createNotes(app) {
         ),
         tagEditor(note),
       ),
-      h(
-        'div',
-        { class: 'md note-body' },
-        note.body ? renderMarkdown(note.body) : h('p', { class: 'empty' }, 'This note is empty.'),
-      ),
+      note.body
+        ? showHtml(h('div', { class: 'md note-body' }), note.html)
+        : h('div', { class: 'md note-body' }, h('p', { class: 'empty' }, 'This note is empty.')),
     );
   }
 

@@ -1,0 +1,61 @@
+"""Markdown as Charlie reads it: one parser for every piece of markdown the product shows
+(replies, notes, the memory's summary; `adapters/web/render.py` draws them as HTML), and
+the same parse read back as plain words where markup would be noise (a search snippet).
+
+The parser: CommonMark with raw HTML off (`<script>` in a note is text), tables,
+strikethrough, task lists and bare links (`https://…`, `name@example.org`).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from markdown_it import MarkdownIt
+from mdit_py_plugins.gfm_autolink import gfm_autolink_plugin
+from mdit_py_plugins.tasklists import tasklists_plugin
+
+
+class Markdown(MarkdownIt):
+    """markdown-it whose links are all parsed, so that whoever shows them checks each once
+    (the web renderer's `_check_links`).
+
+    markdown-it's own check would leave a refused link as its raw markdown, and the bare-URL
+    plugin (mdit-py-plugins 0.7) loses the words before a link it is refused (`xmpp:`).
+    Checking after parsing keeps the words of every refused link, and nothing else.
+    """
+
+    def validateLink(self, url: str) -> bool:
+        return True
+
+
+def new_parser() -> Markdown:
+    """A parser with Charlie's markdown rules, for a renderer to add its own to."""
+    md = Markdown("commonmark", {"html": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.use(tasklists_plugin)  # `- [ ]` / `- [x]`: checkboxes
+    md.use(gfm_autolink_plugin)  # a bare https://… or name@example.org is a link
+    return md
+
+
+@cache
+def _reader() -> Markdown:
+    """Built once per process: markdown-it compiles its rules on construction."""
+    return new_parser()
+
+
+def plain_text(text: str) -> str:
+    """`text` in markdown as the words a person reads, markup gone: `## Page 1` is "Page 1",
+    `**oak**` is "oak", a table its cells, a code block its code; blocks are joined by a
+    space and every run of white space is one space."""
+    words: list[str] = []
+    for token in _reader().parse(text):
+        if token.type in ("fence", "code_block"):
+            words.append(f" {token.content} ")
+        for child in token.children or ():
+            if child.type in ("text", "code_inline"):
+                words.append(child.content)
+            elif child.type in ("softbreak", "hardbreak"):
+                words.append(" ")
+        if token.block and token.nesting == -1:
+            words.append(" ")
+    return " ".join("".join(words).split())
