@@ -90,6 +90,23 @@ def test_a_pdf_without_a_title_is_named_after_its_file(project: Project, tmp_pat
     assert (made.note.title, made.note.name) == ("boiler manual", "boiler-manual")
 
 
+def test_a_page_printed_from_a_browser_loses_its_file_name_title_and_print_margins(
+    project: Project, tmp_path: Path
+) -> None:
+    """A browser's "print to PDF" titles the file after the page's file name and prints the
+    date, the address and the page count around every page: none of it is the document."""
+    pages = [
+        f"12/1/26, 3:04 PM quote.html\nKitchen quote from Oakwood\nWorktops: 2,400\n"
+        f"file:///home/sam/Downloads/quote.html {n}/2"
+        for n in (1, 2)
+    ]
+    pdf = write(tmp_path, "Oakwood quote.pdf", text_pdf(pages, title="quote.html"))
+    made = documents.import_document(project, pdf)
+    assert made.note.title == "Oakwood quote"
+    assert "file://" not in made.note.body and "3:04 PM" not in made.note.body
+    assert made.note.body.count("Worktops: 2,400") == 2
+
+
 def test_a_note_from_a_document_is_found_by_search(
     home: Home, project: Project, tmp_path: Path
 ) -> None:

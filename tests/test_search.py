@@ -79,6 +79,21 @@ def test_vector_search_finds_meaning_without_shared_words(
     )
 
 
+@pytest.mark.parametrize("mode", ["fusion", "vector", "fallback"])
+def test_small_talk_finds_no_note_and_a_real_question_still_does(
+    home: Home, index: Index, alice: User, mode: str
+) -> None:
+    """A note that no word of the query finds, and that is only faintly like it, is no match:
+    "hello" lists nothing instead of every note at a few hundredths."""
+    searcher = Searcher(home, index)
+    for chat in ("hello", "thanks!", "good morning"):
+        assert searcher.search(chat, alice, mode=mode).hits == [], (chat, mode)
+    found = searcher.search("how should we store passwords safely", alice, mode=mode)
+    assert [h.key for h in found.hits][:1] == ["main/password-storage"]
+    kept = Searcher(home, index, SearchConfig(min_vector=0.0)).search("hello", alice, mode=mode)
+    assert len(kept.hits) == len(NOTES)  # the floor is what leaves them out
+
+
 def test_literal_forces_keyword_search_in_fallback_mode(
     home: Home, index: Index, alice: User
 ) -> None:
@@ -142,7 +157,7 @@ def test_usage_lifts_a_note_modestly_and_only_for_its_user(
     home: Home, index: Index, alice: User
 ) -> None:
     bob = ensure_user(home.db, "bob")
-    searcher = Searcher(home, index)
+    searcher = Searcher(home, index, SearchConfig(min_vector=0.0))  # every note listed
     query = "security of logins"
     before = {h.key: h for h in searcher.search(query, alice, mode="vector").hits}
     for _ in range(8):

@@ -156,6 +156,26 @@ def test_regenerate_keeps_the_old_reply_as_an_alternative(
     )
 
 
+def test_a_regenerated_reply_shows_none_of_charlies_markup(
+    alice: TestClient, llm: ScriptedLLMServer
+) -> None:
+    """A new answer goes through the same filters as the first: a model that echoes the
+    data fences of its prompt, or writes a tool call as text, shows neither."""
+    thread = ok(alice.post("/api/channels/kitchen/threads", json={}), 201)["id"]
+    say(alice, llm, thread, "Best wood for a chopping board?", "Maple.")
+    reply = shown(alice, thread)[-1]
+    llm.reply('<note id="kitchen/boards" title="Boards">End-grain walnut.</note> It is walnut.')
+    response = alice.post(
+        f"/api/channels/kitchen/threads/{thread}/messages/{reply['id']}/regenerate"
+    )
+    assert response.status_code == 200, response.text
+    streamed = "".join(d.get("text", "") for n, d in events(response) if n == "token")
+    stored = shown(alice, thread)[-1]
+    for text in (streamed, stored["content"], stored["html"]):
+        assert "<note" not in text and "&lt;note" not in text, text
+    assert "walnut" in stored["content"]
+
+
 def test_edit_and_resend_keeps_the_later_turns_as_a_branch(
     alice: TestClient, bob: TestClient, llm: ScriptedLLMServer
 ) -> None:

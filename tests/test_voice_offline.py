@@ -9,6 +9,7 @@ Real synthesis throughout, checked by its length, its loudness and what Whisper 
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -144,8 +145,19 @@ def test_another_piper_voice_is_used_and_one_in_an_unknown_language_refused(
 # ---------------------------------------------------------------- which engine speaks
 
 
-def test_with_edge_first_edge_speaks_online_and_the_built_in_voice_offline(dead_url: str) -> None:
-    chosen = speaker(voice_tts="edge,piper,espeak", voice_edge_proxy=dead_url.removesuffix("/v1"))
+@pytest.fixture
+def reachable_proxy() -> Iterator[str]:
+    """A loopback address that accepts connections (and says nothing): Edge's proxy, up."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+
+
+def test_with_edge_first_edge_speaks_online_and_the_built_in_voice_offline(
+    reachable_proxy: str,
+) -> None:
+    chosen = speaker(voice_tts="edge,piper,espeak", voice_edge_proxy=reachable_proxy)
     survey = chosen.survey()
     assert [(e.name, e.state) for e in survey.engines] == [
         ("edge", "ready"),
@@ -157,9 +169,17 @@ def test_with_edge_first_edge_speaks_online_and_the_built_in_voice_offline(dead_
         "Speaking with Edge-TTS (Microsoft Edge's online neural voices) while the internet "
         "is reachable, otherwise with the built-in Piper voice, offline."
     )
-    assert chosen.speak("Hello.").engine == "piper"  # Edge is unreachable here
+
+
+def test_edge_is_never_ready_where_it_cannot_be_reached(dead_url: str) -> None:
+    """An offline machine (here: a proxy where nothing listens) sees Edge resting, with the
+    reason, before anything was spoken, and the offline voice speaks."""
+    chosen = speaker(voice_tts="edge,piper,espeak", voice_edge_proxy=dead_url.removesuffix("/v1"))
     survey = chosen.survey()
     assert survey.engines[0].state == "resting" and survey.speaks == "piper"
+    assert "cannot connect to 127.0.0.1" in survey.engines[0].detail
+    said = chosen.speak("Hello.")
+    assert said.engine == "piper" and said.skipped[0].startswith("edge: Edge-TTS is unreachable")
     assert survey.advice.startswith(
         "Speaking with the built-in Piper voice, offline. Edge-TTS is unreachable now ("
     )
@@ -214,9 +234,9 @@ def test_without_the_voice_extra_or_espeak_nothing_speaks_and_the_fix_is_exact(
 
 
 def test_online_only_says_that_nothing_speaks_offline(
-    monkeypatch: pytest.MonkeyPatch, no_espeak: None
+    monkeypatch: pytest.MonkeyPatch, no_espeak: None, reachable_proxy: str
 ) -> None:
-    survey = speaker(voice_tts="edge").survey()
+    survey = speaker(voice_tts="edge", voice_edge_proxy=reachable_proxy).survey()
     assert (survey.speaks, survey.offline) == ("edge", None)
     assert survey.advice.endswith(
         "; without it nothing can speak. To speak offline, add piper to CHARLIE_VOICE_TTS "

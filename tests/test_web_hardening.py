@@ -86,6 +86,7 @@ def test_get_memory_writes_nothing(alice: TestClient, accounts: Home) -> None:
         "decisions": [],
         "quotes": [],
         "superseded": [],
+        "summary_html": "",
         "markdown": None,
         "error": None,
     }

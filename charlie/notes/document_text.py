@@ -340,7 +340,12 @@ def _clean_title(raw: str | None) -> str | None:
         return None
     if lowered.startswith(("microsoft word - ", "microsoft powerpoint - ")):
         return None
-    if re.fullmatch(r"[\w .-]+\.(docx?|pdf|txt|md|rtf|odt|indd|tex|dvi|ps)", lowered):
+    if re.fullmatch(
+        r"[\w .-]+\.(docx?|pdf|txt|md|rtf|odt|indd|tex|dvi|ps|x?html?|php|aspx?|png|jpe?g)",
+        lowered,
+    ):  # a browser prints a page without a <title> under its file name
+        return None
+    if re.match(r"(file|https?)://", lowered):
         return None
     return title
 
@@ -349,6 +354,27 @@ def _clean_title(raw: str | None) -> str | None:
 
 
 _BULLET = re.compile(r"^(\s*)[•◦▪‣●○■□–·](?:\s+)")
+# What a browser prints around each page: a header of the date and the page's title, a
+# footer of its address and the page count ("file:///home/sam/quote.html 1/2").
+_PRINTED_FOOTER = re.compile(r"^\s*(file|https?)://\S*(\s+\d+\s*/\s*\d+)?\s*$", re.I)
+_PRINTED_HEADER = re.compile(
+    r"^\s*\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4},?\s+\d{1,2}:\d{2}(:\d{2})?(\s*[ap]\.?m\.?)?(\s+.*)?$",
+    re.I,
+)
+
+
+def _without_print_margins(text: str) -> str:
+    """A page's text without the header and footer a browser prints on it."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if lines and _PRINTED_FOOTER.match(lines[-1]):
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if lines and _PRINTED_HEADER.match(lines[0]):
+        lines.pop(0)
+    return "\n".join(lines)
 
 
 def _read_pdf(path: Path, limits: Limits) -> Extracted:
@@ -383,7 +409,7 @@ def _read_pdf(path: Path, limits: Limits) -> Extracted:
         if number > limits.max_pages:
             truncated = True
             break
-        text = _page_markdown(page.extract_text() or "")
+        text = _page_markdown(_without_print_margins(page.extract_text() or ""))
         read = number
         if text:
             texts_found += 1

@@ -58,6 +58,10 @@ class QueryError(CharlieError):
 class SearchConfig:
     mode: Mode = DEFAULT_MODE
     threshold: float = 0.70  # fallback: below this best cosine, keyword search joins
+    # A note no query word finds is no match under this cosine ("hello" finds nothing):
+    # answering notes sit at 0.50+ (household) and 98% of SciFact's relevant abstracts at
+    # 0.25+, small talk's best note at 0.15-0.29 (benchmarks/weak_hits.py).
+    min_vector: float = 0.25
     alpha: float = 0.70  # fusion: weight of the cosine against the scaled BM25
     keyword_terms: int = 12  # how many of the query's most meaningful terms to search
     title_weight: float = 2.0  # BM25 weight of a title hit against a body hit
@@ -388,6 +392,8 @@ class Searcher:
                     candidate.bm25, candidate.keyword_chunk = score, chunk
 
         similarity = self._combine(mode, candidates, result.keyword_used)
+        for note_id in [i for i in similarity if _weak(candidates[i], self.config.min_vector)]:
+            del similarity[note_id]
         result.hits = self._rank(candidates, similarity, user, limit, keyword_terms, explain)
         result.incomplete = self.index.incomplete()
         return result
@@ -516,6 +522,11 @@ class Searcher:
                 row = self.index.db.execute("SELECT text FROM chunks WHERE id = ?", (chunk,))
                 text = row.fetchone()  # None if another process has just re-indexed the note
                 hit.snippet = _snippet(plain_text(text[0]), hit.terms or terms) if text else ""
+
+
+def _weak(candidate: _Candidate, floor: float) -> bool:
+    """Found by no query word, and only faintly like the query: not a match."""
+    return candidate.bm25 is None and (candidate.vector or 0.0) < floor
 
 
 def _snippet(text: str, terms: Sequence[str], size: int = 200) -> str:

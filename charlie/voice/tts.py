@@ -22,6 +22,7 @@ import concurrent.futures
 import json
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -71,6 +73,7 @@ class Synthesizer(Protocol):
 class EdgeSynthesizer:
     name = "edge"
     online = True
+    host = "speech.platform.bing.com"  # where edge-tts connects (wss, port 443)
 
     def __init__(self, voice: str, timeout: float = 5.0, proxy: str = "") -> None:
         try:
@@ -78,6 +81,24 @@ class EdgeSynthesizer:
         except ImportError as exc:
             raise VoiceUnavailable(f"Edge-TTS needs the voice extra: {VOICE_EXTRA}.") from exc
         self.edge_tts, self.voice, self.timeout, self.proxy = edge_tts, voice, timeout, proxy
+
+    def unreachable(self) -> str | None:
+        """Why Edge-TTS cannot be reached from here now, or None: a TCP connection to its
+        server (or to the proxy, when one is set) is made, nothing is sent. An offline
+        machine knows in milliseconds (no name resolves); a firewall in `timeout`."""
+        host, port = self.host, 443
+        if self.proxy:
+            parts = urlsplit(self.proxy)
+            host, port = (
+                parts.hostname or "",
+                parts.port or (443 if parts.scheme == "https" else 80),
+            )
+        try:
+            socket.create_connection((host, port), timeout=min(self.timeout, 2.0)).close()
+        except OSError as exc:
+            why = exc.strerror or str(exc) or type(exc).__name__
+            return f"Edge-TTS is unreachable: cannot connect to {host} ({why})."
+        return None
 
     def synthesize(self, text: str) -> Audio:
         import aiohttp
@@ -387,6 +408,10 @@ class Speaker:
         engines = []
         for name in self.order:
             loaded = self._load(name) if name not in self.engines else self.engines[name]
+            if isinstance(loaded, EdgeSynthesizer) and self._resting(name) is None:
+                gone = loaded.unreachable()  # loaded is not reachable: never "ready" offline
+                if gone is not None:
+                    self.down[name] = (time.monotonic(), gone)
             why = self._resting(name)
             if loaded is None:
                 state: EngineState = "unavailable"
@@ -470,6 +495,6 @@ def _better_online(edge: Engine | None) -> str:
             "(it needs the internet)."
         )
     if edge.state == "resting":
-        why = edge.detail.rstrip(".")
+        why = edge.detail.removeprefix("Edge-TTS is unreachable: ").rstrip(".")
         return f"Edge-TTS is unreachable now ({why}); it is tried again within a minute."
     return f"For Microsoft's more natural online voices: {edge.detail}"

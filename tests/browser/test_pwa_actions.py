@@ -173,6 +173,9 @@ def test_retry_a_failed_turn(page: Page, server: Server) -> None:
     expect(error).to_have_count(1)
     page.reload()
     expect(bodies(page).last).to_have_text("Tap height?")
+    retry = page.locator(".msg-user").last.get_by_role("button", name=RETRY)
+    box = retry.bounding_box()  # one line under a short bubble, never "Retr/y"
+    assert box is not None and box["width"] > 2 * box["height"], box
     server.llm.reply("30 cm above the worktop.")
     page.locator(".msg-user").last.get_by_role("button", name=RETRY).click()
     wait_for_reply(page)

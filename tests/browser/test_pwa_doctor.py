@@ -72,3 +72,28 @@ def test_a_failing_check_shows_what_to_do(
     expect(page.locator("#doctor-status")).to_have_text(
         "Charlie cannot chat with this server until the FAIL lines are fixed."
     )
+
+
+def test_settings_are_grouped_and_a_group_is_one_click_away(page: Page, server: Server) -> None:
+    """Settings in four groups under their headings; a button brings one into view, scrolling
+    the settings alone (the header stays)."""
+    server.project("Kitchen")
+    sign_in(page)
+    page.goto("/#/settings/kitchen")
+    groups = page.get_by_role("navigation", name="Settings groups").get_by_role("button")
+    expect(groups).to_have_text(["This project", "You", "Household", "This Charlie"])
+    for name, card in (
+        ("This project", "Project: Kitchen"),
+        ("You", "Voice"),
+        ("Household", "Trash"),
+        ("This Charlie", "Status and model checks"),
+    ):
+        group = page.get_by_role("region", name=name)
+        expect(group.get_by_role("heading", name=card, exact=True)).to_have_count(1)
+    header = page.locator("header").first
+    before = header.bounding_box()
+    checks = page.get_by_role("button", name="Run checks")
+    groups.filter(has_text="This Charlie").click()
+    expect(checks).to_be_in_viewport()
+    expect(page.get_by_role("heading", name="This Charlie", exact=True).first).to_be_focused()
+    assert header.bounding_box() == before

@@ -185,3 +185,32 @@ def test_where_each_decision_came_from_the_earlier_ones_and_forgetting_a_message
     )
     held = server.rows("SELECT count(*) FROM messages WHERE content LIKE '%Tuesday 9%'")
     assert held == [(0,)]
+
+
+def test_opening_the_history_scrolls_the_memory_pane_never_the_page(
+    page: Page, server: Server
+) -> None:
+    """With a banner above the app (the model server down) and a history longer than the
+    pane, opening History brings it into view inside the pane: the header stays put."""
+    server.project("Kitchen")
+    sign_in(page)
+    open_chat(page, "kitchen", "Kitchen")
+    panel = page.get_by_role("complementary", name="Memory")
+    for n in range(4):
+        panel.get_by_role("button", name="Edit summary").click()
+        panel.get_by_role("textbox", name="Summary").fill(f"Summary {n}.\n" * 5)
+        panel.get_by_role("textbox", name="Summary").press("Control+Enter")
+        expect(panel.locator("#memory-summary")).to_contain_text(f"Summary {n}.")
+    for _ in range(3):
+        server.llm.error(500, "down")
+    send(page, "Are you there?")
+    wait_for_reply(page)
+    expect(page.locator("#llm-banner")).to_be_visible()
+    header = page.locator("header").first
+    before = header.bounding_box()
+    panel.get_by_role("button", name="History").click()
+    expect(panel.locator(".revision")).to_have_count(5)
+    page.wait_for_timeout(300)  # the second bring-into-view, once the list has loaded
+    assert header.bounding_box() == before
+    assert page.evaluate("document.scrollingElement.scrollTop") == 0
+    assert page.evaluate("document.querySelector('#memory-pane').scrollTop") > 0

@@ -305,3 +305,18 @@ def test_settings_name_what_to_install_when_no_voice_can_speak(
     expect(piper).to_have_attribute("data-state", "unavailable")
     expect(piper).to_contain_text("not installed here")
     expect(piper).to_contain_text("The built-in voice needs the voice extra")
+
+
+def test_the_message_box_keeps_most_of_the_row_beside_the_voice_buttons(
+    voice_page: Page, server: Server
+) -> None:
+    """At 1280 px, with the chats and memory panes open, the voice buttons are icons only:
+    the message box keeps more than half of its row (it was ~250 px of ~580)."""
+    sign_in(voice_page)
+    open_chat(voice_page, "private", "Private channel")
+    hands_free = voice_page.get_by_role("button", name="Hands-free")
+    expect(hands_free).to_be_visible()
+    row = voice_page.locator(".composer-row").bounding_box()
+    box = voice_page.locator("#chat-input").bounding_box()
+    assert row is not None and box is not None
+    assert box["width"] > 0.55 * row["width"], (box, row)

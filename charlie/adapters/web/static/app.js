@@ -3,7 +3,7 @@
 
 import { api, get, hasSessionHint, post, whenSignedOut } from './api.js';
 import { createChat } from './chat.js';
-import { $, h, toast } from './dom.js';
+import { $, bringIntoView, h, toast } from './dom.js';
 import { createMemory } from './memory.js';
 import { createNotes } from './notes.js';
 import { createRecall } from './recall.js';
@@ -297,12 +297,12 @@ $('#llm-details').addEventListener('click', () => {
   $('#llm-details').setAttribute('aria-expanded', String(open));
 });
 
-// On a phone the memory pane is one long column: the history opens at its end, so bring it
-// into view (the pane's own listener has just shown it), and again once it has loaded.
+// The history opens at the end of the memory pane: bring it into view (the pane's own
+// listener has just shown it), and again once it has loaded — scrolling the pane alone.
 $('#memory-history-toggle').addEventListener('click', () => {
   const history = $('#memory-history');
   if (history.hidden) return;
-  const bring = () => history.scrollIntoView({ block: 'start' });
+  const bring = () => bringIntoView(history);
   bring();
   const loaded = new MutationObserver(() => {
     if ($('#history-list').textContent.includes('Loading')) return;

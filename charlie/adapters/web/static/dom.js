@@ -93,3 +93,18 @@ export async function copyText(text, button) {
   button.focus();
   return copied;
 }
+
+/**
+ * Scroll `element` to the top of the nearest box that scrolls it — that box alone. (The
+ * browser's scrollIntoView scrolls every box around it too, the page included: with a banner
+ * shown, the app's header went off the top and left a grey band.)
+ */
+export function bringIntoView(element) {
+  for (let box = element.parentElement; box && box !== document.body; box = box.parentElement) {
+    const overflow = getComputedStyle(box).overflowY;
+    if ((overflow === 'auto' || overflow === 'scroll') && box.scrollHeight > box.clientHeight) {
+      box.scrollTop += element.getBoundingClientRect().top - box.getBoundingClientRect().top;
+      return;
+    }
+  }
+}

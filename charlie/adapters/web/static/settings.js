@@ -3,7 +3,7 @@
 // the trash; what this Charlie is connected to.
 
 import { api, enc, get, patch, post, put } from './api.js';
-import { $, h, plural, toast, when } from './dom.js';
+import { $, bringIntoView, h, plural, toast, when } from './dom.js';
 import { voiceCard } from './voice.js';
 
 export const WRITE_TOOLS = [
@@ -22,6 +22,7 @@ export function createSettings(app) {
   const newError = $('#new-project-error');
   const doctor = createDoctor();
   health.after(doctor.panel);
+  const about = health.closest('section');
   const appTokens = createTokens();
   const household = createHousehold(app);
 
@@ -277,10 +278,50 @@ export function createSettings(app) {
       );
       if (project && app.user.is_admin) box.append(deleteProjectCard(project));
     }
-    box.append(voiceCard(), discordCard(), appTokens.card, dataCard());
-    box.append(...household.cards(channel));
+    const people = household.cards();
+    const yours = [voiceCard(), discordCard(), appTokens.card, dataCard(), people.account];
+    const here = app.isPrivate(channel) ? 'This channel' : 'This project';
+    grouped([
+      [here, [...box.children, newForm]],
+      ['You', yours],
+      ['Household', people.household],
+      ['This Charlie', [about]],
+    ]);
     appTokens.refresh();
     renderHealth();
+  }
+
+  // Settings in four groups, each under its heading, with a row of buttons that bring one
+  // into view: what applies here, what is yours, the household's, and this Charlie's own.
+  function grouped(groups) {
+    const nav = h('nav', { class: 'settings-nav', 'aria-label': 'Settings groups' });
+    const sections = groups.map(([title, cards], number) => {
+      const heading = h(
+        'h2',
+        { class: 'settings-group-title', id: `settings-group-${number}`, tabindex: -1 },
+        title,
+      );
+      nav.append(
+        h(
+          'button',
+          {
+            type: 'button',
+            onclick: () => {
+              bringIntoView(heading);
+              heading.focus({ preventScroll: true });
+            },
+          },
+          title,
+        ),
+      );
+      return h(
+        'section',
+        { class: 'settings-group', 'aria-labelledby': heading.id },
+        heading,
+        ...cards,
+      );
+    });
+    box.replaceChildren(nav, ...sections);
   }
 
   // Link Discord: a one-time code the person sends to the bot as `/charlie link CODE`.
@@ -1015,9 +1056,10 @@ export function createHousehold(app) {
 
   return {
     cards() {
-      return [accountCard(), app.user.is_admin ? peopleCard() : null, trashCard()].filter(
-        Boolean,
-      );
+      return {
+        account: accountCard(),
+        household: [app.user.is_admin ? peopleCard() : null, trashCard()].filter(Boolean),
+      };
     },
   };
 }
