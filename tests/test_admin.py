@@ -16,8 +16,8 @@ from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, signed_in
 
 from charlie import conversations, projects, users
-from charlie.adapters.web import admin, api, documents, threads, voice
-from charlie.adapters.web.app import create_app
+from charlie.adapters.web import admin
+from charlie.adapters.web.app import ROUTERS, create_app
 from charlie.config import load_settings
 from charlie.conversations import private_channel, shared_channel
 from charlie.errors import Conflict
@@ -46,7 +46,7 @@ def admin_routes() -> list[tuple[str, str]]:
         found = getattr(dependant, "dependencies", [])
         return any(d.call is admin.current_admin or needs_admin(d) for d in found)
 
-    routers = [module.router for module in (admin, api, documents, threads, voice)]
+    routers = [module.router for module in ROUTERS]
     return sorted(
         (method, f"/api{route.path}")
         for router in routers

@@ -29,7 +29,18 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charlie import __version__
-from charlie.adapters.web import admin, api, documents, threads, voice
+from charlie.adapters.web import (
+    admin,
+    chat,
+    documents,
+    memory,
+    notes,
+    projects,
+    sessions,
+    status,
+    threads,
+    voice,
+)
 from charlie.adapters.web.deps import StreamSlots, problem, status_of
 from charlie.config import Settings, load_settings
 from charlie.db import explain_storage
@@ -39,6 +50,8 @@ from charlie.llm.client import LLMClient
 from charlie.retrieval import search
 from charlie.voice.turn import Voice
 
+# The API, one router a resource, in the order their routes are matched.
+ROUTERS = (sessions, status, projects, chat, memory, notes, voice, threads, admin, documents)
 STATIC = Path(__file__).parent / "static"
 mimetypes.add_type("text/javascript", ".js")  # some systems map .js to text/plain
 mimetypes.add_type("application/manifest+json", ".webmanifest")
@@ -178,11 +191,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             message = f"Bad request: {where or 'body'}: {first.get('msg', 'invalid')}."
         return problem(400, message, "BadRequest")
 
-    app.include_router(api.router, prefix="/api")
-    app.include_router(voice.router, prefix="/api")
-    app.include_router(threads.router, prefix="/api")
-    app.include_router(admin.router, prefix="/api")
-    app.include_router(documents.router, prefix="/api")
+    for module in ROUTERS:  # the API, one router a resource (docs/api.md)
+        app.include_router(module.router, prefix="/api")
 
     @app.middleware("http")
     async def safety_headers(request: Request, call_next: Any) -> Any:

@@ -20,8 +20,8 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.datastructures import UploadFile
 
 from charlie import projects
-from charlie.adapters.web.api import note_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, problem
+from charlie.adapters.web.shapes import note_json
 from charlie.notes import documents
 from charlie.retrieval.search import index_in_background
 

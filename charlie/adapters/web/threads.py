@@ -17,8 +17,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import conversations
-from charlie.adapters.web.api import channel_for, event_sse, shown_json
+from charlie.adapters.web.chat import event_sse, shown_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, stream
+from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
 from charlie.errors import CharlieError
 from charlie.home import Home

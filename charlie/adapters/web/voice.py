@@ -22,8 +22,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from charlie.adapters.web.api import channel_for, event_sse
+from charlie.adapters.web.chat import event_sse
 from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, sse, stream
+from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
 from charlie.errors import CharlieError
 from charlie.home import Home

@@ -1,0 +1,207 @@
+"""Chatting: messages, recall in a conversation, the answer streamed (docs/api.md)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from charlie import conversations, trace
+from charlie.adapters.web.deps import (
+    HomeDep,
+    SessionDep,
+    sse,
+    stream,
+)
+from charlie.adapters.web.shapes import channel_for, memory_json, message_json
+from charlie.chat import turn as chat
+from charlie.conversations import Channel, Message, recent
+from charlie.errors import CharlieError, NotFound
+from charlie.home import Home
+from charlie.retrieval.recall import RecallHit, conversations_for, recaller_for
+
+router = APIRouter()
+
+MAX_IMAGES = 4
+MAX_AROUND = 50  # messages either side of one shown with `messages?around=ID`
+
+
+class ChatRequest(BaseModel):
+    text: str = Field(max_length=20_000)
+    images: list[str] = Field(default_factory=list, max_length=MAX_IMAGES)
+
+
+def _save_images(images: list[str], folder: Path) -> list[Path]:
+    """Data URLs → temporary files for this one request (images are not kept)."""
+    paths = []
+    for number, url in enumerate(images):
+        header, _, payload = url.partition(",")
+        kinds = {
+            "image/png": ".png",
+            "image/jpeg": ".jpg",
+            "image/webp": ".webp",
+            "image/gif": ".gif",
+        }
+        kind = header.removeprefix("data:").removesuffix(";base64")
+        if kind not in kinds or not header.endswith(";base64"):
+            raise CharlieError("Images must be PNG, JPEG, WebP or GIF data URLs.")
+        try:
+            data = base64.b64decode(payload, validate=True)
+        except binascii.Error as exc:
+            raise CharlieError(f"Image {number + 1} is not valid base64.") from exc
+        path = folder / f"image-{number}{kinds[kind]}"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+@router.get("/channels/{channel}/messages")
+def messages(
+    channel: str,
+    session: SessionDep,
+    home: HomeDep,
+    limit: int = 50,
+    around: int | None = None,
+    before: int = 5,
+    after: int = 5,
+    thread: int | None = None,
+) -> list[dict[str, Any]]:
+    """The last `limit` messages of the thread; or, with `around=ID`, that message of this
+    channel with `before` messages before it and `after` after it (404 when this channel has
+    no such message — the same answer whether or not it exists elsewhere). Without `thread`,
+    `around` finds the message in whichever of the channel's threads holds it."""
+    found = channel_for(home, channel, session.user, thread)
+    if around is None:
+        return shown_json(home, found, recent(home, found, max(1, min(limit, 500))))
+    if thread is None:
+        found = conversations.thread_holding(home, found, around) or found
+    shown = conversations.around(
+        home, found, around, clamp(before, 0, MAX_AROUND), clamp(after, 0, MAX_AROUND)
+    )
+    if not shown:
+        raise NotFound(f"There is no message {around} in this conversation.")
+    return shown_json(home, found, shown)
+
+
+def shown_json(home: Home, channel: Channel, shown: list[Message]) -> list[dict[str, Any]]:
+    """Messages as the conversation shows them: each with its thread, and, where it has
+    alternatives (regenerated replies, edited versions), their ids and its place among them."""
+    others = conversations.alternatives(home, channel, shown)
+    out = []
+    for m in shown:
+        data = message_json(m) | {"thread": channel.conversation_id}
+        if m.id in others:
+            data["alternatives"] = others[m.id]
+        out.append(data)
+    return out
+
+
+def clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(value, high))
+
+
+def said_json(message: Message) -> dict[str, Any]:
+    """A message as recall shows it (the shape `charlie recall --json` prints)."""
+    return {
+        "message_id": message.id,
+        "speaker": message.speaker,
+        "role": message.role,
+        "time": message.created_at,
+        "text": message.content,
+    }
+
+
+def recall_hit_json(hit: RecallHit) -> dict[str, Any]:
+    return said_json(hit.message) | {
+        "source_id": hit.message.source_id,
+        "thread": hit.conversation_id,
+        "score": round(hit.score, 6),
+        "channel": hit.channel,
+        "project": hit.project,
+        "in_time": hit.in_time,
+        "why": hit.why(),
+        "around": [said_json(m) for m in hit.around],
+    }
+
+
+@router.get("/channels/{channel}/recall")
+def recall(
+    channel: str,
+    session: SessionDep,
+    home: HomeDep,
+    q: str,
+    limit: int = 10,
+    around: int = 1,
+    everywhere: Annotated[bool, Query(alias="all")] = False,
+) -> dict[str, Any]:
+    """What was said in this channel (and, with `all`, in every shared project) that best
+    answers `q`, each hit with its neighbours. Which conversations may be read is decided by
+    `charlie.recall.conversations_for`, never here."""
+    found = channel_for(home, channel, session.user)
+    channels = conversations_for(home, session.user, found, everywhere=everywhere)
+    result = recaller_for(home).recall(
+        session.user, channels, q, limit=clamp(limit, 1, 50), around=clamp(around, 0, 5)
+    )
+    return {
+        "query": result.query,
+        "when": result.when.describe() if result.when is not None else None,
+        "terms": result.terms,
+        "searched": result.searched,
+        "truncated": result.truncated,
+        "incomplete": result.incomplete,
+        "results": [recall_hit_json(h) for h in result.hits],
+    }
+
+
+@router.post("/channels/{channel}/chat")
+def chat_stream(
+    channel: str,
+    body: ChatRequest,
+    request: Request,
+    session: SessionDep,
+    home: HomeDep,
+    thread: int | None = None,
+) -> StreamingResponse:
+    thread = channel_for(home, channel, session.user, thread).conversation_id  # refuse early
+    if not body.text.strip() and not body.images:
+        raise CharlieError("The message is empty: type something to send.")
+    llm, user = request.app.state.llm, session.user
+    folder = tempfile.TemporaryDirectory(prefix="charlie-upload-")
+    try:
+        images = _save_images(body.images, Path(folder.name))  # refuse bad images up front
+    except CharlieError:
+        folder.cleanup()
+        raise
+
+    def answer(own: Home) -> Iterator[str]:
+        target = channel_for(own, channel, user, thread)
+        for event in chat.turn(own, llm, target, user, body.text, images):
+            yield event_sse(event)
+
+    return stream(request, user, answer, cleanup=folder.cleanup)
+
+
+def event_sse(event: chat.Event) -> str:
+    """One chat event as a server-sent event (the voice routes send the same ones)."""
+    if isinstance(event, chat.Token):
+        return sse("token", {"text": event.text})
+    if isinstance(event, chat.TraceEvent):
+        return sse("trace", trace.to_json(event.step))
+    if isinstance(event, chat.Notice):
+        return sse("notice", {"text": event.text})
+    if isinstance(event, chat.Reply):
+        return sse("reply", {"message": message_json(event.message)})
+    if isinstance(event, chat.Suggested):
+        return sse("suggestions", {"suggestions": [asdict(s) for s in event.suggestions]})
+    return sse(
+        "distilled",
+        {"revision_id": event.result.revision_id, "memory": memory_json(event.result.memory)},
+    )

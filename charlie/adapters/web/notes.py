@@ -1,0 +1,168 @@
+"""Notes, search, suggestions, pins and usage events (docs/api.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from charlie import projects
+from charlie.adapters.web.deps import (
+    HomeDep,
+    SessionDep,
+)
+from charlie.adapters.web.shapes import channel_for, note_json, note_name
+from charlie.notes import files as notes
+from charlie.retrieval import suggestions, usage
+from charlie.retrieval.search import mark_stale, searcher_for
+
+router = APIRouter()
+
+
+class NewNote(BaseModel):
+    project: str
+    title: str = Field(min_length=1, max_length=300)
+    body: str = Field("", max_length=1_000_000)
+    tags: list[str] = Field(default_factory=list, max_length=50)
+
+
+class NoteChanges(BaseModel):
+    title: str | None = Field(None, max_length=300)
+    body: str | None = Field(None, max_length=1_000_000)
+    base_sha256: str | None = Field(None, max_length=64)  # 409 if the note changed since
+
+
+class TagChanges(BaseModel):
+    add: list[str] = Field(default_factory=list, max_length=50)
+    remove: list[str] = Field(default_factory=list, max_length=50)
+
+
+@router.get("/notes")
+def list_notes(session: SessionDep, home: HomeDep, project: str) -> dict[str, Any]:
+    found, problems = notes.list_notes(projects.get_project(home, project))
+    return {
+        "notes": [note_json(n) for n in found],
+        "problems": [{"path": str(p.path), "reason": p.reason} for p in problems],
+    }
+
+
+@router.get("/notes/{project}/{name:path}")
+def get_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    note = notes.get_note(projects.get_project(home, project), note_name(name))
+    usage.record(home.db, session.user.id, "view", note=note.key)
+    return note_json(note, full=True)
+
+
+@router.post("/notes", status_code=201)
+def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    made = notes.create_note(
+        projects.get_project(home, body.project), body.title, body.body, body.tags
+    )
+    mark_stale(home)
+    return note_json(made, full=True)
+
+
+@router.put("/notes/{project}/{name:path}")
+def update_note(
+    project: str, name: str, body: NoteChanges, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    changed = notes.update_note(
+        projects.get_project(home, project),
+        note_name(name),
+        body=body.body,
+        title=body.title,
+        base_sha256=body.base_sha256,
+    )
+    mark_stale(home)
+    return note_json(changed, full=True)
+
+
+@router.post("/notes/{project}/{name:path}/tags")
+def tag_note(
+    project: str, name: str, body: TagChanges, session: SessionDep, home: HomeDep
+) -> dict[str, Any]:
+    changed = notes.tag_note(
+        projects.get_project(home, project), note_name(name), body.add, body.remove
+    )
+    mark_stale(home)
+    for tag in body.add:
+        usage.record(home.db, session.user.id, "tag", tag=tag, note=changed.key)
+    return note_json(changed, full=True)
+
+
+@router.get("/search")
+def search(
+    session: SessionDep,
+    home: HomeDep,
+    q: str,
+    project: str | None = None,
+    limit: int = 10,
+    mode: Literal["vector", "keyword", "fallback", "fusion"] | None = None,
+) -> dict[str, Any]:
+    scope = [projects.get_project(home, project)] if project else []
+    searcher = searcher_for(home)
+    result = searcher.search(q, session.user, scope, limit=max(1, min(limit, 50)), mode=mode)
+    return {
+        "query": result.query,
+        "mode": result.mode,
+        "fallback_reason": result.fallback_reason,
+        "keyword_used": result.keyword_used,
+        "terms": result.terms,
+        "incomplete": result.incomplete,  # the index is still filling: say so
+        "results": [
+            {
+                "id": h.key,
+                "title": h.title,
+                "project": h.project,
+                "name": h.name,
+                "score": h.score,
+                "similarity": h.similarity,
+                "vector": h.vector,
+                "bm25": h.bm25,
+                "terms": h.terms,
+                "boost": h.boost,
+                "boost_causes": h.boost_causes,
+                "tags": h.tags,
+                "snippet": h.snippet,
+                "why": h.why(),  # the numbers
+                "in_words": h.in_words(),
+            }
+            for h in result.hits
+        ],
+    }
+
+
+@router.post("/suggestions/{suggestion_id}/accept")
+def accept(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
+    return {"note": suggestions.accept(home, session.user, suggestion_id)}
+
+
+@router.post("/suggestions/{suggestion_id}/dismiss")
+def dismiss(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
+    return {"note": suggestions.dismiss(home, session.user, suggestion_id)}
+
+
+@router.get("/channels/{channel}/pins")
+def list_pins(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str, str]]:
+    found = channel_for(home, channel, session.user)
+    return [{"note": key, "pinned_at": when} for key, when in suggestions.pins(home, found)]
+
+
+@router.delete("/channels/{channel}/pins/{note:path}")
+def unpin(channel: str, note: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    found = channel_for(home, channel, session.user)
+    suggestions.unpin(home, found, note)
+    return {"ok": True, "pins": [key for key, _ in suggestions.pins(home, found)]}
+
+
+class UsageEvent(BaseModel):
+    kind: Literal["tag", "view"]
+    tag: str | None = None
+    note: str | None = None
+
+
+@router.post("/usage", status_code=201)
+def record_usage(body: UsageEvent, session: SessionDep, home: HomeDep) -> dict[str, int]:
+    event_id = usage.record(home.db, session.user.id, body.kind, note=body.note, tag=body.tag)
+    return {"id": event_id}

@@ -1,0 +1,122 @@
+"""Signing in and out, who you are, and the tokens for other apps (docs/api.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from charlie.adapters.web.deps import (
+    CSRF_COOKIE,
+    DEVICE_COOKIE,
+    SESSION_COOKIE,
+    HomeDep,
+    SessionDep,
+)
+from charlie.errors import Forbidden
+from charlie.household import discord_links as links
+from charlie.household import sessions, tokens
+
+router = APIRouter()
+
+
+class Credentials(BaseModel):
+    name: str = Field(max_length=100)
+    password: str = Field(max_length=1000)
+
+
+@router.post("/login")
+def login(body: Credentials, request: Request, response: Response, home: HomeDep) -> dict[str, Any]:
+    # The peer's address: uvicorn replaces it from X-Forwarded-For only for a trusted proxy
+    # (CHARLIE_TRUSTED_PROXIES), so a client cannot pick its own.
+    address = request.client.host if request.client else "unknown"
+    device = request.cookies.get(DEVICE_COOKIE)
+    session = sessions.sign_in(home.db, body.name, body.password, address, device)
+    if session is None:
+        response.status_code = 401
+        return {"error": "Wrong name or password.", "kind": "Unauthorized"}
+    secure = request.url.scheme == "https"
+    response.set_cookie(
+        DEVICE_COOKIE,
+        session.device,
+        max_age=sessions.DEVICE_DAYS * 24 * 3600,
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+        path="/api/login",
+    )
+    age = sessions.SESSION_DAYS * 24 * 3600
+    response.set_cookie(
+        SESSION_COOKIE,
+        session.token,
+        max_age=age,
+        httponly=True,
+        samesite="lax",
+        secure=secure,
+        path="/",
+    )
+    response.set_cookie(
+        CSRF_COOKIE,
+        session.csrf,
+        max_age=age,
+        httponly=False,
+        samesite="lax",
+        secure=secure,
+        path="/",
+    )
+    return {"user": {"name": session.user.name, "is_admin": session.user.is_admin}}
+
+
+@router.post("/logout")
+def logout(session: SessionDep, response: Response, home: HomeDep) -> dict[str, bool]:
+    sessions.sign_out(home.db, session.token)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(CSRF_COOKIE, path="/")
+    return {"ok": True}
+
+
+@router.get("/me")
+def me(session: SessionDep) -> dict[str, Any]:
+    return {"name": session.user.name, "is_admin": session.user.is_admin}
+
+
+@router.post("/me/discord-code")
+def discord_code(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """A one-time code that links the caller's Discord account (`/charlie link CODE`)."""
+    made = links.new_code(home.db, session.user)
+    linked = len(links.discord_ids(home.db, session.user))
+    return {"code": made.code, "expires_at": made.expires_at, "linked": linked}
+
+
+class NewToken(BaseModel):
+    label: str = Field(default="", max_length=200)
+    read_only: bool = False
+
+
+def token_json(token: tokens.Token) -> dict[str, Any]:
+    return asdict(token) | {"active": token.active}
+
+
+@router.get("/tokens")
+def list_tokens(
+    session: SessionDep, home: HomeDep, everyone: Annotated[bool, Query(alias="all")] = False
+) -> dict[str, Any]:
+    """The caller's tokens (never their secrets); an administrator may ask for everyone's."""
+    if everyone and not session.user.is_admin:
+        raise Forbidden("Only a household administrator can see everyone's tokens.")
+    found = tokens.list_tokens(home.db, None if everyone else session.user)
+    return {"tokens": [token_json(t) for t in found]}
+
+
+@router.post("/tokens", status_code=201)
+def create_token(body: NewToken, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """A new token for the caller. The secret is in this answer only: it is never stored."""
+    made, secret = tokens.create(home.db, session.user, label=body.label, read_only=body.read_only)
+    return {"token": token_json(made), "secret": secret}
+
+
+@router.delete("/tokens/{token_id}")
+def revoke_token(token_id: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    return {"token": token_json(tokens.revoke(home.db, token_id, by=session.user))}
