@@ -81,11 +81,11 @@ def test_settings_are_grouped_and_a_group_is_one_click_away(page: Page, server: 
     sign_in(page)
     page.goto("/#/settings/kitchen")
     groups = page.get_by_role("navigation", name="Settings groups").get_by_role("button")
-    expect(groups).to_have_text(["This project", "You", "Household", "This Charlie"])
+    expect(groups).to_have_text(["This project", "You", "Everyone", "This Charlie"])
     for name, card in (
         ("This project", "Project: Kitchen"),
         ("You", "Voice"),
-        ("Household", "Trash"),
+        ("Everyone", "Trash"),
         ("This Charlie", "Status and model checks"),
     ):
         group = page.get_by_role("region", name=name)

@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v5';
+const VERSION = 'charlie-shell-v6';
 const SHELL = [
   '/',
   '/style.css',
@@ -19,6 +19,7 @@ const SHELL = [
   '/memory.js',
   '/notes.js',
   '/settings.js',
+  '/household.js',
   '/voice.js',
   '/voice-worklet.js',
   '/manifest.webmanifest',
