@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
 from playwright.sync_api import Page, expect
 
-from .pwa import Server, sign_in
+from .pwa import PHONE, Server, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -74,7 +75,9 @@ def test_a_failing_check_shows_what_to_do(
     )
 
 
-def test_settings_are_grouped_and_a_group_is_one_click_away(page: Page, server: Server) -> None:
+def test_settings_are_grouped_and_a_group_is_one_click_away(
+    page: Page, server: Server, shoot: Callable[[Page, str], None]
+) -> None:
     """Settings in four groups under their headings; a button brings one into view, scrolling
     the settings alone (the header stays)."""
     server.project("Kitchen")
@@ -82,6 +85,7 @@ def test_settings_are_grouped_and_a_group_is_one_click_away(page: Page, server: 
     page.goto("/#/settings/kitchen")
     groups = page.get_by_role("navigation", name="Settings groups").get_by_role("button")
     expect(groups).to_have_text(["This project", "You", "Everyone", "This Charlie"])
+    shoot(page, "settings-groups")
     for name, card in (
         ("This project", "Project: Kitchen"),
         ("You", "Voice"),
@@ -97,3 +101,8 @@ def test_settings_are_grouped_and_a_group_is_one_click_away(page: Page, server: 
     expect(checks).to_be_in_viewport()
     expect(page.get_by_role("heading", name="This Charlie", exact=True).first).to_be_focused()
     assert header.bounding_box() == before
+    page.set_viewport_size(PHONE)
+    checks.click()
+    expect(page.locator("#doctor-table")).to_be_visible()
+    page.locator("#doctor-table").scroll_into_view_if_needed()
+    shoot(page, "settings-checks-phone")
