@@ -169,6 +169,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/archive-speed.json")
     parser.add_argument("--work", type=Path, help="folder for the data homes and the archive")
     args = parser.parse_args()
+    if args.work is not None:
+        Path(args.work).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="charlie-archive-speed-", dir=args.work))
     charlie = [sys.executable, "-m", "charlie"]
     base = {k: v for k, v in os.environ.items() if not k.startswith("CHARLIE_")}
@@ -199,7 +201,11 @@ def main() -> None:
     result["archive_bytes"] = archive.stat().st_size
     step("restore", [*charlie, "restore", str(archive)], "restored")
     result["restored_counts"] = counts(work / "restored" / "charlie.db")
-    step("merge_again", [*charlie, "restore", str(archive), "--merge"], "restored")
+    step(
+        "merge_again",
+        [*charlie, "restore", str(archive), "--merge", "--private-owner", "alice"],
+        "restored",
+    )
     assert result["restored_counts"] == result["source_counts"], result
     assert counts(work / "restored" / "charlie.db") == result["source_counts"]
     for name in ("export", "restore", "merge_again"):

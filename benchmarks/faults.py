@@ -914,7 +914,8 @@ def upload_stall(tmp: Path, model: Model, rounds: int) -> Outcome:
         response = answer.get("response")
         if response is None or response.status_code != 201:
             out.errors += 1
-            out.attempt(False, f"the upload: {answer.get('error') or response.text[:200]}")
+            why = answer.get("error") or (response.text[:200] if response is not None else "")
+            out.attempt(False, f"the upload: {why}")
         upload_client.close()
     return out
 

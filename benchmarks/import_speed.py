@@ -297,6 +297,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/import-speed.json")
     parser.add_argument("--work", type=Path, help="folder for the export and the data homes")
     args = parser.parse_args()
+    if args.work is not None:
+        Path(args.work).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="charlie-import-speed-", dir=args.work))
     charlie = [sys.executable, "-m", "charlie"]
     base = {k: v for k, v in os.environ.items() if not k.startswith("CHARLIE_")}

@@ -318,7 +318,7 @@ def main() -> None:
             logged = server_log_counts(log, offset)
             ttft = first_tokens(home, url, args.ttft_samples)
     over = [t.number for t in records if t.max_total_tokens > window]
-    replies = [p for t in records for p in t.reply_prompt_tokens]
+    replies = [float(p) for t in records for p in t.reply_prompt_tokens]
     data = {
         "machine": machine(),
         "server": {"url": url, "window": window, "model": props.get("model_path", "")},

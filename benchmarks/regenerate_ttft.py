@@ -41,13 +41,15 @@ def first_token(http: httpx.Client, path: str, body: dict[str, str] | None) -> f
     rest of the stream is read to its end)."""
     started = time.perf_counter()
     seen: float | None = None
+    lines: list[str] = []
     with http.stream("POST", path, json=body) as response:
         response.raise_for_status()
         for line in response.iter_lines():
+            lines.append(line)
             if seen is None and line == "event: token":
                 seen = time.perf_counter() - started
     if seen is None:
-        raise RuntimeError(f"{path} streamed no token")
+        raise RuntimeError(f"{path} streamed no token: {' | '.join(lines)[-600:]}")
     return seen
 
 
@@ -75,6 +77,7 @@ def main() -> None:
             CHARLIE_HOME=str(home_dir),
             CHARLIE_LLM_BASE_URL=llm.base_url,
             CHARLIE_LLM_MODEL="test-model",
+            CHARLIE_TOOL_MODE="native",  # the scripted replies are answers, not tool steps
         )
         server = subprocess.Popen(
             [CHARLIE, "serve", "--port", str(port)], env=env, stderr=subprocess.DEVNULL

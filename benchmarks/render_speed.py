@@ -81,7 +81,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     args = parser.parse_args()
-    long_code = "```python\n" + (ROOT / "charlie" / "search.py").read_text()[:MAX_HIGHLIGHT_CHARS]
+    long_code = (
+        "```python\n"
+        + (ROOT / "charlie" / "retrieval" / "search.py").read_text()[:MAX_HIGHLIGHT_CHARS]
+    )
     prose = (PROSE * 3 + "Some **words** with `code` and a [link](https://e.org). " * 30) * 8
     load_before = os.getloadavg()[0]
     result: dict[str, Any] = {

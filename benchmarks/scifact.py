@@ -245,7 +245,8 @@ class DenseIndex:
             return whole
         starts = np.flatnonzero(np.r_[True, self.owner[1:] != self.owner[:-1]])
         best_chunk = np.maximum.reduceat(self.chunks @ query, starts)
-        return best_chunk if variant == "chunk" else (whole + best_chunk) / 2
+        chosen = best_chunk if variant == "chunk" else (whole + best_chunk) / 2
+        return np.asarray(chosen, dtype=np.float32)
 
 
 def build_dense(

@@ -53,7 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -77,6 +77,7 @@ from charlie.retrieval.index import Index
 from charlie.retrieval.search import Searcher
 from charlie.tools import builtin as toolkit
 from charlie.tools.registry import Registry, ToolContext, run_tool
+from charlie.trace import to_json
 from charlie.users import User, ensure_user
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -451,8 +452,14 @@ class TimedLLM(LLMClient):
         super().__init__(*args, **kwargs)
         self.calls: list[Call] = []
 
-    def stream(self, messages: list[dict[str, Any]], **kwargs: Any) -> Iterator[Delta | Completion]:
-        inner = super().stream(messages, **kwargs)
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> Generator[Delta | Completion]:
+        inner = super().stream(messages, tools=tools, temperature=temperature)
         call = Call(start=time.perf_counter())
         self.calls.append(call)
         while True:
@@ -492,7 +499,7 @@ def build_home(home_dir: Path) -> tuple[Home, dict[str, Channel], User]:
     os.environ["CHARLIE_HOME"] = str(home_dir)
     for key in [k for k in os.environ if k.startswith("CHARLIE_") and k != "CHARLIE_HOME"]:
         del os.environ[key]  # no stray settings from the environment
-    home = Home.open(load_settings(home=home_dir))
+    home = Home.open(load_settings(home=home_dir, tool_mode="native"))
     for slug, name in PROJECT_NAMES.items():
         project = create_project(home, name, slug=slug, distill_every=1000)
         shutil.copytree(NOTES / slug / "notes", notes_dir(project), dirs_exist_ok=True)
@@ -517,7 +524,7 @@ def _kind(step: Step) -> str:
 def _check(turn: int, scenario: Scenario, script: list[Step], events: list[Any]) -> list[str]:
     """The loop did what the script says: every call ran and succeeded, no guard fired."""
     notices = [e.text for e in events if isinstance(e, chat.Notice)]
-    trace = [e.event for e in events if isinstance(e, chat.TraceEvent)]
+    trace = [to_json(e.step) for e in events if isinstance(e, chat.TraceEvent)]
     expected = [name for kind, body in script if kind == "tools" for name, _ in body]
     calls = [t for t in trace if t["type"] in ("tool_call", "load")]
     names = [t.get("name", "load_tools") for t in calls]

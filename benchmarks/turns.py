@@ -46,7 +46,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -229,12 +229,12 @@ class ScriptedModel:
         return message(self.rng, topic_of(last), REPLY_TEMPLATES)
 
     def distill(self, prompt: str) -> str:
-        head, _, rest = prompt.partition("\n\nNew messages, each as [speaker] text:\n")
+        head, _, rest = prompt.partition("\n\nNew messages, each as [number] speaker: text:\n")
         current = json.loads(head.removeprefix("Current memory:\n"))
         transcript = rest.rpartition("\n\nReturn the updated memory as JSON.")[0]
         said = [
             (m.group(1), m.group(2))
-            for m in map(re.compile(r"^\[([^\]]+)\] (.*)$").match, transcript.splitlines())
+            for m in map(re.compile(r"^\[\d+\] ([^:]+): (.*)$").match, transcript.splitlines())
             if m
         ]
         people = [(who, text) for who, text in said if who != "Charlie"] or said
@@ -297,8 +297,14 @@ class TimedLLM(LLMClient):
         super().__init__(*args, **kwargs)
         self.calls: list[Call] = []
 
-    def stream(self, messages: list[dict[str, Any]], **kwargs: Any) -> Iterator[Delta | Completion]:
-        inner = super().stream(messages, **kwargs)
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+    ) -> Generator[Delta | Completion]:
+        inner = super().stream(messages, tools=tools, temperature=temperature)
         call = Call("chat", 0.0, None)
         self.calls.append(call)
         while True:
@@ -361,7 +367,7 @@ def run(
     os.environ["CHARLIE_HOME"] = str(home_dir)
     for key in [k for k in os.environ if k.startswith("CHARLIE_") and k != "CHARLIE_HOME"]:
         del os.environ[key]  # no stray settings (quotes window, …) from the environment
-    home = Home.open(load_settings(home=home_dir))
+    home = Home.open(load_settings(home=home_dir, tool_mode="native"))
     project = create_project(home, "Bench", slug="bench", distill_every=distill_every)
     channel = shared_channel(home, project)
     users: dict[str, User] = {name: ensure_user(home.db, name) for name in ("alice", "bob")}

@@ -529,7 +529,7 @@ def run(args: argparse.Namespace, home_dir: Path) -> dict[str, Any]:
     }
     ceiling_by_mode = {m: overtakes(after["dave"][m], qrels) for m in MODES}
     # (c) fading
-    tags = {k: [] for k in sorted(scenario.used_related | scenario.noise)}
+    tags: dict[str, list[str]] = {k: [] for k in sorted(scenario.used_related | scenario.noise)}
     fade = []
     for age in FADE_AGES:
         name = "alice" if age == 0 else f"alice-d{age}"

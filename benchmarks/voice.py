@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +92,7 @@ def stt_figures(model: str, home: Path, threads: int) -> dict[str, object]:
 
 def tts_figures(settings: object) -> dict[str, object]:
     figures: dict[str, object] = {}
-    factories = {
+    factories: dict[str, Callable[[], tts.Synthesizer]] = {
         "piper": lambda: tts.PiperSynthesizer(),
         "espeak": lambda: tts.EspeakSynthesizer(),
         "edge": lambda: tts.EdgeSynthesizer("en-US-AriaNeural", timeout=3),
@@ -204,7 +205,7 @@ def streaming_figures(home: Path, llm_chars_per_second: float) -> dict[str, obje
                 for kind in ("heard", "audio", "reply"):
                     marks[kind].append(seen[kind] - started)
                 marks["ahead"].append(seen["reply"] - seen["audio"])
-    result = {
+    result: dict[str, object] = {
         "llm_chars_per_second": llm_chars_per_second,
         **{f"{kind}_p50": round(percentile(values, 50), 3) for kind, values in marks.items()},
     }
