@@ -232,11 +232,11 @@ def test_a_distillation_is_accepted_and_clean(home: Home, llm: LLMClient) -> Non
     assert results, "nothing was distilled"
     assert conversations.undistilled(home, channel) == []
     written = memory.load(home, channel)
-    layers = [written.summary, *written.decisions, *(q.text for q in written.quotes)]
+    layers = [written.summary, *written.texts, *(q.text for q in written.quotes)]
     assert written.summary.strip(), written
     for text in layers:
         assert not markup_in(text), f"markup {markup_in(text)} in the memory: {written}"
-    assert any("oak" in d.lower() for d in written.decisions), written.decisions
+    assert any("oak" in d.lower() for d in written.texts), written.texts
     said = {
         name: memory.normalise(" ".join(t for s, t in DECISION_TALK if s == name))
         for name in people
