@@ -1,4 +1,4 @@
-"""How long `charlie.render.render_markdown` takes for a reply, the web API's cost per message.
+"""How long `adapters/web/render.py` takes to draw a reply, the web API's cost per message.
 
 The reply measured is about 4 KB: prose with bold, a link and a bare address, a task list, a
 quote, a 12-row table and a highlighted Python code block — the kind of answer that shows
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from support import machine, percentile  # noqa: E402
 
-from charlie.adapters.web.render import MAX_HIGHLIGHT_CHARS, render_markdown  # noqa: E402
+from charlie.adapters.web.render import MAX_HIGHLIGHT_CHARS, draw  # noqa: E402
 
 CODE = '''```python
 def fit(samples: list[float], rate: float = 0.01) -> dict[str, float]:
@@ -47,6 +47,16 @@ PROSE = (
 )
 
 
+HOSTILE = {
+    "task list, 125,000 items (1 MB)": "- [ ] x\n" * 125_000,
+    "one 19,000-character line of `desktop` code": "```desktop\n" + "a" * 19_000 + "\n```",
+    "50 such code blocks (950 kB)": ("```desktop\n" + "a" * 19_000 + "\n```\n\n") * 50,
+    "1,000,000 × `[`": "[" * 1_000_000,
+    "500,000 × `![`": "![" * 500_000,
+    "table of 100,000 rows (600 kB)": "|x|y|\n|-|-|\n" + "|x|y|\n" * 100_000,
+}
+
+
 def reply_4kb() -> str:
     table = "| Wood | Oil | Every | Notes |\n|:--|:--|--:|---|\n" + "".join(
         f"| oak {i} | hardwax | {i} months | wipe with a *damp* cloth, `never` soak |\n"
@@ -62,7 +72,7 @@ def timed(text: str, runs: int) -> dict[str, float]:
     times = []
     for _ in range(runs):
         began = time.perf_counter()
-        render_markdown(text)
+        draw(text)  # not the cache: each run draws
         times.append((time.perf_counter() - began) * 1000)
     return {
         "bytes": len(text.encode()),
@@ -73,7 +83,7 @@ def timed(text: str, runs: int) -> dict[str, float]:
 
 def first_call(make: Callable[[], str]) -> float:
     began = time.perf_counter()
-    render_markdown(make())
+    draw(make())
     return round((time.perf_counter() - began) * 1000, 1)
 
 
@@ -92,6 +102,9 @@ def main() -> None:
         "reply_4kb": timed(reply_4kb(), args.runs),
         "code_20kb": timed(long_code + "\n```\n", max(20, args.runs // 10)),
         "prose_22kb": timed(prose, max(20, args.runs // 10)),
+        # What a household member could write into a note (up to 1 MB) to make every view
+        # of it slow: each of these took from 8 s to minutes before the bounds on drawing.
+        "hostile": {name: timed(text, 2) for name, text in HOSTILE.items()},
         "machine": machine(),
     }
     result["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from charlie.adapters.web import render
 from charlie.adapters.web.render import LINK_SCHEMES, allowed, render_markdown, sanitize
 
 LINK = 'target="_blank" rel="noopener noreferrer"'
@@ -248,3 +249,45 @@ def test_any_text_renders_within_the_allow_list(text: str) -> None:
     html = render_markdown(text)
     assert_allowed(html)
     assert "<script" not in html.lower()
+
+
+# ---------------------------------------------------------------- bounds on what a text costs
+
+
+def test_a_long_text_is_formatted_up_to_the_bound_and_plain_after() -> None:
+    """A note can be 1 MB, written by anyone in the household: past MAX_MARKDOWN_CHARS its
+    tail is shown as typed (escaped paragraphs), so no input makes a view take minutes."""
+    head = "**bold** words\n\n" * (render.MAX_MARKDOWN_CHARS // 16)
+    html = render_markdown(head + "**late** and [x](javascript:y) <b>z</b>\n\nlast line")
+    drawn, _, tail = html.partition("without formatting.)</em></p>")
+    assert drawn.count("<strong>bold</strong>") > 1000
+    assert tail.startswith("<p>**late** and [x](javascript:y) &lt;b&gt;z&lt;/b&gt;</p>")
+    assert tail.endswith("<p>last line</p>")
+
+
+def test_a_long_task_list_is_a_plain_list() -> None:
+    few = render_markdown("- [ ] sand\n- [x] oil\n")
+    many = render_markdown("- [ ] x\n" * (render.MAX_TASK_ITEMS + 1))
+    assert few.count("<input") == 2
+    assert "<input" not in many and many.count("<li>[ ] x</li>") == render.MAX_TASK_ITEMS + 1
+
+
+def test_code_with_a_very_long_line_is_shown_uncoloured_but_labelled() -> None:
+    long_line = render_markdown("```java\n" + "a " * render.MAX_HIGHLIGHT_LINE + "\n```")
+    short = render_markdown("```java\nclass A {}\n```")
+    assert 'data-language="java"' in long_line and "hl-" not in long_line
+    assert "hl-k" in short
+
+
+def test_colouring_stops_after_the_budget_of_one_text() -> None:
+    block = "```python\n" + "x = 1\n" * 1000 + "```\n\n"  # 6,000 characters of code
+    html = render_markdown(block * (render.HIGHLIGHT_BUDGET // 6000 + 2))
+    coloured = [b for b in html.split("<pre") if "hl-" in b]
+    assert len(coloured) == render.HIGHLIGHT_BUDGET // 6000
+    assert html.count('data-language="python"') == render.HIGHLIGHT_BUDGET // 6000 + 2
+
+
+def test_a_text_is_drawn_once() -> None:
+    text = "A *note* read by everyone, " + "again " * 50
+    assert render_markdown(text) is render_markdown(text)
+    assert render.draw(text) == render_markdown(text) and render.draw(text) is not render.draw(text)

@@ -281,3 +281,9 @@ def test_charlie_say_names_the_engine_and_the_fix_when_none_can_speak(
     )
     assert not (tmp_path / "never.wav").exists()
     assert time.perf_counter() - started < 5
+
+
+def test_a_proxy_that_is_no_address_is_said_so() -> None:
+    survey = speaker(voice_tts="edge,piper", voice_edge_proxy="http://proxy:99999").survey()
+    assert survey.engines[0].state == "resting" and survey.speaks == "piper"
+    assert "is not an address" in survey.engines[0].detail

@@ -84,20 +84,29 @@ class EdgeSynthesizer:
 
     def unreachable(self) -> str | None:
         """Why Edge-TTS cannot be reached from here now, or None: a TCP connection to its
-        server (or to the proxy, when one is set) is made, nothing is sent. An offline
-        machine knows in milliseconds (no name resolves); a firewall in `timeout`."""
+        server (or to the proxy, when one is set) is made, nothing is sent. Looking up the
+        name and connecting run in a thread given at most `timeout` (2 s at most): a silent
+        name server or a firewall cannot hold Settings up for longer."""
         host, port = self.host, 443
-        if self.proxy:
-            parts = urlsplit(self.proxy)
-            host, port = (
-                parts.hostname or "",
-                parts.port or (443 if parts.scheme == "https" else 80),
-            )
         try:
-            socket.create_connection((host, port), timeout=min(self.timeout, 2.0)).close()
+            if self.proxy:
+                parts = urlsplit(self.proxy)
+                host = parts.hostname or ""
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as exc:  # a port out of range, say
+            return f"Edge-TTS's proxy {self.proxy!r} is not an address ({exc})."
+        wait = min(self.timeout, 2.0)
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        try:
+            connected = pool.submit(socket.create_connection, (host, port), timeout=wait)
+            connected.result(timeout=wait).close()
+        except concurrent.futures.TimeoutError:
+            return f"Edge-TTS is unreachable: {host} did not answer within {wait:g} s."
         except OSError as exc:
             why = exc.strerror or str(exc) or type(exc).__name__
             return f"Edge-TTS is unreachable: cannot connect to {host} ({why})."
+        finally:
+            pool.shutdown(wait=False)
         return None
 
     def synthesize(self, text: str) -> Audio:

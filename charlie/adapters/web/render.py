@@ -20,7 +20,10 @@ that message, never a title of the page around it.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 
@@ -42,6 +45,16 @@ from charlie.notes.markup import Markdown
 LINK_SCHEMES = frozenset({"http", "https", "mailto"})
 TOKEN_PREFIX = "hl-"  # Pygments' token classes, e.g. `hl-k` for a keyword (style.css colours them)
 MAX_HIGHLIGHT_CHARS = 20_000  # a longer code block is shown as it is, uncoloured (~60 ms)
+# Bounds on what one text may cost to draw: a note is up to 1 MB, written by any member of
+# the household, and drawn on every request that shows it (benchmarks/render_speed.py).
+MAX_HIGHLIGHT_LINE = 300  # a code block with a longer line is uncoloured: some lexers
+#                           (java, make, http, desktop…) take the square of a line's length
+HIGHLIGHT_BUDGET = 40_000  # characters coloured in one text; the blocks after it are not
+MAX_MARKDOWN_CHARS = 50_000  # past this, the text is shown as plain paragraphs: markdown-it
+#                              has inputs (runs of `[` or `![`) that take minutes at 1 MB
+MAX_TASK_ITEMS = 200  # a text with more `- [ ]` items is drawn without checkboxes
+CACHE_BYTES = 16 << 20  # drawn HTML kept per process, by the text's hash
+_TASK_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\[[ xX]\]", re.M)
 HEADING_SHIFT = 2  # `#` → <h3>, … `####` and below → <h6>
 BLOCK_TAGS = frozenset({"p", "br", "hr", "h3", "h4", "h5", "h6", "blockquote", "pre"})
 INLINE_TAGS = frozenset({"strong", "em", "s", "del", "code", "span", "a"})
@@ -57,8 +70,72 @@ def allowed_address(url: str) -> bool:
 
 
 def render_markdown(text: str) -> str:
-    """`text` (a reply, in markdown) as HTML that is safe to put into the page as it is."""
-    return sanitize(_parser().render(text))
+    """`text` (a reply, a note, a memory's summary, in markdown) as HTML that is safe to put
+    into the page as it is. Drawn once per text and process (kept by its hash), and bounded:
+    a long text's tail is plain paragraphs, a long task list has no checkboxes, a code block
+    with very long lines is not coloured."""
+    key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    html = _drawn.get(key)
+    if html is None:
+        html = draw(text)
+        _drawn.put(key, html)
+    return html
+
+
+def draw(text: str) -> str:
+    """`render_markdown` without the cache: drawn now, whatever was drawn before."""
+    head, tail = text, ""
+    if len(text) > MAX_MARKDOWN_CHARS:
+        cut = text.rfind("\n", 0, MAX_MARKDOWN_CHARS) + 1 or MAX_MARKDOWN_CHARS
+        head, tail = text[:cut], text[cut:]
+    tasks = len(_TASK_ITEM.findall(head, 0, len(head))) <= MAX_TASK_ITEMS
+    html = _parser(tasks).render(head, {"highlight_left": HIGHLIGHT_BUDGET})
+    if tail:
+        html += (
+            "<p><em>(The rest of this long text is shown as it is, without formatting.)</em></p>"
+            + _plain_paragraphs(tail)
+        )
+    return sanitize(html)
+
+
+def _plain_paragraphs(text: str) -> str:
+    """Text as paragraphs of escaped lines: linear, whatever the text holds."""
+    blocks = re.split(r"\n[ \t]*\n", text.strip())
+    return "".join(
+        "<p>" + "<br>".join(escapeHtml(line) for line in block.split("\n")) + "</p>"
+        for block in blocks
+        if block.strip()
+    )
+
+
+class _Drawn:
+    """HTML already drawn, by the hash of its text, up to `CACHE_BYTES` (oldest out first)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.size = limit, 0
+        self.kept: OrderedDict[bytes, str] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: bytes) -> str | None:
+        with self.lock:
+            html = self.kept.get(key)
+            if html is not None:
+                self.kept.move_to_end(key)
+            return html
+
+    def put(self, key: bytes, html: str) -> None:
+        if len(html) > self.limit // 4:
+            return  # one huge text would push out everything else
+        with self.lock:
+            if key not in self.kept:
+                self.kept[key] = html
+                self.size += len(html)
+            while self.size > self.limit:
+                _, gone = self.kept.popitem(last=False)
+                self.size -= len(gone)
+
+
+_drawn = _Drawn(CACHE_BYTES)
 
 
 def sanitize(html: str) -> str:
@@ -70,9 +147,10 @@ def sanitize(html: str) -> str:
 
 
 @cache
-def _parser() -> Markdown:
+def _parser(task_lists: bool = True) -> Markdown:
     """Built once per process: markdown-it compiles its rules on construction."""
-    md = markup.new_parser()  # the product's one parser (a task list's checkbox: disabled)
+    md = markup.new_parser(task_lists=task_lists)  # the product's one parser (checkboxes
+    # of a task list: disabled)
     md.core.ruler.push("charlie_links", _check_links)
     md.core.ruler.push("charlie_headings", _shift_headings)
     md.core.ruler.push("charlie_alignment", _alignment_classes)
@@ -143,7 +221,10 @@ def _fence(
     token = tokens[idx]
     words = token.info.strip().split(maxsplit=1)
     language = _LANGUAGE.sub("", words[0])[:40] if words else ""
-    return code_html(token.content, language)
+    code = token.content
+    left = int(env.get("highlight_left", HIGHLIGHT_BUDGET))
+    env["highlight_left"] = left - len(code)
+    return code_html(code, language, colour=len(code) <= left)
 
 
 def _code_block(
@@ -152,15 +233,18 @@ def _code_block(
     return code_html(tokens[idx].content, "")
 
 
-def code_html(code: str, language: str) -> str:
-    """A code block: coloured when Pygments knows `language`, and labelled with it."""
+def code_html(code: str, language: str, *, colour: bool = True) -> str:
+    """A code block: coloured when Pygments knows `language` (and `colour`), labelled with it."""
     label = f' data-language="{escapeHtml(language)}"' if language else ""
-    return f"<pre{label}><code>{_highlighted(code, language)}</code></pre>\n"
+    shown = _highlighted(code, language) if colour else escapeHtml(code.rstrip("\n"))
+    return f"<pre{label}><code>{shown}</code></pre>\n"
 
 
 def _highlighted(code: str, language: str) -> str:
     code = code.rstrip("\n")
     if not language or len(code) > MAX_HIGHLIGHT_CHARS:
+        return escapeHtml(code)
+    if max(map(len, code.split("\n"))) > MAX_HIGHLIGHT_LINE:
         return escapeHtml(code)
     try:
         lexer = get_lexer_by_name(language, stripnl=False)
