@@ -210,7 +210,11 @@ def test_opening_the_history_scrolls_the_memory_pane_never_the_page(
     before = header.bounding_box()
     panel.get_by_role("button", name="History").click()
     expect(panel.locator(".revision")).to_have_count(5)
-    page.wait_for_timeout(300)  # the second bring-into-view, once the list has loaded
+    # brought into view once the list has loaded: the pane has scrolled to the history's top
+    page.wait_for_function(
+        "() => { const pane = document.querySelector('#memory-pane');"
+        " const top = document.querySelector('#memory-history').getBoundingClientRect().top;"
+        " return pane.scrollTop > 0 && Math.abs(top - pane.getBoundingClientRect().top) < 2; }"
+    )
     assert header.bounding_box() == before
     assert page.evaluate("document.scrollingElement.scrollTop") == 0
-    assert page.evaluate("document.querySelector('#memory-pane').scrollTop") > 0
