@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from charlie.adapters.web import render
 from charlie.adapters.web.render import LINK_SCHEMES, allowed, render_markdown, sanitize
+from charlie.notes import markup
 
 LINK = 'target="_blank" rel="noopener noreferrer"'
 
@@ -291,3 +292,28 @@ def test_a_text_is_drawn_once() -> None:
     text = "A *note* read by everyone, " + "again " * 50
     assert render_markdown(text) is render_markdown(text)
     assert render.draw(text) == render_markdown(text) and render.draw(text) is not render.draw(text)
+
+
+@pytest.mark.parametrize(
+    ("cut", "words"),
+    [
+        (
+            "After the restart, **zebracorn password** is in [the vault](https://va",
+            "After the restart, zebracorn password is in the vault",
+        ),
+        ("number 16 | | Tuesday17 | blue bin | | Tuesda", "number 16 Tuesday17 blue bin Tuesda"),
+        ("| Day | Bin |\n|---|---|", "Day Bin"),
+        (
+            "[meter guide][g] **emphasised words that go on",
+            "meter guide emphasised words that go on",
+        ),
+        (
+            "## Page 1\n\nWe chose **oak**; 2 * 3 = 6, a_b_c.",
+            "Page 1 We chose oak; 2 * 3 = 6, a_b_c.",
+        ),
+    ],
+)
+def test_plain_words_of_markdown_cut_in_the_middle(cut: str, words: str) -> None:
+    """A search snippet is cut from one chunk of a note: what the cut leaves of a link, an
+    emphasis or a table is taken out, the words stay."""
+    assert markup.plain_text(cut) == words

@@ -8,6 +8,7 @@ strikethrough, task lists and bare links (`https://…`, `name@example.org`).
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from markdown_it import MarkdownIt
@@ -62,4 +63,19 @@ def plain_text(text: str) -> str:
                 words.append(" ")
         if token.block and token.nesting == -1:
             words.append(" ")
-    return " ".join("".join(words).split())
+    return " ".join(_LEFTOVERS.sub(_kept_words, "".join(words)).split())
+
+
+# What markdown leaves when it is cut in the middle (a search snippet is cut from one chunk
+# of a note): a link without its end, emphasis marks without their pair, a table's pipes
+# and rule; the words stay.
+_LEFTOVERS = re.compile(
+    r"!?\[([^\]\n]*)\](?:\([^)\s]*\)?|\[[^\]\n]*\])?"  # [words](address… or [words][ref]
+    r"|(?:\*\*|__|~~)"  # a mark whose pair is in another chunk
+    r"|(?:^|\s)\|?(?:\s*:?-{3,}:?\s*\|)+\s*(?=\s|$)"  # |---|:--|
+    r"|\s\|(?=\s)|^\|\s|\s\|$"  # a table's cell walls
+)
+
+
+def _kept_words(match: re.Match[str]) -> str:
+    return f" {match.group(1)} " if match.group(1) is not None else " "
