@@ -287,3 +287,20 @@ def test_a_proxy_that_is_no_address_is_said_so() -> None:
     survey = speaker(voice_tts="edge,piper", voice_edge_proxy="http://proxy:99999").survey()
     assert survey.engines[0].state == "resting" and survey.speaks == "piper"
     assert "is not an address" in survey.engines[0].detail
+
+
+def test_a_reachable_edge_is_not_checked_again_within_the_minute() -> None:
+    """The app asks for the survey on every start: a check that found Edge reachable holds
+    for `retry_after`, so a start costs no connection (here: the proxy is gone, and Edge is
+    still ready until the minute is up)."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    chosen = speaker(
+        voice_tts="edge,piper", voice_edge_proxy=f"http://127.0.0.1:{listening.getsockname()[1]}"
+    )
+    assert chosen.survey().engines[0].state == "ready"
+    listening.close()
+    assert chosen.survey().engines[0].state == "ready"
+    chosen.reached["edge"] -= chosen.retry_after  # the minute is up: checked again
+    assert chosen.survey().engines[0].state == "resting"

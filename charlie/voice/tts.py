@@ -353,6 +353,7 @@ class Speaker:
         self.engines: dict[str, Synthesizer] = {}
         self.missing: dict[str, str] = {}  # engine → why it cannot load here
         self.down: dict[str, tuple[float, str]] = {}  # engine → (when it failed, why)
+        self.reached: dict[str, float] = {}  # online engine → when it was last reachable
         self.lock = threading.Lock()
 
     @classmethod
@@ -404,6 +405,13 @@ class Speaker:
             return failed[1]
         return None
 
+    def _unchecked(self, name: str) -> bool:
+        """Whether an online engine's reachability is unknown: neither failing nor reached
+        within `retry_after` (the app asks for the survey on every start)."""
+        reached = self.reached.get(name)
+        recent = reached is not None and time.monotonic() - reached < self.retry_after
+        return not recent and self._resting(name) is None
+
     def status(self) -> dict[str, str]:
         """Each engine in order: 'ready', 'not tried', or why it is resting."""
         return {
@@ -417,9 +425,11 @@ class Speaker:
         engines = []
         for name in self.order:
             loaded = self._load(name) if name not in self.engines else self.engines[name]
-            if isinstance(loaded, EdgeSynthesizer) and self._resting(name) is None:
+            if isinstance(loaded, EdgeSynthesizer) and self._unchecked(name):
                 gone = loaded.unreachable()  # loaded is not reachable: never "ready" offline
-                if gone is not None:
+                if gone is None:
+                    self.reached[name] = time.monotonic()
+                else:
                     self.down[name] = (time.monotonic(), gone)
             why = self._resting(name)
             if loaded is None:
