@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from support import machine
+from support import machine, percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -824,14 +824,6 @@ def privacy(tmp: Path, model: Model, rounds: int) -> Outcome:
             out.leaks += len(seen)
             out.attempt(not seen, f"round {n}: seen by bob through {seen}")
     return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def document(size: int) -> bytes:

@@ -19,31 +19,30 @@ from charlie.retrieval.search import SearchConfig
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_memory_fidelity_holds_every_check_against_a_careless_model(tmp_path: Path) -> None:
-    out = tmp_path / "fidelity.json"
+def run(script: str, *arguments: str) -> str:
+    """Run benchmarks/SCRIPT.py with `arguments`; what it printed, once it succeeded."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/memory_fidelity.py", "--quick", "--out", str(out)],
+        [sys.executable, f"benchmarks/{script}.py", *arguments],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert '"points": "8/8"' in done.stdout and out.is_file()
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done.stdout
+
+
+def test_memory_fidelity_holds_every_check_against_a_careless_model(tmp_path: Path) -> None:
+    out = tmp_path / "fidelity.json"
+    printed = run("memory_fidelity", "--quick", "--out", str(out))
+    assert '"points": "8/8"' in printed and out.is_file()
 
 
 def test_weak_hits_tells_answering_notes_from_small_talk(tmp_path: Path) -> None:
     """The floor search ships with (`SearchConfig.min_vector`) keeps every note that answers a
     household question and drops what small talk finds, on the benchmark's own numbers."""
     out = tmp_path / "weak.json"
-    done = subprocess.run(
-        [sys.executable, "benchmarks/weak_hits.py", "--quick", "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    run("weak_hits", "--quick", "--out", str(out))
     result = json.loads(out.read_text())
     floor = f"{SearchConfig().min_vector:.2f}"
     assert result["household"]["answering_under_floor"][floor] == 0.0
@@ -66,13 +65,6 @@ SMALL = {  # script → arguments that make it a few seconds' run ({tmp}: a fres
 @pytest.mark.parametrize("script", sorted(SMALL))
 def test_a_benchmark_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
     arguments = [a.replace("{tmp}", str(tmp_path / "work")) for a in SMALL[script]]
-    if script != "note_scan" and script != "render_speed" and script != "regenerate_ttft":
+    if script not in ("note_scan", "render_speed", "regenerate_ttft"):  # these write no file
         arguments += ["--out", str(tmp_path / "out.json")]
-    done = subprocess.run(
-        [sys.executable, f"benchmarks/{script}.py", *arguments],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run(script, *arguments)

@@ -334,17 +334,11 @@ def run_tool(
     except CharlieError as exc:
         return Outcome(f"Error: {exc}", f"error: {exc}", True, time.perf_counter() - started)
     except OSError as exc:  # a file the tool could not use: the answer goes on without it
-        problem = f"{tool.name} could not use a file ({exc.strerror or exc})"
-        return Outcome(
-            f"Error: {problem}.", f"error: {problem}", True, time.perf_counter() - started
-        )
+        return _failed(f"{tool.name} could not use a file ({exc.strerror or exc})", started)
     finally:
         pool.shutdown(wait=False)
     if not isinstance(value, Result):  # a tool's bug, told as one: the answer goes on
-        problem = f"{tool.name} gave back {type(value).__name__}, not a Result"
-        return Outcome(
-            f"Error: {problem}.", f"error: {problem}", True, time.perf_counter() - started
-        )
+        return _failed(f"{tool.name} gave back {type(value).__name__}, not a Result", started)
     text = value.text
     if len(text) > RESULT_CAP:
         text = text[:RESULT_CAP] + f"\n…[cut: {len(text) - RESULT_CAP} more characters]"
@@ -352,6 +346,10 @@ def run_tool(
     return Outcome(
         text, value.summary or preview(text, 80), False, seconds, value.hits, value.count
     )
+
+
+def _failed(problem: str, started: float) -> Outcome:
+    return Outcome(f"Error: {problem}.", f"error: {problem}", True, time.perf_counter() - started)
 
 
 def _refused(reason: str, started: float) -> Outcome:
