@@ -51,9 +51,9 @@ from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import forget
 from charlie.llm.client import LLMClient
-from charlie.memory import batches
+from charlie.memory import batches, steps
 from charlie.memory import layers as memory
-from charlie.projects import create_project
+from charlie.projects import create_project, update_project
 from charlie.transfer import export as archive
 from charlie.users import ensure_user
 
@@ -362,6 +362,45 @@ def careless(request: dict[str, Any], rng: random.Random) -> str:
     )
 
 
+STEP_PROMPTS = {
+    "decision": steps.DECISION_PROMPT,
+    "change": steps.CHANGE_PROMPT,
+    "summary": steps.SUMMARY_PROMPT,
+    "quotes": steps.QUOTE_PROMPT,
+}
+
+
+def careless_step(request: dict[str, Any], rng: random.Random) -> str:
+    """A small model's answer to one step of a stepwise distillation (`distill_mode =
+    steps`): mostly right, but now and then unreadable, and it offers Charlie's messages
+    and unknown numbers as quotes."""
+    system, user = (str(m["content"]) for m in request["messages"][:2])
+    step = next(name for name, prompt in STEP_PROMPTS.items() if system == prompt)
+    if rng.random() < 0.05:
+        return "Let me think about that."  # no JSON: asked again
+    said = user.rsplit("\n", 1)[-1].split(": ", 1)[-1]
+    if step == "decision":
+        if DECIDED.match(said):
+            return json.dumps({"decision": True, "what": DECIDED.sub("", said)})
+        if said.startswith("Change of plan: "):
+            value = said.removeprefix("Change of plan: ").split(", not ")[0]
+            return json.dumps({"decision": True, "what": value})
+        return json.dumps({"decision": rng.random() < 0.1, "what": ""})  # now and then a remark
+    if step == "change":
+        return json.dumps({"changes": said.startswith("Change of plan: ")})
+    if step == "summary":
+        return json.dumps({"summary": "The household plans the " + "project together."})
+    numbers = [int(n) for n in re.findall(r"^\[(\d+)\]", user, re.M)]
+    return json.dumps({"quotes": [*rng.sample(numbers, min(2, len(numbers))), 99999]})
+
+
+def careless_model(request: dict[str, Any], rng: random.Random) -> str:
+    system = str(request["messages"][0]["content"])
+    if system in STEP_PROMPTS.values():
+        return careless_step(request, rng)
+    return careless(request, rng)
+
+
 # ---------------------------------------------------------------- one conversation
 
 
@@ -380,6 +419,7 @@ class Score:
     held: list[str] = field(default_factory=list)
     earlier: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    noise: int = 0  # held decisions that are none of the plants: remarks kept as decisions
 
     @property
     def points(self) -> tuple[int, int]:
@@ -398,7 +438,7 @@ def _has(texts: list[str], words: str) -> bool:
     return any(words.lower() in t.lower() for t in texts)
 
 
-def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int) -> Score:
+def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int, mode: str | None = None) -> Score:
     rng = random.Random(seed)
     folder = root / plan.topic
     os.environ["CHARLIE_HOME"] = str(folder)
@@ -407,6 +447,8 @@ def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int) -> Score:
     problems: list[str] = []
     with Home.open(load_settings()) as home:
         project = create_project(home, plan.topic.title(), distill_every=EVERY)
+        if mode is not None:
+            project = update_project(home, project.slug, distill_mode=mode)
         channel = conversations.shared_channel(home, project)
         memory.ensure_file(home, channel)
         people = {
@@ -445,6 +487,8 @@ def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int) -> Score:
         planted = sum(_has(texts, words) for _, words in plan.decisions)
         _, _, old, new = plan.revision
         revision = _has(texts, new) and _has(earlier, old) and not _has(texts, old)
+        wanted = [*(w for _, w in plan.decisions), new, old, plan.hand]
+        noise = sum(not any(w.lower() in t.lower() for w in wanted) for t in texts)
         false = [s.rstrip("?") for s in plan.suggestions if _has(texts, s.rstrip("?")[:25])]
         said = [m.content for m in conversations.recent(home, channel, 1000) if m.role == "user"]
         quotes_true = all(
@@ -476,6 +520,7 @@ def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int) -> Score:
         texts,
         earlier,
         problems,
+        noise,
     )
 
 
@@ -484,6 +529,12 @@ def main() -> None:
     parser.add_argument("--server", action="store_true", help="the configured real server")
     parser.add_argument("--conversations", type=int, default=len(PLANS))
     parser.add_argument("--quick", action="store_true", help="one conversation: a smoke run")
+    parser.add_argument(
+        "--distill-mode",
+        choices=["auto", "whole", "steps"],
+        default=None,
+        help="how each project distills (default: CHARLIE_DISTILL_MODE, else auto)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
@@ -496,7 +547,7 @@ def main() -> None:
     else:
         double = ScriptedLLMServer(model="careless").start()
         rng = random.Random(args.seed)
-        double.default = lambda request: careless(request, rng)
+        double.default = lambda request: careless_model(request, rng)
         llm = LLMClient(double.base_url, "careless", retries=0)
         where = "the scripted double (a careless model)"
     scores: list[Score] = []
@@ -504,7 +555,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="charlie-fidelity-") as root:
             for number, plan in enumerate(plans):
                 try:
-                    score = run_one(plan, llm, Path(root), args.seed + number)
+                    score = run_one(plan, llm, Path(root), args.seed + number, args.distill_mode)
                 except CharlieError as exc:
                     print(f"{plan.topic}: {exc}", file=sys.stderr)
                     raise
@@ -513,7 +564,7 @@ def main() -> None:
                 print(
                     f"{plan.topic:<8} decisions {score.decisions} revision={score.revision} "
                     f"no-false={score.no_false_decisions} hand={score.hand_edit} "
-                    f"quotes={score.quotes_true} forgotten={score.forgotten} "
+                    f"quotes={score.quotes_true} forgotten={score.forgotten} noise={score.noise} "
                     f"({got}/{total}; {score.distillations} distillations, {score.failures} "
                     f"failed, {score.seconds}s) {'; '.join(score.problems)[:200]}",
                     flush=True,
@@ -538,6 +589,9 @@ def main() -> None:
         "forgotten": sum(s.forgotten for s in scores),
         "distillations": sum(s.distillations for s in scores),
         "failed": sum(s.failures for s in scores),
+        "noise": sum(s.noise for s in scores),
+        "distill_mode": args.distill_mode or os.environ.get("CHARLIE_DISTILL_MODE", "auto"),
+        "seconds": round(sum(s.seconds for s in scores), 1),
     }
     print(json.dumps(summary, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)

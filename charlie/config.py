@@ -41,6 +41,7 @@ _FIXES: dict[str, str] = {
         "n_ctx, e.g. 8192), or 0 to ask the server"
     ),
     "llm_max_tokens": "set CHARLIE_LLM_MAX_TOKENS to the longest answer in tokens, e.g. 1024",
+    "distill_mode": "set CHARLIE_DISTILL_MODE to 'auto', 'whole' or 'steps'",
     "quotes_window": "set CHARLIE_QUOTES_WINDOW to a whole number from 1 to 100",
     "embeddings": "set CHARLIE_EMBEDDINGS to 'local' (the packaged model) or 'openai'",
     "usage_half_life_days": "set CHARLIE_USAGE_HALF_LIFE_DAYS to a number of days above 0",
@@ -117,6 +118,11 @@ class Settings(BaseSettings):
         "auto",
         description="How the model is offered tools: native calls, calls written as text, "
         "constrained JSON steps, or auto (chosen from what the model does).",
+    )
+    distill_mode: Literal["auto", "whole", "steps"] = Field(
+        "auto",
+        description="How memory is distilled: in one request (whole), in small steps for a "
+        "small model (steps), or auto (steps when the model's tools are constrained).",
     )
     user: str = Field(default_factory=_default_user, description="Who is talking in the CLI.")
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")

@@ -62,6 +62,9 @@ class ProjectConfig(BaseModel):
     tool_mode: Literal["auto", "native", "text", "constrained"] | None = Field(
         None, description="How the model is offered tools here (unset: CHARLIE_TOOL_MODE)."
     )
+    distill_mode: Literal["auto", "whole", "steps"] | None = Field(
+        None, description="How memory is distilled here (unset: CHARLIE_DISTILL_MODE)."
+    )
 
 
 @dataclass(frozen=True)

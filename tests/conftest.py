@@ -20,6 +20,7 @@ from charlie.adapters.cli import chat as chat_cli
 from charlie.adapters.cli import cli
 from charlie.config import load_settings
 from charlie.home import Home
+from charlie.llm.client import LLMClient
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,6 +62,14 @@ def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedLLMServer]:
         monkeypatch.setenv("CHARLIE_LLM_BASE_URL", server.base_url)
         monkeypatch.setenv("CHARLIE_LLM_MODEL", "test-model")
         yield server
+
+
+@pytest.fixture
+def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
+    """A client of the scripted double (a test module's own `client` fixture overrides it)."""
+    made = LLMClient(llm.base_url, "test-model", retries=0)
+    yield made
+    made.close()
 
 
 @pytest.fixture

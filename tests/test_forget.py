@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,6 @@ from charlie.transfer import export as archive
 from charlie.users import User, ensure_user, set_password
 
 SECRET = "The door code is 4471, and we go with oak."
-
-
-@pytest.fixture
-def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
-    made = LLMClient(llm.base_url, "test-model", retries=0)
-    yield made
-    made.close()
 
 
 @pytest.fixture
@@ -238,3 +230,20 @@ def test_forget_racing_a_distillation_leaves_no_quote_of_it(
     assert held.quotes == [] and SECRET not in json.dumps(memory.as_json(held))
     for revision in memory.revisions(home, channel):
         assert "4471" not in revision.memory.to_json()
+
+
+def test_a_decision_that_only_restated_a_forgotten_message_goes_with_it(
+    home: Home, people: tuple[User, User], tmp_path: Path
+) -> None:
+    alice, _ = people
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    said = conversations.add_message(home, channel, "user", "The alarm code is 4471.", user=alice)
+    first = Decision("The alarm code is 4471", "2026-12-01", DISTILLED, (said.id,))
+    memory.save(home, channel, Memory("The kitchen.", [first]), "distill")
+    memory.save(
+        home, channel, Memory("The kitchen.", [first, Decision("Oak", by=DISTILLED)]), "distill"
+    )
+    done = forget.forget(home, channel, alice, said.id)
+    assert (done.restated, done.flagged) == (1, [])
+    assert memory.load(home, channel).texts == ["Oak"]
+    assert "4471" not in everything(home)  # the memory, its revisions, every table

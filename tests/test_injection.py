@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -63,13 +62,6 @@ class ObedientModel:
             calls, self.plan = self.plan, []
             return ToolCallsReply(list(calls))
         return TextReply("Done, as the note said.")
-
-
-@pytest.fixture
-def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
-    made = LLMClient(llm.base_url, "test-model", retries=0)
-    yield made
-    made.close()
 
 
 @pytest.fixture

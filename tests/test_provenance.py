@@ -5,7 +5,6 @@ before provenance read as they are."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import date
 
 import pytest
@@ -23,13 +22,6 @@ from charlie.projects import create_project
 from charlie.users import User, ensure_user
 
 TODAY = date.today().isoformat()
-
-
-@pytest.fixture
-def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
-    made = LLMClient(llm.base_url, "test-model", retries=0)
-    yield made
-    made.close()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,13 +28,6 @@ def project(home: Home) -> Project:
     notes.create_note(made, "Password storage", "Hash passwords with argon2id.")
     notes.create_note(made, "Session cookies", "Cookies are HttpOnly and SameSite=Lax.")
     return made
-
-
-@pytest.fixture
-def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
-    made = LLMClient(llm.base_url, "test-model", retries=0)
-    yield made
-    made.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ in the database for every process."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,13 +21,6 @@ from charlie.notes import files as notes
 from charlie.projects import Project, create_project, update_project
 from charlie.trace import Called, Moded, Stopped
 from charlie.users import User, ensure_user
-
-
-@pytest.fixture
-def client(llm: ScriptedLLMServer) -> Iterator[LLMClient]:
-    made = LLMClient(llm.base_url, "test-model", retries=0)
-    yield made
-    made.close()
 
 
 @pytest.fixture

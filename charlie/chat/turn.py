@@ -93,17 +93,11 @@ def answer_cap(channel: Channel, llm: LLMClient) -> int:
     return configured or llm.max_tokens
 
 
-def tool_mode(home: Home, channel: Channel) -> toolmode.Setting:
-    """How tools are offered in this channel: the project's `tool_mode`, else the setting."""
-    configured = channel.project.config.tool_mode if channel.project else None
-    return configured or home.settings.tool_mode
-
-
 def choose_mode(home: Home, channel: Channel, llm: LLMClient) -> toolmode.Choice:
     """The tool mode of this answer. In `auto`, a model nothing was seen of is first asked
     the doctor's tool question once (`doctor.first_look`), so a small model's first answer
     is already in the mode that suits it; a server that fails it is left to the turn."""
-    setting = tool_mode(home, channel)
+    setting = toolmode.setting_for(home, channel)
     seen = toolmode.habits(home, llm.base_url, llm.model)
     if setting == "auto" and seen.native_calls is None:
         try:

@@ -3,7 +3,8 @@
 A person's message goes with Charlie's answers to it (they usually repeat it), unless only
 that one message is asked for. With it go: the quotes of the memory said in it (in the
 current memory and in every stored revision), its place in the decisions' provenance (a
-decision whose only source it was is flagged for the person to keep or drop), the search
+decision whose only source it was is flagged for the person to keep or drop — unless it
+only restated the message, "The alarm code is 4471": then it goes too, as a quote would), the search
 index of messages and so recall, the suggestions offered under it and the usage it left,
 the search hits of other replies' traces that showed it, and the quotes a distillation
 refused from it. Exports made afterwards cannot hold it. What was forgotten is never
@@ -29,6 +30,7 @@ from charlie.db import now, transaction
 from charlie.errors import CharlieError, Forbidden, NotFound
 from charlie.home import Home
 from charlie.household.removal import forget_messages
+from charlie.memory import decisions as decided
 from charlie.memory import distill
 from charlie.memory import layers as memory
 from charlie.memory.layers import Decision, Earlier, Memory, normalise
@@ -47,6 +49,7 @@ class Forgotten:
     quotes: int = 0
     revisions: int = 0
     flagged: list[str] = field(default_factory=list)
+    restated: int = 0  # decisions that only restated a forgotten message: gone with it
 
 
 def planned(
@@ -136,7 +139,7 @@ def forget_messages_of(
     token = _claim(home, channel)
     try:
         with transaction(home.db):
-            done.quotes, done.flagged = _from_memory(home, channel, ids, said)
+            done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, said)
             done.revisions = _from_revisions(home, channel, ids, said)
             _from_the_rest(home, ids, said)
             _delete(home, ids)
@@ -189,18 +192,35 @@ def _said_in(text: str, said: list[str]) -> bool:
     return bool(quoted) and any(quoted in message for message in said)
 
 
+def restates(decision: str, said: list[str]) -> bool:
+    """Whether a decision is one of the forgotten messages said again: nearly all of its
+    words and of the message's in common ("The alarm code is 4471" from "The alarm code
+    is 4471."), so keeping it would keep the forgotten text."""
+    mine = decided.words(decision)
+    for message in said:
+        theirs = decided.words(message)
+        shared = len(mine & theirs)
+        if mine and theirs and shared >= decided.SAME * max(len(mine), len(theirs)):
+            return True
+    return False
+
+
 def _scrubbed(
     layers: Memory, ids: set[int], said: list[str], *, flag: bool = True
-) -> tuple[Memory, int, list[str]]:
+) -> tuple[Memory, int, list[str], int]:
     """`layers` without the quotes said in the forgotten messages and without their ids in
     the provenance; a decision left with no source is flagged (when `flag`: the current
-    memory, not its history)."""
+    memory, not its history) — or, when it only restated a forgotten message, taken out
+    with it as a quote of it is. Also returns the quotes taken, the decisions flagged and
+    the decisions taken."""
     quotes = [q for q in layers.quotes if not _said_in(q.text, said)]
     flagged: list[str] = []
     decisions: list[Decision] = []
     for decision in layers.decisions:
         left = tuple(i for i in decision.sources if i not in ids)
         if len(left) < len(decision.sources):
+            if not left and restates(decision.text, said):
+                continue
             decision = replace(decision, sources=left)
             if not left and flag:
                 decision = replace(decision, flag=memory.SOURCE_FORGOTTEN)
@@ -213,28 +233,30 @@ def _scrubbed(
             changed_by=None if e.changed_by in ids else e.changed_by,
         )
         for e in layers.earlier
+        if not (e.sources and set(e.sources) <= ids and restates(e.text, said))
     ]
+    taken = len(layers.decisions) - len(decisions)
     scrubbed = replace(layers, quotes=quotes, decisions=decisions, earlier=earlier)
-    return scrubbed, len(layers.quotes) - len(quotes), flagged
+    return scrubbed, len(layers.quotes) - len(quotes), flagged, taken
 
 
 def _from_memory(
     home: Home, channel: Channel, ids: list[int], said: list[str]
-) -> tuple[int, list[str]]:
+) -> tuple[int, list[str], int]:
     if not channel.private:
         memory.sync_hand_edits(home, channel)  # a hand edit is kept, and scrubbed too
     current = memory.load(home, channel)
-    scrubbed, quotes, flagged = _scrubbed(current, set(ids), said)
+    scrubbed, quotes, flagged, taken = _scrubbed(current, set(ids), said)
     if scrubbed != current:
         memory.save(home, channel, scrubbed, "forget")
-    return quotes, flagged
+    return quotes, flagged, taken
 
 
 def _from_revisions(home: Home, channel: Channel, ids: list[int], said: list[str]) -> int:
     """Every stored revision of the channel's memory, scrubbed the same way."""
     changed = 0
     for revision in memory.revisions(home, channel):
-        scrubbed, _, _ = _scrubbed(revision.memory, set(ids), said, flag=False)
+        scrubbed, *_ = _scrubbed(revision.memory, set(ids), said, flag=False)
         if scrubbed != revision.memory:
             home.db.execute(
                 "UPDATE memory_revisions SET layers = ? WHERE id = ?",

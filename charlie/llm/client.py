@@ -818,6 +818,23 @@ def preview(text: str, size: int = 160) -> str:
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
+def json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in a model's answer, past reasoning blocks, fences and
+    chatter; None when it holds none."""
+    text = strip_think(text)
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(text):
+        if char != "{":
+            continue
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
 def strip_think(text: str) -> str:
     """Remove reasoning blocks (`<think>…</think>`, as Qwen3 and DeepSeek emit them)."""
     filtered = ThinkFilter()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from charlie.conversations import Channel
 from charlie.db import now
 from charlie.home import Home
 from charlie.trace import ToolMode
@@ -98,6 +99,12 @@ def decide(setting: Setting, seen: Habits) -> Choice:
     if seen.native_calls:
         return Choice("native", "auto: a tool call when tried")
     return Choice("native", "auto: nothing seen of the model yet")
+
+
+def setting_for(home: Home, channel: Channel) -> Setting:
+    """How tools are offered in this channel: the project's `tool_mode`, else the setting."""
+    configured = channel.project.config.tool_mode if channel.project else None
+    return configured or home.settings.tool_mode
 
 
 def choose(home: Home, setting: Setting, base_url: str, model: str) -> Choice:

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
@@ -51,8 +51,9 @@ from charlie.errors import (
     MemoryFormatError,
 )
 from charlie.home import Home
-from charlie.llm.client import LLMClient, strip_think
-from charlie.memory import decisions
+from charlie.llm import toolmode
+from charlie.llm.client import LLMClient, json_object, strip_think
+from charlie.memory import decisions, steps
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
 
@@ -198,6 +199,9 @@ class _Output(BaseModel):
         return value[:MOST_QUOTES] if isinstance(value, list) else value
 
 
+Method = Literal["whole", "steps"]  # one request, or small steps (`charlie.memory.steps`)
+
+
 @dataclass
 class DistillResult:
     revision_id: int
@@ -207,22 +211,15 @@ class DistillResult:
     rejected_quotes: list[dict[str, str]] = field(default_factory=list)
     structured: bool = True
     attempts: int = 1
+    method: Method = "whole"
 
 
 def extract_json(text: str) -> dict[str, Any]:
     """The first JSON object in `text`, tolerating reasoning blocks, fences and chatter."""
-    text = strip_think(text)
-    decoder = json.JSONDecoder()
-    for start, char in enumerate(text):
-        if char != "{":
-            continue
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    raise DistillationError(f"no JSON object in the answer ({text[:120]!r})")
+    found = json_object(text)
+    if found is None:
+        raise DistillationError(f"no JSON object in the answer ({strip_think(text)[:120]!r})")
+    return found
 
 
 def _transcript(messages: list[Message]) -> str:
@@ -338,6 +335,39 @@ def check_quality(output: _Output, current: Memory, messages: list[Message]) -> 
             f"the summary shrank from {old} to {new} characters although nothing asked to "
             "forget; keep what still holds and add what is new"
         )
+
+
+def method(home: Home, channel: Channel, llm: LLMClient) -> tuple[Method, str]:
+    """How this channel's memory is distilled, and why: the project's `distill_mode`, else
+    the setting; `auto` distills in steps (`charlie.memory.steps`) when the model's tools
+    are constrained (a small model: set so, or seen failing tool calls), else whole."""
+    configured = channel.project.config.distill_mode if channel.project else None
+    setting = configured or home.settings.distill_mode
+    if setting != "auto":
+        return setting, f"distill_mode = {setting} (set)"
+    tools = toolmode.choose(home, toolmode.setting_for(home, channel), llm.base_url, llm.model)
+    if tools.mode == "constrained":
+        return "steps", f"auto: tools are constrained for this model ({tools.reason})"
+    return "whole", f"auto: tools are {tools.mode} for this model"
+
+
+def _ask_steps(
+    llm: LLMClient, current: Memory, messages: list[Message]
+) -> tuple[_Output, bool, int]:
+    """The answer asked step by step; the same checks as the whole form's."""
+
+    def check_summary(summary: str) -> None:
+        check_quality(_Output(summary=summary, decisions=[], quotes=[]), current, messages)
+
+    answer, asker = steps.ask(llm, current, messages, check_summary)
+    try:
+        output = _Output.model_validate(answer)
+    except ValidationError as exc:
+        raise DistillationError(
+            f"the steps' answer was not valid: {exc.errors()[0]['msg']}"
+        ) from exc
+    check_quality(output, current, messages)
+    return output, asker.structured, asker.attempts
 
 
 def _ask(
@@ -659,7 +689,11 @@ def distill(
         with _storage(home, channel):
             memory.sync_hand_edits(home, channel)
         seen = memory.load(home, channel)
-        output, structured, attempts = _ask(llm, _prompt(seen, window), seen, window)
+        how, _ = method(home, channel, llm)
+        if how == "steps":
+            output, structured, attempts = _ask_steps(llm, seen, window)
+        else:
+            output, structured, attempts = _ask(llm, _prompt(seen, window), seen, window)
     except (DistillationError, LLMError, MemoryFormatError) as exc:
         failed(exc)
         raise
@@ -717,7 +751,14 @@ def distill(
         raise
     assert revision is not None  # the loop wrote it, or raised
     return DistillResult(
-        revision.id, revision.memory, window[0].id, window[-1].id, rejected, structured, attempts
+        revision.id,
+        revision.memory,
+        window[0].id,
+        window[-1].id,
+        rejected,
+        structured,
+        attempts,
+        how,
     )
 
 

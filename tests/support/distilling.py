@@ -41,3 +41,50 @@ def naming_answer(request: dict[str, Any], **layers: Any) -> str:
     data = json.loads(distill_answer(**layers))
     data["decisions"] = [{"text": d, "messages": people} for d in data["decisions"]]
     return json.dumps(data)
+
+
+STEP_PROMPTS = {
+    "decision": "Does this message from a household's conversation record a decision",
+    "change": "You check whether a new message changes an earlier decision",
+    "summary": "You keep the summary of a household's conversation",
+    "quotes": "From a household's conversation, pick",
+}
+
+
+def step_of(request: dict[str, Any]) -> str | None:
+    """Which step of a stepwise distillation a request is (`charlie.memory.steps`), by its
+    instructions (a server refusing `response_format` gets the same ones), else None."""
+    system = str(request["messages"][0]["content"])
+    return next((name for name, start in STEP_PROMPTS.items() if system.startswith(start)), None)
+
+
+def judged(request: dict[str, Any]) -> str:
+    """The message a decision or change step asks about (the text after its speaker)."""
+    user = str(request["messages"][1]["content"])
+    line = user.rsplit("\n", 1)[-1]
+    return line.split(": ", 1)[1] if ": " in line else line
+
+
+def step_answer(request: dict[str, Any], quotable: str = "If it's not oak") -> str:
+    """A sensible small model's answer to one step: decisions are what "decided", "let's go
+    with" or "change of plan" say, a change of plan changes what it names, the summary says
+    "Planning the kitchen.", and the message holding `quotable` is worth quoting."""
+    step = step_of(request)
+    if step == "decision":
+        text = judged(request)
+        decided = re.match(r"(?i)(we decided:? |let's go with |change of plan: )(.*)", text)
+        what = decided.group(2).split(", not ")[0] if decided else ""
+        return json.dumps({"decision": decided is not None, "what": what})
+    if step == "change":
+        return json.dumps({"changes": judged(request).lower().startswith("change of plan")})
+    if step == "summary":
+        return json.dumps({"summary": "Planning the kitchen."})
+    if step == "quotes":
+        told = str(request["messages"][1]["content"])
+        numbers = [
+            int(n)
+            for n, text in re.findall(r"^\[(\d+)\] [^:]+: (.*)$", told, re.M)
+            if quotable in text
+        ]
+        return json.dumps({"quotes": numbers})
+    raise AssertionError(f"not a step of a stepwise distillation: {request['messages'][0]}")

@@ -61,6 +61,11 @@ def forget_command(
             f" ({done.quotes} quote{'s' if done.quotes != 1 else ''} taken out of the memory, "
             f"{done.revisions} earlier revision{'s' if done.revisions != 1 else ''} scrubbed)."
         )
+        if done.restated:
+            click.echo(
+                f"{done.restated} decision{'s' if done.restated != 1 else ''} only restated what "
+                "was forgotten and went with it."
+            )
         for text in done.flagged:
             click.echo(
                 f"The decision {text!r} came only from what was forgotten: it is flagged in the "

@@ -108,6 +108,8 @@ def forget_text(home: Home, place: Place, discord_id: int, message_id: int | Non
     if done.quotes:
         line += f"; {done.quotes} quote{'s' if done.quotes != 1 else ''} left the memory"
     line += "."
+    if done.restated:
+        line += f" {done.restated} decision(s) only restated it: gone with it."
     if done.flagged:
         line += f" {len(done.flagged)} decision(s) came only from it: flagged in the memory."
     return line

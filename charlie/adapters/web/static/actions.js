@@ -65,6 +65,9 @@ export function forgottenText(done) {
   let text = `Forgot ${plural(done.messages, 'message')}`;
   if (done.quotes) text += `; ${plural(done.quotes, 'quote')} left the memory`;
   text += '.';
+  if (done.restated) {
+    text += ` ${plural(done.restated, 'decision')} only restated it and went with it.`;
+  }
   if (done.flagged && done.flagged.length) {
     text +=
       ` ${plural(done.flagged.length, 'decision')} came only from it: flagged in the memory ` +

@@ -1,0 +1,329 @@
+"""Distillation in small steps, for a small model (`distill_mode = steps`).
+
+One request that returns the whole memory as JSON asks a lot of a 1–3B model: with
+Qwen2.5-Coder-1.5B it kept 3 of 9 planted decisions, applied none of 3 revisions and kept
+remarks ("Dinner is pasta, as usual.") as decisions (docs/memory.md). Here each request
+asks one small thing, held to a small schema:
+
+1. each person's message on its own (a question is none and is not asked about): does it
+   record a decision, and which, in one short sentence;
+2. each new decision beside the held ones about the same thing (most of their words shared):
+   does it change that one? (at most one per new decision)
+3. the summary, rewritten from the old one and the new messages;
+4. which of the people's messages are worth quoting, by number: a quote is then the
+   message's own words, verbatim by construction.
+
+The answers are put together in the whole form's shape (`charlie.memory.distill`), so the
+same checks and the same merge follow. A step whose answer is unusable is asked once more
+with the reason; a second failure fails the distillation, and the memory stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+from charlie.conversations import Message
+from charlie.errors import DistillationError, LLMRejected
+from charlie.llm.client import LLMClient, json_object
+from charlie.memory import decisions
+from charlie.memory.layers import Memory, key, normalise
+
+CONTEXT_MESSAGES = 2  # the messages shown before the one judged (a "yes, let's" needs them)
+MOST_CANDIDATES = 3  # held decisions checked against each new one
+MOST_QUOTES = 2
+QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a word
+DECISION_CHARS = 200  # the message itself stands in for a decision the model left unworded
+# The longest answer of each step, in tokens: a small model held to a schema can run on
+# (a string that repeats, or whitespace) until the answer cap; a step needs a few words.
+STEP_TOKENS = {"_Decision": 120, "_Change": 24, "_Summary": 200, "_Quotes": 48}
+
+DECISION_PROMPT = """\
+Does this message from a household's conversation record a decision: something the
+people decided, chose, agreed, settled or booked, or a change to such a plan? News,
+feelings, small talk, questions, requests, reminders and ideas nobody settled on
+("maybe", "how about", "we could") are not decisions.
+Answer with a JSON object only: {"decision": true or false, "what": "the decision in one \
+short sentence with its names, numbers and dates, or empty"}"""
+
+CHANGE_PROMPT = """\
+You check whether a new message changes an earlier decision of a household.
+It changes it when it gives the same thing another value (another day, number, name or
+place) or cancels it. It does not change it when it repeats it, adds something separate,
+or is about something else.
+Answer with a JSON object only: {"changes": true} or {"changes": false}"""
+
+SUMMARY_PROMPT = """\
+You keep the summary of a household's conversation: what it is about and where it stands,
+for someone arriving fresh. Rewrite it from the current summary and the new messages, in
+at most 80 words. Keep what still holds and bring in what is new; do not list the
+messages one by one and never just add to the end of the old summary.
+Answer with a JSON object only: {"summary": "..."}"""
+
+QUOTE_PROMPT = """\
+From a household's conversation, pick at most 2 messages worth remembering in the
+speaker's own words: a saying, a strong feeling, a vivid way of putting something. Not
+decisions, questions, reminders, news or small talk. Most messages are not worth quoting:
+an empty list is a good answer.
+Answer with a JSON object only: {"quotes": [message numbers]}"""
+
+
+class _Decision(BaseModel):
+    decision: bool
+    what: str = ""
+
+
+class _Change(BaseModel):
+    changes: bool
+
+
+class _Summary(BaseModel):
+    summary: str = Field(min_length=1)
+
+
+class _Quotes(BaseModel):
+    quotes: list[int] = Field(default_factory=list)
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema["required"] = list(schema["properties"])  # strict: every key written
+    schema["additionalProperties"] = False
+    schema.pop("title", None)
+    for value in schema["properties"].values():
+        value.pop("title", None)
+        value.pop("default", None)
+    if "quotes" in schema["properties"]:
+        schema["properties"]["quotes"]["maxItems"] = MOST_QUOTES
+    return schema
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+@dataclass
+class Asker:
+    """Asks the steps' questions: as constrained JSON while the server takes
+    `response_format`, else plainly; how many tries the hardest step took."""
+
+    llm: LLMClient
+    structured: bool = True
+    attempts: int = 1
+    requests: int = 0
+
+    def ask(
+        self,
+        model: type[Answer],
+        system: str,
+        user: str,
+        check: Callable[[Answer], None] | None = None,
+    ) -> Answer:
+        prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        content = self._chat(prompt, model)
+        try:
+            return self._read(model, content, check)
+        except DistillationError as first:
+            repair = [
+                *prompt,
+                {"role": "assistant", "content": content},
+                {
+                    "role": "user",
+                    "content": f"That answer was not usable: {first}. Reply again with only "
+                    "the corrected JSON object.",
+                },
+            ]
+            self.attempts = 2
+            try:
+                return self._read(model, self._chat(repair, model), check)
+            except DistillationError as second:
+                step = model.__name__.strip("_").lower()
+                raise DistillationError(
+                    f"The model's answer to the {step} step was not valid twice ({first}; "
+                    f"then {second}). The memory was left as it was; it will be tried again "
+                    "after the next message."
+                ) from second
+
+    def _chat(self, prompt: list[dict[str, Any]], model: type[BaseModel]) -> str:
+        self.requests += 1
+        llm = self.llm.with_max_tokens(min(self.llm.max_tokens, STEP_TOKENS[model.__name__]))
+        if self.structured:
+            name = model.__name__.strip("_").lower()
+            form = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "strict": True, "schema": _schema(model)},
+            }
+            try:
+                return llm.chat(prompt, response_format=form, temperature=0).content
+            except LLMRejected:
+                self.structured = False  # the server does not take response_format
+        return llm.chat(prompt, temperature=0).content
+
+    @staticmethod
+    def _read(model: type[Answer], content: str, check: Callable[[Answer], None] | None) -> Answer:
+        found = json_object(content)
+        if found is None and model is _Summary:
+            found = _cut_summary(content)
+        if found is None:
+            raise DistillationError(f"no JSON object in the answer ({content[:120]!r})")
+        try:
+            answer = model.model_validate(found)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "the answer"
+            raise DistillationError(f"field '{where}': {err['msg']}") from exc
+        if check is not None:
+            check(answer)
+        return answer
+
+
+CUT_SUMMARY = re.compile(r'^\s*\{\s*"summary"\s*:\s*"((?:[^"\\]|\\.)*)')
+
+
+def _cut_summary(content: str) -> dict[str, Any] | None:
+    """A summary the answer cap cut off mid-string (a small model writes on past 80 words):
+    its whole sentences so far, when there are any."""
+    started = CUT_SUMMARY.match(content)
+    if started is None:
+        return None
+    text = started.group(1)
+    try:
+        text = json.loads(f'"{text.rstrip(chr(92))}"')
+    except json.JSONDecodeError:
+        return None
+    sentences = re.findall(r".*?[.!?](?=\s|$)", text, re.S)
+    return {"summary": "".join(sentences).strip()} if sentences else None
+
+
+def _line(message: Message) -> str:
+    return f"[{message.id}] {message.speaker}: {message.content}"
+
+
+def _decided(asker: Asker, messages: list[Message]) -> list[tuple[Message, str]]:
+    """The decisions the people's messages state: (message, the decision in a sentence)."""
+    found: list[tuple[Message, str]] = []
+    for at, message in enumerate(messages):
+        if message.role != "user" or message.content.rstrip().endswith("?"):
+            continue
+        before = messages[max(0, at - CONTEXT_MESSAGES) : at]
+        context = "\n".join(f"{m.speaker}: {m.content}" for m in before)
+        user = (f"Just before (context only):\n{context}\n\n" if context else "") + (
+            f"The message:\n{message.speaker}: {message.content}"
+        )
+        answer = asker.ask(_Decision, DECISION_PROMPT, user)
+        if answer.decision:
+            found.append((message, _worded(answer.what, message.content)))
+    return found
+
+
+def _worded(what: str, said: str) -> str:
+    """The model's sentence for a decision — or the message itself, cut short, when the
+    sentence is empty or lost every value the message holds (a day, a number: "the car
+    repair schedule" for "the car goes in on Friday")."""
+    worded = normalise(what)
+    values = _values(said)
+    if not re.search(r"\w", worded) or (values and not values & _values(worded)):
+        return _cut(said)
+    return worded
+
+
+def _values(text: str) -> set[str]:
+    """The numbers in a text ("2pm" holds 2), and its days and months."""
+    named = {w for w in decisions.words(text) if decisions.VALUE.match(w) and w.isalpha()}
+    return set(re.findall(r"\d+", text)) | named
+
+
+def _cut(text: str, size: int = DECISION_CHARS) -> str:
+    text = normalise(text)
+    if len(text) <= size:
+        return text
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    if len(sentences[0]) <= size:
+        kept = sentences[0]
+        for sentence in sentences[1:]:
+            if len(kept) + 1 + len(sentence) > size:
+                break
+            kept += " " + sentence
+        return kept
+    cut = text[:size]
+    return cut[: cut.rfind(" ")] if cut.rfind(" ") > size // 2 else cut
+
+
+def _plain(text: str) -> set[str]:
+    """A decision's content words less its values (days, numbers): what it is about."""
+    return {w for w in decisions.words(text) if not decisions.VALUE.match(w)}
+
+
+def _candidates(text: str, held: list[str]) -> list[str]:
+    """The held decisions a new one may change: about the same thing (at least half of
+    the fewer's plain words shared, `decisions.RELATED`), most alike first."""
+    plain = _plain(text)
+    scored = []
+    for old in held:
+        other = _plain(old)
+        if key(old) == key(text) or not plain or not other:
+            continue
+        shared = len(plain & other) / min(len(plain), len(other))
+        if shared >= decisions.RELATED:
+            scored.append((shared, old))
+    return [old for _, old in sorted(scored, key=lambda s: -s[0])[:MOST_CANDIDATES]]
+
+
+def _changes(
+    asker: Asker, found: list[tuple[Message, str]], held: list[str]
+) -> list[dict[str, Any]]:
+    """The held decisions the new ones change: each new one changes at most one, the most
+    alike the model says it changes."""
+    superseded: list[dict[str, Any]] = []
+    for message, text in found:
+        for old in _candidates(text, held):
+            user = f"Earlier decision: {old}\nNew message from {message.speaker}: {message.content}"
+            if asker.ask(_Change, CHANGE_PROMPT, user).changes:
+                superseded.append({"decision": old, "message": message.id})
+                held = [h for h in held if h != old]
+                break
+    return superseded
+
+
+def _quotes(asker: Asker, messages: list[Message]) -> list[dict[str, str]]:
+    people = {m.id: m for m in messages if m.role == "user"}
+    if not people:
+        return []
+    user = "Messages, each as [number] speaker: text:\n" + "\n".join(
+        _line(m) for m in people.values()
+    )
+    chosen = asker.ask(_Quotes, QUOTE_PROMPT, user).quotes
+    picked = [people[n] for n in dict.fromkeys(chosen) if n in people][:MOST_QUOTES]
+    return [{"speaker": m.speaker, "text": _cut(m.content, QUOTE_CHARS)} for m in picked]
+
+
+def ask(
+    llm: LLMClient,
+    current: Memory,
+    messages: list[Message],
+    check_summary: Callable[[str], None],
+) -> tuple[dict[str, Any], Asker]:
+    """The distillation of `messages` into `current`, asked step by step, in the whole
+    form's shape: {"summary", "decisions", "superseded", "quotes"}."""
+    asker = Asker(llm)
+    found = _decided(asker, messages)
+    superseded = _changes(asker, found, current.texts)
+    layers = {"summary": current.summary, "decisions that hold": current.texts}
+    user = (
+        "Current memory:\n"
+        + json.dumps(layers, ensure_ascii=False, indent=1)
+        + "\n\nNew messages, each as [number] speaker: text:\n"
+        + "\n".join(_line(m) for m in messages)
+    )
+    summary = asker.ask(_Summary, SUMMARY_PROMPT, user, lambda s: check_summary(s.summary))
+    answer = {
+        "summary": summary.summary,
+        "decisions": [{"text": text, "messages": [m.id]} for m, text in found],
+        "superseded": superseded,
+        "quotes": _quotes(asker, messages),
+    }
+    return answer, asker

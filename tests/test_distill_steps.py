@@ -1,0 +1,281 @@
+"""Distillation in small steps (`distill_mode = steps`): one small question per person's
+message, per possible revision, for the summary and for the quotes — put together and
+checked as the whole form's answer is, and chosen by `auto` for a constrained model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from llm_double import ScriptedLLMServer
+from support.distilling import distill_answer, is_distillation, step_answer, step_of
+
+from charlie import conversations
+from charlie.conversations import Channel, Message, shared_channel
+from charlie.errors import DistillationError
+from charlie.home import Home
+from charlie.llm.client import LLMClient
+from charlie.memory import distill, steps
+from charlie.memory import layers as memory
+from charlie.memory.layers import HAND, Decision, Memory
+from charlie.projects import create_project, update_project
+from charlie.users import User, ensure_user
+
+
+@pytest.fixture
+def kitchen(home: Home) -> tuple[Channel, User, User]:
+    create_project(home, "Kitchen", distill_every=1000)
+    channel = shared_channel(home, update_project(home, "kitchen", distill_mode="steps"))
+    memory.ensure_file(home, channel)
+    return channel, ensure_user(home.db, "sam"), ensure_user(home.db, "alex")
+
+
+def talk(home: Home, channel: Channel, *lines: tuple[User | None, str]) -> list[Message]:
+    return [
+        conversations.add_message(home, channel, "user" if who else "assistant", text, user=who)
+        for who, text in lines
+    ]
+
+
+def steps_asked(llm: ScriptedLLMServer) -> list[str | None]:
+    return [step_of(r) for r in llm.requests]
+
+
+def test_each_persons_message_is_judged_alone_and_only_decisions_are_kept(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    said = talk(
+        home,
+        channel,
+        (sam, "Maybe we should paint the ceiling yellow."),
+        (None, "Noted."),
+        (alex, "Dinner is pasta, as usual."),
+        (sam, "Should we move the fridge?"),
+        (alex, "We decided: the worktops are solid oak."),
+    )
+    llm.default = step_answer
+    result = distill.distill(home, channel, client)
+    assert result.method == "steps" and result.structured
+    # Charlie's message and the question are not asked about: three messages, a summary, quotes
+    assert steps_asked(llm) == ["decision", "decision", "decision", "summary", "quotes"]
+    assert [str(r["messages"][1]["content"]).rsplit("\n", 1)[-1] for r in llm.requests[:3]] == [
+        "sam: Maybe we should paint the ceiling yellow.",
+        "alex: Dinner is pasta, as usual.",
+        "alex: We decided: the worktops are solid oak.",
+    ]
+    (decision,) = result.memory.decisions
+    assert decision.text == "the worktops are solid oak."
+    assert decision.sources == (said[4].id,)
+    assert result.memory.summary == "Planning the kitchen."
+    schema = llm.requests[0]["response_format"]["json_schema"]
+    assert schema["name"] == "decision"
+    assert schema["schema"]["properties"]["decision"] == {"type": "boolean"}
+
+
+def test_the_message_before_is_shown_for_context(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    talk(home, channel, (sam, "Maybe oak worktops."), (alex, "Yes, let's do that."))
+    answers = iter(
+        [
+            {"decision": False, "what": ""},
+            {"decision": True, "what": "The worktops are oak."},
+        ]
+    )
+    llm.default = lambda r: (
+        json.dumps(next(answers)) if step_of(r) == "decision" else step_answer(r)
+    )
+    result = distill.distill(home, channel, client)
+    assert "Just before (context only):\nsam: Maybe oak worktops." in str(
+        llm.requests[1]["messages"][1]["content"]
+    )
+    assert result.memory.texts == ["The worktops are oak."]
+
+
+def test_a_change_of_plan_supersedes_the_decision_it_names(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    llm.default = step_answer
+    talk(home, channel, (sam, "We decided: the plumber comes on Tuesday 9 December."))
+    distill.distill(home, channel, client)
+    llm.requests.clear()
+    said = talk(
+        home,
+        channel,
+        (alex, "Change of plan: the plumber comes on Thursday 11 December, not Tuesday."),
+        (sam, "Let's go with green metro tiles."),
+    )
+    result = distill.distill(home, channel, client)
+    changes = [r for r in llm.requests if step_of(r) == "change"]
+    # only the decision that shares words with a held one is checked against it
+    assert len(changes) == 1
+    assert "Earlier decision: the plumber comes on Tuesday 9 December." in str(
+        changes[0]["messages"][1]["content"]
+    )
+    assert result.memory.texts == [
+        "the plumber comes on Thursday 11 December",
+        "green metro tiles.",
+    ]
+    (earlier,) = result.memory.earlier
+    assert earlier.text == "the plumber comes on Tuesday 9 December."
+    assert earlier.changed_by == said[0].id
+
+
+def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    memory.save(home, channel, Memory("", [Decision("The worktops are oak", by=HAND)]), "hand")
+    talk(home, channel, (sam, "We decided: the cabinet handles are oak too."))
+    llm.default = step_answer
+    result = distill.distill(home, channel, client)
+    assert "change" in steps_asked(llm)  # asked: "oak" is shared …
+    assert result.memory.texts == ["The worktops are oak", "the cabinet handles are oak too."]
+    assert result.memory.earlier == []  # … and kept, as the model said
+
+
+def test_a_quote_is_the_persons_own_message_by_number(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    said = talk(
+        home,
+        channel,
+        (sam, "If it's not oak, it's not our kitchen."),
+        (None, "If it's not oak, I'd wait."),
+    )
+    llm.default = lambda r: (
+        json.dumps({"quotes": [said[1].id, 999, said[0].id, said[0].id]})
+        if step_of(r) == "quotes"
+        else step_answer(r)
+    )
+    result = distill.distill(home, channel, client)
+    quotes = [r for r in llm.requests if step_of(r) == "quotes"]
+    assert "Charlie" not in str(quotes[0]["messages"][1]["content"])  # only people's offered
+    assert [(q.speaker, q.text) for q in result.memory.quotes] == [
+        ("sam", "If it's not oak, it's not our kitchen.")
+    ]
+
+
+def test_an_unusable_step_gets_one_repair_then_the_memory_stays(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "We decided: oak."))
+    answers: list[str] = ['{"decision": "maybe"}', "no json here"]
+
+    def model(request: dict[str, Any]) -> str:
+        return (
+            answers.pop(0) if step_of(request) == "decision" and answers else step_answer(request)
+        )
+
+    llm.default = model
+    with pytest.raises(DistillationError, match="decision step was not valid twice"):
+        distill.distill(home, channel, client)
+    assert "was not usable" in str(llm.requests[1]["messages"][-1]["content"])
+    assert memory.load(home, channel).decisions == []
+    row = home.db.execute("SELECT status FROM distillations ORDER BY id DESC").fetchone()
+    assert row["status"] == "failed"
+    assert conversations.distilled_upto(home, channel) == 0  # the message is still pending
+
+    llm.requests.clear()
+    answers[:] = ['{"what": "oak"}']  # once wrong (no "decision"), then fine
+    result = distill.distill(home, channel, client)
+    assert result.attempts == 2
+    assert result.memory.texts == ["oak."]
+
+
+def test_a_decision_worded_without_its_value_is_the_message_itself(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "OK, the car goes in for repair on Friday 5 March."))
+    llm.default = lambda r: (
+        '{"decision": true, "what": "The car repair schedule"}'
+        if step_of(r) == "decision"
+        else step_answer(r)
+    )
+    assert distill.distill(home, channel, client).memory.texts == [
+        "OK, the car goes in for repair on Friday 5 March."
+    ]
+
+
+def test_a_summary_cut_by_the_answer_cap_keeps_its_whole_sentences(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "Nice weather."))
+    cut = '{\n "summary": "Sam talks about the weather. The kitchen waits for the plumb'
+    llm.default = lambda r: cut if step_of(r) == "summary" else step_answer(r)
+    result = distill.distill(home, channel, client)
+    assert result.memory.summary == "Sam talks about the weather."
+    summary = next(r for r in llm.requests if step_of(r) == "summary")
+    assert summary["max_tokens"] == steps.STEP_TOKENS["_Summary"]  # each step is capped
+
+
+def test_a_decision_left_unworded_is_the_message_itself(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "Right. Oak it is, for the worktops. " + "And more. " * 30))
+    llm.default = lambda r: (
+        '{"decision": true, "what": " "}' if step_of(r) == "decision" else step_answer(r)
+    )
+    (decision,) = distill.distill(home, channel, client).memory.texts
+    assert decision.startswith("Right. Oak it is, for the worktops.") and len(decision) <= 200
+
+
+def test_a_placeholder_summary_is_asked_again_with_the_reason(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "Nice weather."))
+    summaries = ['{"summary": "..."}', '{"summary": "Talk about the kitchen."}']
+    llm.default = lambda r: summaries.pop(0) if step_of(r) == "summary" else step_answer(r)
+    result = distill.distill(home, channel, client)
+    repair = [r for r in llm.requests if step_of(r) == "summary"][1]
+    assert "empty or a placeholder" in str(repair["messages"][-1]["content"])
+    assert result.memory.summary == "Talk about the kitchen."
+
+
+def test_steps_work_with_a_server_that_refuses_response_format(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    llm.refuse_response_format = True
+    talk(home, channel, (sam, "Let's go with green metro tiles."))
+    llm.default = lambda r: "Sure:\n" + step_answer(r)
+    result = distill.distill(home, channel, client)
+    assert not result.structured
+    assert result.memory.texts == ["green metro tiles."]
+    assert "response_format" in llm.requests[0]
+    assert all("response_format" not in r for r in llm.requests[1:])
+
+
+def test_auto_distills_in_steps_when_tools_are_constrained(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient
+) -> None:
+    channel = shared_channel(home, create_project(home, "Garden", distill_every=1000))
+    sam = ensure_user(home.db, "sam")
+    assert distill.method(home, channel, client) == (
+        "whole",
+        "auto: tools are native for this model",
+    )
+    talk(home, channel, (sam, "Let's go with a Bramley apple tree."))
+    llm.default = lambda r: distill_answer() if is_distillation(r) else step_answer(r)
+    assert distill.distill(home, channel, client).method == "whole"
+
+    channel = shared_channel(home, update_project(home, "garden", tool_mode="constrained"))
+    how, why = distill.method(home, channel, client)
+    assert how == "steps" and "tools are constrained" in why
+    talk(home, channel, (sam, "We decided: the shed gets a green roof."))
+    assert distill.distill(home, channel, client).method == "steps"
+
+    home.settings.distill_mode = "whole"  # the setting, and the project's own over it
+    assert distill.method(home, channel, client)[0] == "whole"
+    channel = shared_channel(home, update_project(home, "garden", distill_mode="steps"))
+    assert distill.method(home, channel, client) == ("steps", "distill_mode = steps (set)")
