@@ -14,7 +14,8 @@ it was distilled. Each conversation is distilled every 5 messages, as a project 
 
 Scored by string checks, per conversation:
 - decisions: each planted decision is held (its key words in one decision)
-- revision: the new value is held and the old one is among the earlier decisions, not held
+- revision: the new value is held and the old one is among the earlier decisions, and no held
+  decision says the old value without the new one
 - not decisions: no suggestion or question became a decision
 - hand edit: the person's decision is intact after every later distillation
 - quotes: every quote is verbatim and said by a person
@@ -477,16 +478,21 @@ def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int, mode: str | None 
                 )
             if number == 30 and author is not None:  # and its author forgets the secret
                 forget.forget(home, channel, author, secret_id)
-        for _ in batches.distill_all(
-            home, channel, llm
-        ):  # what the cadence left: `charlie distill`
-            distillations += 1
+        try:  # what the cadence left: `charlie distill`
+            for _ in batches.distill_all(home, channel, llm):
+                distillations += 1
+        except CharlieError as exc:  # counted, as a failure at the cadence is
+            failures += 1
+            problems.append(str(exc)[:160])
         list(chat.index_messages(home))
         held = memory.load(home, channel)
         texts, earlier = held.texts, [e.text for e in held.earlier]
         planted = sum(_has(texts, words) for _, words in plan.decisions)
         _, _, old, new = plan.revision
-        revision = _has(texts, new) and _has(earlier, old) and not _has(texts, old)
+        # the old value superseded: no held decision says it without the new one
+        # ("Thursday 11 December, not Tuesday 9 December" states the revision)
+        stale = [t for t in texts if _has([t], old) and not _has([t], new)]
+        revision = _has(texts, new) and _has(earlier, old) and not stale
         wanted = [*(w for _, w in plan.decisions), new, old, plan.hand]
         noise = sum(not any(w.lower() in t.lower() for w in wanted) for t in texts)
         false = [s.rstrip("?") for s in plan.suggestions if _has(texts, s.rstrip("?")[:25])]
@@ -528,6 +534,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--server", action="store_true", help="the configured real server")
     parser.add_argument("--conversations", type=int, default=len(PLANS))
+    parser.add_argument(
+        "--topics", default="", help="only these conversations, comma-separated (e.g. party,car)"
+    )
     parser.add_argument("--quick", action="store_true", help="one conversation: a smoke run")
     parser.add_argument(
         "--distill-mode",
@@ -539,6 +548,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
     plans = PLANS[: 1 if args.quick else args.conversations]
+    if args.topics:
+        wanted = args.topics.split(",")
+        plans = [p for p in PLANS if p.topic in wanted]
+        if len(plans) != len(wanted):
+            parser.error(f"--topics: known ones are {', '.join(p.topic for p in PLANS)}")
     double: ScriptedLLMServer | None = None
     if args.server:
         settings = load_settings()

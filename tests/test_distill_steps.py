@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from llm_double import ScriptedLLMServer
-from support.distilling import distill_answer, is_distillation, step_answer, step_of
+from support.distilling import distill_answer, is_distillation, judged, step_answer, step_of
 
 from charlie import conversations
 from charlie.conversations import Channel, Message, shared_channel
@@ -279,3 +279,54 @@ def test_auto_distills_in_steps_when_tools_are_constrained(
     assert distill.method(home, channel, client)[0] == "whole"
     channel = shared_channel(home, update_project(home, "garden", distill_mode="steps"))
     assert distill.method(home, channel, client) == ("steps", "distill_mode = steps (set)")
+
+
+def test_a_decision_that_lost_its_numbers_is_asked_for_once_more(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "Change of plan: the plumber comes on Thursday 11 December."))
+    answers = [
+        '{"decision": true, "what": "The plumber moved to Thursday"}',
+        '{"decision": true, "what": "The plumber comes on Thursday 11 December"}',
+    ]
+    llm.default = lambda r: answers.pop(0) if step_of(r) == "decision" else step_answer(r)
+    result = distill.distill(home, channel, client)
+    again = [r for r in llm.requests if step_of(r) == "decision"][1]
+    assert "Keep its names, numbers and dates: 11, december, thursday." in str(
+        again["messages"][1]["content"]
+    )
+    assert result.memory.texts == ["The plumber comes on Thursday 11 December"]
+
+
+def test_a_run_on_summary_cut_by_the_cap_keeps_its_clauses(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(home, channel, (sam, "Nice weather."))
+    cut = '{"summary": "Sam likes the weather, the kitchen waits for the plumber, and the tiles'
+    llm.default = lambda r: cut if step_of(r) == "summary" else step_answer(r)
+    result = distill.distill(home, channel, client)
+    assert result.memory.summary == "Sam likes the weather, the kitchen waits for the plumber…"
+
+
+def test_decisions_told_alike_are_not_taken_for_the_same_thing(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    llm.default = lambda r: (
+        json.dumps({"decision": True, "what": f"sam decided {judged(r).split(': ', 1)[1]}"})
+        if step_of(r) == "decision"
+        else step_answer(r)
+    )
+    talk(home, channel, (sam, "We decided: on Lisbon for the spring trip."))
+    distill.distill(home, channel, client)
+    llm.requests.clear()
+    talk(home, channel, (sam, "We decided: to fly from Bristol."))
+    result = distill.distill(home, channel, client)
+    # "sam" and "decided" say who and how, not what: no change is even asked about
+    assert "change" not in steps_asked(llm)
+    assert result.memory.texts == [
+        "sam decided on Lisbon for the spring trip.",
+        "sam decided to fly from Bristol.",
+    ]

@@ -247,3 +247,30 @@ def test_a_decision_that_only_restated_a_forgotten_message_goes_with_it(
     assert (done.restated, done.flagged) == (1, [])
     assert memory.load(home, channel).texts == ["Oak"]
     assert "4471" not in everything(home)  # the memory, its revisions, every table
+
+
+def test_a_message_forgotten_while_the_index_embeds_it_is_never_indexed(
+    home: Home, people: tuple[User, User]
+) -> None:
+    alice, _ = people
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    conversations.add_message(home, channel, "user", "Tiles are green.", user=alice)
+    said = conversations.add_message(home, channel, "user", SECRET, user=alice)
+    conversations.add_message(home, channel, "user", "The oven is fine.", user=alice)
+    index = recall.recaller_for(home).index
+    embed = index.embedder.embed
+
+    def forgetting_meanwhile(texts: list[str]) -> Any:
+        forget.forget(home, channel, alice, said.id, only=True)  # while the batch embeds
+        return embed(texts)
+
+    index.embedder.embed = forgetting_meanwhile  # type: ignore[method-assign]
+    try:
+        assert index.refresh() == 2  # the two messages still there
+    finally:
+        index.embedder.embed = embed  # type: ignore[method-assign]
+    home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert "4471" not in everything(home)  # not in its words, nor a neighbour's context
+    hits = recall.recaller_for(home).recall(alice, [channel], "door code oak", limit=5).hits
+    assert [h.message.content for h in hits if "4471" in h.message.content] == []

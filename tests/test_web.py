@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import typing
+from pathlib import Path
+
 import pytest
+from fastapi import Response
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events, signed_in
 
 from charlie import projects
-from charlie.adapters.web.app import create_app
+from charlie.adapters.web import apitypes
+from charlie.adapters.web.app import ROUTERS, create_app
 from charlie.config import load_settings
 from charlie.home import Home
 from charlie.notes import files as notes
@@ -259,3 +265,32 @@ def test_a_memory_file_that_is_not_utf8_is_shown_with_its_error(
     assert answer.status_code == 200, answer.text
     assert "UTF-8" in answer.json()["error"]
     assert answer.json()["summary"] == ""
+
+
+def test_every_json_route_declares_what_it_answers(charlie_home: Path) -> None:
+    """Each route's answer is a Pydantic model in `/api/openapi.json` (schemas.py) — or the
+    route answers a stream, a file or audio, which a model cannot describe."""
+    untyped = []
+    for module in ROUTERS:
+        for route in module.router.routes:
+            if not isinstance(route, APIRoute):
+                continue  # the voice websocket
+            returns = typing.get_type_hints(route.endpoint).get("return")
+            raw = isinstance(returns, type) and issubclass(returns, Response)
+            documented = any("model" in r for r in route.responses.values())
+            if route.response_model is None and not raw and not documented:
+                untyped.append(f"{sorted(route.methods)} {route.path}")
+    assert untyped == []
+    schema = create_app(load_settings()).openapi()["paths"]["/api/channels/{channel}/memory"]["get"]
+    answer = schema["responses"]["200"]["content"]["application/json"]["schema"]
+    assert answer == {"$ref": "#/components/schemas/MemoryFile"}
+
+
+def test_the_apps_jsdoc_types_are_generated_from_the_current_schema(charlie_home: Path) -> None:
+    """static/api-types.js is what `./scripts/api-types` writes now:
+    regenerate it when a response model changes."""
+    written = (Path(apitypes.__file__).parent / "static" / "api-types.js").read_text()
+    current = apitypes.typedefs(create_app(load_settings()).openapi())
+    assert written == current, "run ./scripts/api-types"
+    assert "@typedef {Object} MemoryFile" in written
+    assert " * @property {Array<DecisionOut>} decisions" in written

@@ -60,9 +60,10 @@ Answer with a JSON object only: {"changes": true} or {"changes": false}"""
 
 SUMMARY_PROMPT = """\
 You keep the summary of a household's conversation: what it is about and where it stands,
-for someone arriving fresh. Rewrite it from the current summary and the new messages, in
-at most 80 words. Keep what still holds and bring in what is new; do not list the
-messages one by one and never just add to the end of the old summary.
+for someone arriving fresh. Rewrite it from the current summary and the new messages in at
+most 3 short sentences. Keep what still holds and bring in what is new: plans, decisions,
+open questions. Leave out small talk and what Charlie said; never just add to the end of
+the old summary.
 Answer with a JSON object only: {"summary": "..."}"""
 
 QUOTE_PROMPT = """\
@@ -185,8 +186,8 @@ CUT_SUMMARY = re.compile(r'^\s*\{\s*"summary"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
 def _cut_summary(content: str) -> dict[str, Any] | None:
-    """A summary the answer cap cut off mid-string (a small model writes on past 80 words):
-    its whole sentences so far, when there are any."""
+    """A summary the answer cap cut off mid-string (a small model writes on and on): its
+    whole sentences so far — or, when it is one run-on sentence, its clauses so far."""
     started = CUT_SUMMARY.match(content)
     if started is None:
         return None
@@ -196,7 +197,10 @@ def _cut_summary(content: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     sentences = re.findall(r".*?[.!?](?=\s|$)", text, re.S)
-    return {"summary": "".join(sentences).strip()} if sentences else None
+    if sentences:
+        return {"summary": "".join(sentences).strip()}
+    clause = text[: max(text.rfind(","), text.rfind(";"))].strip()  # one run-on sentence
+    return {"summary": clause + "…"} if re.search(r"\w", clause) else None
 
 
 def _line(message: Message) -> str:
@@ -215,26 +219,42 @@ def _decided(asker: Asker, messages: list[Message]) -> list[tuple[Message, str]]
             f"The message:\n{message.speaker}: {message.content}"
         )
         answer = asker.ask(_Decision, DECISION_PROMPT, user)
-        if answer.decision:
-            found.append((message, _worded(answer.what, message.content)))
+        if not answer.decision:
+            continue
+        what = answer.what
+        if _lost(what, message.content):  # asked once more, the values named
+            values = ", ".join(sorted(set().union(*_values(message.content))))
+            again = asker.ask(
+                _Decision,
+                DECISION_PROMPT,
+                f"{user}\n\nKeep its names, numbers and dates: {values}.",
+            )
+            what = again.what if again.decision and not _lost(again.what, message.content) else ""
+        found.append((message, _worded(what, message.content)))
     return found
 
 
 def _worded(what: str, said: str) -> str:
     """The model's sentence for a decision — or the message itself, cut short, when the
-    sentence is empty or lost every value the message holds (a day, a number: "the car
-    repair schedule" for "the car goes in on Friday")."""
+    sentence is empty or lost the values the message holds (`_lost`)."""
     worded = normalise(what)
-    values = _values(said)
-    if not re.search(r"\w", worded) or (values and not values & _values(worded)):
+    if not re.search(r"\w", worded) or _lost(worded, said):
         return _cut(said)
     return worded
 
 
-def _values(text: str) -> set[str]:
+def _values(text: str) -> tuple[set[str], set[str]]:
     """The numbers in a text ("2pm" holds 2), and its days and months."""
     named = {w for w in decisions.words(text) if decisions.VALUE.match(w) and w.isalpha()}
-    return set(re.findall(r"\d+", text)) | named
+    return set(re.findall(r"\d+", text)), named
+
+
+def _lost(worded: str, said: str) -> bool:
+    """Whether a decision's sentence left out all the numbers of its message, or all its
+    days and months ("the car repair schedule" for "the car goes in on Friday 5 March",
+    "Thursday instead of Tuesday" for "Thursday 11 December, not Tuesday 9 December")."""
+    kept = _values(worded)
+    return any(told and not told & have for told, have in zip(_values(said), kept, strict=True))
 
 
 def _cut(text: str, size: int = DECISION_CHARS) -> str:
@@ -253,18 +273,32 @@ def _cut(text: str, size: int = DECISION_CHARS) -> str:
     return cut[: cut.rfind(" ")] if cut.rfind(" ") > size // 2 else cut
 
 
-def _plain(text: str) -> set[str]:
-    """A decision's content words less its values (days, numbers): what it is about."""
-    return {w for w in decisions.words(text) if not decisions.VALUE.match(w)}
+# Words of how a decision is told, not of what it is about ("cleo decided to fly from
+# Bristol" and "cleo decided on Lisbon" are not about the same thing), as `decisions.words`
+# stems them
+TELLING = frozenset(decisions.words(
+    "decide decided decision agree agreed choose chose chosen settle settled go going goes "
+    "went change changed plan people final answer"
+))  # fmt: skip
 
 
-def _candidates(text: str, held: list[str]) -> list[str]:
+def _plain(text: str, names: frozenset[str] = frozenset()) -> set[str]:
+    """A decision's content words less its values (days, numbers), the words of telling
+    and the speakers' names: what it is about."""
+    return {
+        w
+        for w in decisions.words(text)
+        if not decisions.VALUE.match(w) and w not in TELLING and w not in names
+    }
+
+
+def _candidates(text: str, held: list[str], names: frozenset[str] = frozenset()) -> list[str]:
     """The held decisions a new one may change: about the same thing (at least half of
     the fewer's plain words shared, `decisions.RELATED`), most alike first."""
-    plain = _plain(text)
+    plain = _plain(text, names)
     scored = []
     for old in held:
-        other = _plain(old)
+        other = _plain(old, names)
         if key(old) == key(text) or not plain or not other:
             continue
         shared = len(plain & other) / min(len(plain), len(other))
@@ -279,8 +313,9 @@ def _changes(
     """The held decisions the new ones change: each new one changes at most one, the most
     alike the model says it changes."""
     superseded: list[dict[str, Any]] = []
+    names = frozenset(decisions.words(" ".join({m.speaker for m, _ in found})))
     for message, text in found:
-        for old in _candidates(text, held):
+        for old in _candidates(text, held, names):
             user = f"Earlier decision: {old}\nNew message from {message.speaker}: {message.content}"
             if asker.ask(_Change, CHANGE_PROMPT, user).changes:
                 superseded.append({"decision": old, "message": message.id})

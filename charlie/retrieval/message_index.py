@@ -277,10 +277,13 @@ class MessageIndex:
 
     def _store(self, rows: list[_Row]) -> int:
         vectors = self.embedder.embed([own_text(r.speaker, r.content) for r in rows])
-        contexts = self._contexts(rows)
         with self.lock, index_file.transaction(self.db) as db:
             upto = int(self._state(UPTO) or 0)  # another thread or process may have indexed them
-            fresh = [(r, v) for r, v in zip(rows, vectors, strict=True) if r.id > upto]
+            there = self._stored([r.id for r in rows])  # a message forgotten while embedding
+            fresh = [
+                (r, v) for r, v in zip(rows, vectors, strict=True) if r.id > upto and r.id in there
+            ]
+            contexts = self._contexts([r for r, _ in fresh])  # read now: a neighbour may be gone
             db.executemany(  # words an older, half-undone index left behind
                 "DELETE FROM messages_fts WHERE rowid = ?", [(r.id,) for r, _ in fresh]
             )
@@ -309,6 +312,12 @@ class MessageIndex:
             )
             self._set_state(UPTO, str(max(upto, rows[-1].id)))
         return len(fresh)
+
+    def _stored(self, ids: list[int]) -> set[int]:
+        """Which of `ids` are still stored messages."""
+        marks = ", ".join("?" * len(ids))
+        rows = self.home.db.execute(f"SELECT id FROM messages WHERE id IN ({marks})", ids)
+        return {int(row[0]) for row in rows}
 
     def _contexts(self, rows: list[_Row]) -> dict[int, str]:
         """The context text of each new message and of each neighbour it changes."""

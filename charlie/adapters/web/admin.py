@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from charlie import projects, users
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import HomeDep, SessionDep
 from charlie.errors import Conflict, Forbidden, InvalidName
 from charlie.home import Home
@@ -52,7 +53,7 @@ SELF_HELP = (
 # ---------------------------------------------------------------- first run (no session)
 
 
-@router.get("/household")
+@router.get("/household", response_model=schemas.Household)
 def household_state(home: HomeDep) -> dict[str, bool]:
     """Whether anyone has an account yet: the sign-in page says how to make the first one.
     The only thing said to someone not signed in, and it names no one."""
@@ -87,7 +88,7 @@ def person_json(home: Home, user: User, can_sign_in: bool, you: User) -> dict[st
     }
 
 
-@router.get("/people")
+@router.get("/people", response_model=schemas.People)
 def list_people(session: AdminDep, home: HomeDep) -> dict[str, Any]:
     return {
         "people": [
@@ -97,13 +98,13 @@ def list_people(session: AdminDep, home: HomeDep) -> dict[str, Any]:
     }
 
 
-@router.post("/people", status_code=201)
+@router.post("/people", status_code=201, response_model=schemas.Person)
 def add_person(body: NewPerson, session: AdminDep, home: HomeDep) -> dict[str, Any]:
     made = users.add_user(home.db, body.name.strip(), body.password, is_admin=body.is_admin)
     return person_json(home, made, True, session.user)
 
 
-@router.patch("/people/{name}")
+@router.patch("/people/{name}", response_model=schemas.Person)
 def change_person(
     name: str, body: PersonChanges, session: AdminDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -114,7 +115,7 @@ def change_person(
     return person_json(home, changed, can_sign_in, session.user)
 
 
-@router.post("/people/{name}/password")
+@router.post("/people/{name}/password", response_model=schemas.PasswordReset)
 def reset_password(
     name: str, body: NewPassword, session: AdminDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -126,7 +127,7 @@ def reset_password(
     return {"name": user.name, "ended_sessions": ended}
 
 
-@router.get("/people/{name}/removal")
+@router.get("/people/{name}/removal", response_model=schemas.Removal)
 def removal_preview(name: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
     """What removing `name` would delete and keep, in words, for the confirmation."""
     not_yourself(session, name, "remove yourself")
@@ -134,7 +135,7 @@ def removal_preview(name: str, session: AdminDep, home: HomeDep) -> dict[str, An
     return removal_json(users.removal_of(home.db, name))
 
 
-@router.delete("/people/{name}")
+@router.delete("/people/{name}", response_model=schemas.Removal)
 def remove_person(name: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
     not_yourself(session, name, "remove yourself")
     return removal_json(household.remove_person(home, name))
@@ -154,20 +155,20 @@ class PasswordChange(BaseModel):
     new: str = Field(max_length=users.MAX_PASSWORD)
 
 
-@router.get("/me/sessions")
+@router.get("/me/sessions", response_model=schemas.MySessions)
 def my_sessions(session: SessionDep, home: HomeDep) -> dict[str, int]:
     total = sessions.count(home.db, session.user)
     return {"sessions": total, "others": max(0, total - 1)}
 
 
-@router.post("/me/password")
+@router.post("/me/password", response_model=schemas.Ended)
 def change_my_password(body: PasswordChange, session: SessionDep, home: HomeDep) -> dict[str, int]:
     """Change your own password (the current one proves it is you); your other sessions end,
     this one stays."""
     return {"ended_sessions": sessions.change_password(home.db, session, body.current, body.new)}
 
 
-@router.post("/me/sign-out-others")
+@router.post("/me/sign-out-others", response_model=schemas.Ended)
 def sign_out_others(session: SessionDep, home: HomeDep) -> dict[str, int]:
     return {"ended_sessions": sessions.sign_out_others(home.db, session)}
 
@@ -179,7 +180,7 @@ class ModelChoice(BaseModel):
     model: str = Field("", max_length=300)  # "": the server's default (CHARLIE_LLM_MODEL)
 
 
-@router.get("/models")
+@router.get("/models", response_model=schemas.Models)
 def list_models(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     """The models the configured server offers (its GET /v1/models)."""
     return {
@@ -189,7 +190,7 @@ def list_models(session: SessionDep, request: Request, home: HomeDep) -> dict[st
     }
 
 
-@router.put("/projects/{slug}/model")
+@router.put("/projects/{slug}/model", response_model=schemas.ProjectModel)
 def choose_model(
     slug: str, body: ModelChoice, session: SessionDep, request: Request, home: HomeDep
 ) -> dict[str, Any]:
@@ -236,7 +237,7 @@ class Restore(BaseModel):
     id: str = Field(min_length=1, max_length=2000)
 
 
-@router.get("/trash")
+@router.get("/trash", response_model=schemas.Trash)
 def list_trash(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found = trash.contents(home)
     return {
@@ -245,14 +246,14 @@ def list_trash(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     }
 
 
-@router.delete("/projects/{slug}")
+@router.delete("/projects/{slug}", response_model=schemas.Trashed)
 def delete_project(slug: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
     """Move a project to the trash (administrators: it is the whole household's)."""
     found = trash.delete_project(home, slug)
     return {"trashed": trashed_project_json(found)}
 
 
-@router.delete("/notes/{project}/{name:path}")
+@router.delete("/notes/{project}/{name:path}", response_model=schemas.Trashed)
 def delete_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     if any(ord(c) < 32 for c in name):
         raise InvalidName(f"{name!r} is not a note name: it holds a control character.")
@@ -261,7 +262,7 @@ def delete_note(project: str, name: str, session: SessionDep, home: HomeDep) -> 
     return {"trashed": trashed_note_json(listed[0]) if listed else None}
 
 
-@router.post("/trash/restore")
+@router.post("/trash/restore", response_model=schemas.RestoredProject | schemas.RestoredNote)
 def restore(body: Restore, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     """Bring a project (administrators) or a note back from the trash."""
     if body.kind == "project":

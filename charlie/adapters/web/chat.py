@@ -15,6 +15,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import conversations, trace
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
@@ -63,7 +64,7 @@ def _save_images(images: list[str], folder: Path) -> list[Path]:
     return paths
 
 
-@router.get("/channels/{channel}/messages")
+@router.get("/channels/{channel}/messages", response_model=list[schemas.MessageOut])
 def messages(
     channel: str,
     session: SessionDep,
@@ -132,7 +133,7 @@ def recall_hit_json(hit: RecallHit) -> dict[str, Any]:
     }
 
 
-@router.get("/channels/{channel}/recall")
+@router.get("/channels/{channel}/recall", response_model=schemas.RecallOut)
 def recall(
     channel: str,
     session: SessionDep,

@@ -20,6 +20,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.datastructures import UploadFile
 
 from charlie import projects
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import HomeDep, SessionDep, problem
 from charlie.adapters.web.shapes import note_json
 from charlie.notes import documents
@@ -40,7 +41,12 @@ MEDIA_TYPES = {
 }
 
 
-@router.post("/notes/upload", status_code=201, response_model=None)
+@router.post(
+    "/notes/upload",
+    status_code=201,
+    response_model=None,  # a refusal is a JSONResponse of its own
+    responses={201: {"model": schemas.Uploaded}},
+)
 async def upload(
     request: Request, session: SessionDep, home: HomeDep
 ) -> dict[str, Any] | JSONResponse:
@@ -73,15 +79,15 @@ async def upload(
     # Indexed in the background: embedding a large document takes minutes on a small
     # machine, and nobody's search or chat may wait for it (issue 23).
     index_in_background(home, project)
-    warning = made.warning
-    return {
+    uploaded = {
         "note": note_json(made.note, full=True),
         "original": f"{documents.ATTACHMENTS_DIR}/{made.original.name}",
         "kind": made.kind,
         "pages": made.pages,
-        "warning": warning,
+        "warning": made.warning,
         "indexing": True,  # searchable in a moment
     }
+    return schemas.Uploaded.model_validate(uploaded).model_dump()
 
 
 def _save(file: UploadFile, target: Path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
@@ -31,7 +32,7 @@ class UndoBody(BaseModel):
     to: int | None = None
 
 
-@router.get("/channels/{channel}/memory")
+@router.get("/channels/{channel}/memory", response_model=schemas.MemoryFile)
 def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found = channel_for(home, channel, session.user)  # GET: reads, never writes
     markdown: str | None = None
@@ -43,7 +44,7 @@ def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, An
     return memory_json(layers) | {"markdown": markdown, "error": None}
 
 
-@router.put("/channels/{channel}/memory")
+@router.put("/channels/{channel}/memory", response_model=schemas.MemoryOut)
 def put_memory(
     channel: str, body: MemoryBody, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def put_memory(
     return memory_json(memory.save(home, found, edited, "edit").memory)
 
 
-@router.get("/channels/{channel}/memory/history")
+@router.get("/channels/{channel}/memory/history", response_model=list[schemas.RevisionOut])
 def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str, Any]]:
     found = channel_for(home, channel, session.user)
     if not found.private:
@@ -89,7 +90,7 @@ def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[dic
     return out
 
 
-@router.post("/channels/{channel}/memory/undo")
+@router.post("/channels/{channel}/memory/undo", response_model=schemas.MemoryUndone)
 def memory_undo(channel: str, body: UndoBody, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found = channel_for(home, channel, session.user)
     revision = memory.undo(home, found, body.to)

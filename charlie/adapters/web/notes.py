@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from charlie import projects
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
@@ -38,7 +39,7 @@ class TagChanges(BaseModel):
     remove: list[str] = Field(default_factory=list, max_length=50)
 
 
-@router.get("/notes")
+@router.get("/notes", response_model=schemas.NoteList)
 def list_notes(session: SessionDep, home: HomeDep, project: str) -> dict[str, Any]:
     found, problems = notes.list_notes(projects.get_project(home, project))
     return {
@@ -47,14 +48,14 @@ def list_notes(session: SessionDep, home: HomeDep, project: str) -> dict[str, An
     }
 
 
-@router.get("/notes/{project}/{name:path}")
+@router.get("/notes/{project}/{name:path}", response_model=schemas.NoteFull)
 def get_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     note = notes.get_note(projects.get_project(home, project), note_name(name))
     usage.record(home.db, session.user.id, "view", note=note.key)
     return note_json(note, full=True)
 
 
-@router.post("/notes", status_code=201)
+@router.post("/notes", status_code=201, response_model=schemas.NoteFull)
 def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     made = notes.create_note(
         projects.get_project(home, body.project), body.title, body.body, body.tags
@@ -63,7 +64,7 @@ def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> dict[str, 
     return note_json(made, full=True)
 
 
-@router.put("/notes/{project}/{name:path}")
+@router.put("/notes/{project}/{name:path}", response_model=schemas.NoteFull)
 def update_note(
     project: str, name: str, body: NoteChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def update_note(
     return note_json(changed, full=True)
 
 
-@router.post("/notes/{project}/{name:path}/tags")
+@router.post("/notes/{project}/{name:path}/tags", response_model=schemas.NoteFull)
 def tag_note(
     project: str, name: str, body: TagChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def tag_note(
     return note_json(changed, full=True)
 
 
-@router.get("/search")
+@router.get("/search", response_model=schemas.SearchOut)
 def search(
     session: SessionDep,
     home: HomeDep,
@@ -133,23 +134,23 @@ def search(
     }
 
 
-@router.post("/suggestions/{suggestion_id}/accept")
+@router.post("/suggestions/{suggestion_id}/accept", response_model=schemas.NoteKey)
 def accept(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
     return {"note": suggestions.accept(home, session.user, suggestion_id)}
 
 
-@router.post("/suggestions/{suggestion_id}/dismiss")
+@router.post("/suggestions/{suggestion_id}/dismiss", response_model=schemas.NoteKey)
 def dismiss(suggestion_id: int, session: SessionDep, home: HomeDep) -> dict[str, str]:
     return {"note": suggestions.dismiss(home, session.user, suggestion_id)}
 
 
-@router.get("/channels/{channel}/pins")
+@router.get("/channels/{channel}/pins", response_model=list[schemas.Pin])
 def list_pins(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str, str]]:
     found = channel_for(home, channel, session.user)
     return [{"note": key, "pinned_at": when} for key, when in suggestions.pins(home, found)]
 
 
-@router.delete("/channels/{channel}/pins/{note:path}")
+@router.delete("/channels/{channel}/pins/{note:path}", response_model=schemas.Unpinned)
 def unpin(channel: str, note: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found = channel_for(home, channel, session.user)
     suggestions.unpin(home, found, note)
@@ -162,7 +163,7 @@ class UsageEvent(BaseModel):
     note: str | None = None
 
 
-@router.post("/usage", status_code=201)
+@router.post("/usage", status_code=201, response_model=schemas.Created)
 def record_usage(body: UsageEvent, session: SessionDep, home: HomeDep) -> dict[str, int]:
     event_id = usage.record(home.db, session.user.id, body.kind, note=body.note, tag=body.tag)
     return {"id": event_id}

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from charlie import projects
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
@@ -36,7 +37,7 @@ class ProjectChanges(BaseModel):
     write_tools: list[str] | None = None
 
 
-@router.get("/projects")
+@router.get("/projects", response_model=schemas.ProjectList)
 def list_projects(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found, problems = projects.scan_projects(home)
     return {
@@ -45,7 +46,7 @@ def list_projects(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     }
 
 
-@router.post("/projects", status_code=201)
+@router.post("/projects", status_code=201, response_model=schemas.ProjectOut)
 def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     made = projects.create_project(
         home, body.name, style=body.style, distill_every=body.distill_every
@@ -54,12 +55,12 @@ def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> dict
     return project_json(made)
 
 
-@router.get("/projects/{slug}")
+@router.get("/projects/{slug}", response_model=schemas.ProjectOut)
 def get_project(slug: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     return project_json(projects.get_project(home, slug))
 
 
-@router.patch("/projects/{slug}")
+@router.patch("/projects/{slug}", response_model=schemas.ProjectOut)
 def change_project(
     slug: str, body: ProjectChanges, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:

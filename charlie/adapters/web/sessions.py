@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     CSRF_COOKIE,
     DEVICE_COOKIE,
@@ -27,7 +28,7 @@ class Credentials(BaseModel):
     password: str = Field(max_length=1000)
 
 
-@router.post("/login")
+@router.post("/login", response_model=schemas.SignedIn | schemas.Refused)
 def login(body: Credentials, request: Request, response: Response, home: HomeDep) -> dict[str, Any]:
     # The peer's address: uvicorn replaces it from X-Forwarded-For only for a trusted proxy
     # (CHARLIE_TRUSTED_PROXIES), so a client cannot pick its own.
@@ -69,7 +70,7 @@ def login(body: Credentials, request: Request, response: Response, home: HomeDep
     return {"user": {"name": session.user.name, "is_admin": session.user.is_admin}}
 
 
-@router.post("/logout")
+@router.post("/logout", response_model=schemas.Ok)
 def logout(session: SessionDep, response: Response, home: HomeDep) -> dict[str, bool]:
     sessions.sign_out(home.db, session.token)
     response.delete_cookie(SESSION_COOKIE, path="/")
@@ -77,12 +78,12 @@ def logout(session: SessionDep, response: Response, home: HomeDep) -> dict[str, 
     return {"ok": True}
 
 
-@router.get("/me")
+@router.get("/me", response_model=schemas.Me)
 def me(session: SessionDep) -> dict[str, Any]:
     return {"name": session.user.name, "is_admin": session.user.is_admin}
 
 
-@router.post("/me/discord-code")
+@router.post("/me/discord-code", response_model=schemas.DiscordCode)
 def discord_code(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     """A one-time code that links the caller's Discord account (`/charlie link CODE`)."""
     made = links.new_code(home.db, session.user)
@@ -99,7 +100,7 @@ def token_json(token: tokens.Token) -> dict[str, Any]:
     return asdict(token) | {"active": token.active}
 
 
-@router.get("/tokens")
+@router.get("/tokens", response_model=schemas.Tokens)
 def list_tokens(
     session: SessionDep, home: HomeDep, everyone: Annotated[bool, Query(alias="all")] = False
 ) -> dict[str, Any]:
@@ -110,13 +111,13 @@ def list_tokens(
     return {"tokens": [token_json(t) for t in found]}
 
 
-@router.post("/tokens", status_code=201)
+@router.post("/tokens", status_code=201, response_model=schemas.NewTokenOut)
 def create_token(body: NewToken, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     """A new token for the caller. The secret is in this answer only: it is never stored."""
     made, secret = tokens.create(home.db, session.user, label=body.label, read_only=body.read_only)
     return {"token": token_json(made), "secret": secret}
 
 
-@router.delete("/tokens/{token_id}")
+@router.delete("/tokens/{token_id}", response_model=schemas.OneToken)
 def revoke_token(token_id: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     return {"token": token_json(tokens.revoke(home.db, token_id, by=session.user))}

@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from charlie import __version__
+from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
@@ -52,7 +53,7 @@ def export_day() -> str:
     return datetime.now(UTC).strftime("%Y%m%d")
 
 
-@router.get("/health")
+@router.get("/health", response_model=schemas.Health)
 def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     settings = home.settings
     llm: dict[str, Any] = {"base_url": settings.llm_base_url, "model": settings.llm_model}
@@ -70,7 +71,7 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
     return {"version": __version__, "llm": llm, "index": index_status(home)}
 
 
-@router.get("/doctor")
+@router.get("/doctor", response_model=schemas.Doctor)
 def run_doctor(session: SessionDep, home: HomeDep) -> dict[str, Any]:
     """What the model server can do, as `charlie doctor --json` says it: each check is a small
     model call and the whole run takes at most a minute, so the app runs it on request."""

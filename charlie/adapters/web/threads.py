@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import conversations
+from charlie.adapters.web import schemas
 from charlie.adapters.web.chat import event_sse, shown_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, stream
 from charlie.adapters.web.shapes import channel_for
@@ -33,7 +34,7 @@ def thread_json(thread: conversations.Thread) -> dict[str, Any]:
     return dataclasses.asdict(thread)
 
 
-@router.get("/channels/{channel}/threads")
+@router.get("/channels/{channel}/threads", response_model=list[schemas.ThreadOut])
 def list_threads(
     channel: str, session: SessionDep, home: HomeDep, view: str = "active"
 ) -> list[dict[str, Any]]:
@@ -50,7 +51,7 @@ class NewThread(BaseModel):
     title: str | None = Field(None, max_length=500)
 
 
-@router.post("/channels/{channel}/threads", status_code=201)
+@router.post("/channels/{channel}/threads", status_code=201, response_model=schemas.ThreadOut)
 def create_thread(
     channel: str, body: NewThread, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -66,7 +67,7 @@ class ThreadChange(BaseModel):
     archived: bool | None = None
 
 
-@router.patch("/channels/{channel}/threads/{thread}")
+@router.patch("/channels/{channel}/threads/{thread}", response_model=schemas.ThreadOut)
 def change_thread(
     channel: str, thread: int, body: ThreadChange, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -79,7 +80,7 @@ def change_thread(
     return thread_json(conversations.get_thread(home, found))
 
 
-@router.delete("/channels/{channel}/threads/{thread}")
+@router.delete("/channels/{channel}/threads/{thread}", response_model=schemas.ThreadOut)
 def trash_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     """Into the trash: out of the list and of recall, kept whole until restored."""
     found = channel_for(home, channel, session.user, thread)
@@ -87,7 +88,7 @@ def trash_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) 
     return thread_json(conversations.get_thread(home, found))
 
 
-@router.post("/channels/{channel}/threads/{thread}/restore")
+@router.post("/channels/{channel}/threads/{thread}/restore", response_model=schemas.ThreadOut)
 def restore_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
     found = conversations.restore_thread(home, channel_for(home, channel, session.user), thread)
     return thread_json(conversations.get_thread(home, found))
@@ -147,7 +148,10 @@ def edit(
     return stream(request, user, answer)
 
 
-@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/choose")
+@router.post(
+    "/channels/{channel}/threads/{thread}/messages/{message_id}/choose",
+    response_model=list[schemas.MessageOut],
+)
 def choose(
     channel: str, thread: int, message_id: int, session: SessionDep, home: HomeDep, limit: int = 50
 ) -> list[dict[str, Any]]:
@@ -168,7 +172,10 @@ def forgotten_json(done: forget.Forgotten) -> dict[str, Any]:
     return dataclasses.asdict(done)
 
 
-@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/forget")
+@router.post(
+    "/channels/{channel}/threads/{thread}/messages/{message_id}/forget",
+    response_model=schemas.Forgotten,
+)
 def forget_message(
     channel: str, thread: int, message_id: int, body: ForgetBody, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
@@ -178,7 +185,7 @@ def forget_message(
     return forgotten_json(forget.forget(home, found, session.user, message_id, only=body.only))
 
 
-@router.post("/channels/{channel}/threads/{thread}/forget")
+@router.post("/channels/{channel}/threads/{thread}/forget", response_model=schemas.Forgotten)
 def forget_whole_thread(
     channel: str, thread: int, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from charlie.adapters.web import schemas
 from charlie.adapters.web.chat import event_sse
 from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, sse, stream
 from charlie.adapters.web.shapes import channel_for
@@ -74,7 +75,7 @@ def chunk_json(chunk: SpeechChunk) -> dict[str, Any]:
     }
 
 
-@router.get("/voice")
+@router.get("/voice", response_model=schemas.VoiceStatus)
 def voice_status(request: Request, session: SessionDep) -> dict[str, Any]:
     """Whether voice works here, with what, and the hands-free parameters. `speech` says
     which engine will speak, which speaks offline, and how to get a better voice."""
@@ -136,7 +137,7 @@ def _voice_event(event: chat.Event | voice_turn.VoiceEvent) -> str:
     return event_sse(event)
 
 
-@router.post("/voice/transcribe")
+@router.post("/voice/transcribe", response_model=schemas.Heard)
 async def transcribe(request: Request, session: SessionDep) -> dict[str, Any]:
     """Dictation: the recording's words, nothing stored."""
     voice = _voice(request)

@@ -90,6 +90,7 @@ export function createMemory(app) {
   const undoButton = $('#memory-undo');
 
   let channel = null;
+  /** @type {import('./api-types.js').MemoryFile | import('./api-types.js').MemoryOut | null} */
   let current = null;
   let editing = null; // the key of the section being edited
   let generation = 0;
@@ -369,6 +370,7 @@ export function createMemory(app) {
   async function refresh() {
     const mine = generation;
     try {
+      /** @type {import('./api-types.js').MemoryFile} */
       const memory = await get(`/api/channels/${enc(channel)}/memory`);
       if (mine !== generation) return;
       current = memory;

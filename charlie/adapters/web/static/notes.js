@@ -277,6 +277,7 @@ export function createNotes(app) {
     tagFilterBox.hidden = true;
     statusLine.textContent = 'Searching…';
     try {
+      /** @type {import('./api-types.js').SearchOut} */
       const found = await get(`/api/search${query({ q: text, project: scope, limit: 20 })}`);
       if (mine !== generation) return;
       results.replaceChildren(...found.results.map(resultRow));
@@ -497,6 +498,7 @@ export function createNotes(app) {
     markCurrent();
     const { project, name } = splitId(id);
     try {
+      /** @type {import('./api-types.js').NoteFull} */
       const note = await get(`/api/notes/${enc(project)}/${notePath(name)}`);
       if (openId !== id) return;
       renderNote({ ...note, id: note.id || id, project: note.project || project });

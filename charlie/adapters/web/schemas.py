@@ -1,0 +1,415 @@
+"""What the API answers, as Pydantic models: the response models of the routes, so
+`/api/docs` (and `/api/openapi.json`) show every field of every answer.
+
+Each model forbids keys it does not declare: an answer that grows a field the model does
+not name fails (500) instead of losing it quietly, so the tests catch a model that fell
+behind its route. The JSON itself is still built in `shapes.py` and the routers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(Out):
+    """A file Charlie could not read, and why."""
+
+    path: str
+    reason: str
+
+
+class ProjectOut(Out):
+    slug: str
+    name: str
+    style: str
+    persona: str
+    distill_every: int
+    quotes_window: int | None
+    write_tools: list[str] | None
+    model: str | None  # None: the server's default
+
+
+class ProjectList(Out):
+    projects: list[ProjectOut]
+    problems: list[Problem]
+
+
+class NoteOut(Out):
+    id: str  # "project/name"
+    project: str
+    name: str
+    title: str
+    tags: list[str]
+    updated: str
+
+
+class NoteFull(NoteOut):
+    body: str
+    html: str  # safe HTML, drawn as replies are
+    sha256: str  # the version: send it back as a PUT's base_sha256
+    meta: dict[str, Any]
+
+
+class NoteList(Out):
+    notes: list[NoteOut]
+    problems: list[Problem]
+
+
+class SearchHitOut(Out):
+    id: str
+    title: str
+    project: str
+    name: str
+    score: float
+    similarity: float
+    vector: float | None
+    bm25: float | None
+    terms: list[str]
+    boost: float
+    boost_causes: list[str]
+    tags: list[str]
+    snippet: str
+    why: str
+    in_words: str
+
+
+class SearchOut(Out):
+    query: str
+    mode: str
+    fallback_reason: str | None
+    keyword_used: bool
+    terms: list[str]
+    incomplete: str | None  # why results may be missing: the index is still filling
+    results: list[SearchHitOut]
+
+
+class DecisionOut(Out):
+    text: str
+    since: str
+    by: str  # "distilled", a person's name, or "hand"
+    sources: list[int]  # the messages it came from
+    flag: str
+
+
+class EarlierOut(Out):
+    text: str
+    since: str
+    by: str
+    sources: list[int]
+    until: str
+    changed_by: int | None  # the message that changed it (None: by hand)
+
+
+class QuoteOut(Out):
+    speaker: str
+    text: str
+
+
+class MemoryOut(Out):
+    summary: str
+    summary_html: str
+    decisions: list[DecisionOut]
+    quotes: list[QuoteOut]
+    superseded: list[EarlierOut]
+
+
+class MemoryFile(MemoryOut):
+    markdown: str | None  # memory.md as written (None: a private channel's, kept in SQLite)
+    error: str | None  # why memory.md cannot be read, when it cannot
+
+
+class MemoryUndone(MemoryOut):
+    revision_id: int
+
+
+class RevisionOut(Out):
+    id: int
+    source: str
+    created_at: str
+    memory: MemoryOut
+    diff: str  # against the revision before
+
+
+class NoteKey(Out):
+    note: str
+
+
+class Pin(Out):
+    note: str
+    pinned_at: str
+
+
+class Unpinned(Out):
+    ok: bool
+    pins: list[str]
+
+
+class Created(Out):
+    id: int
+
+
+class ThreadOut(Out):
+    id: int
+    title: str
+    created_at: str
+    updated_at: str
+    messages: int
+    snippet: str
+    archived: bool
+    deleted: bool
+    source_id: str | None
+
+
+class MessageOut(Out):
+    id: int
+    role: Literal["user", "assistant"]
+    speaker: str
+    content: str
+    html: str | None  # a reply, as safe HTML
+    created_at: str
+    trace: list[dict[str, Any]] | None  # what the answer searched and found
+    thread: int
+    alternatives: list[int] | None = None  # regenerated replies, edited versions
+
+
+class Forgotten(Out):
+    messages: int
+    quotes: int
+    revisions: int
+    flagged: list[str]  # decisions whose only source was forgotten
+    restated: int  # decisions that only restated it, gone with it
+
+
+class Me(Out):
+    name: str
+    is_admin: bool
+
+
+class Ok(Out):
+    ok: bool
+
+
+class Household(Out):
+    has_people: bool
+
+
+class Person(Out):
+    name: str
+    is_admin: bool
+    can_sign_in: bool
+    sessions: int
+    discord: bool  # a Discord account is linked
+    you: bool
+
+
+class People(Out):
+    people: list[Person]
+
+
+class PasswordReset(Out):
+    name: str
+    ended_sessions: int
+
+
+class Removal(Out):
+    """What removing a person deletes and keeps (before: to confirm; after: what it did)."""
+
+    name: str
+    private_threads: int
+    private_messages: int
+    private_memory_revisions: int
+    sessions: int
+    tokens: int
+    usage_events: int
+    discord_links: int
+    shared_messages: int  # kept, attributed by name
+    text: str  # the same, in words
+
+
+class MySessions(Out):
+    sessions: int
+    others: int
+
+
+class Ended(Out):
+    ended_sessions: int
+
+
+class Models(Out):
+    models: list[str]
+    default: str | None
+    base_url: str
+
+
+class ProjectModel(Out):
+    slug: str
+    model: str | None
+
+
+class TrashedProject(Out):
+    kind: Literal["project"]
+    id: str
+    slug: str
+    name: str
+    deleted_at: str
+
+
+class TrashedNote(Out):
+    kind: Literal["note"]
+    id: str
+    project: str
+    name: str
+    title: str
+    deleted_at: str
+
+
+class Trash(Out):
+    projects: list[TrashedProject]
+    notes: list[TrashedNote]
+
+
+class Trashed(Out):
+    trashed: TrashedProject | TrashedNote | None
+
+
+class RestoredProject(Out):
+    kind: Literal["project"]
+    slug: str
+    name: str
+
+
+class RestoredNote(Out):
+    kind: Literal["note"]
+    id: str
+    title: str
+
+
+class SignedIn(Out):
+    user: Me
+
+
+class Refused(Out):
+    error: str
+    kind: str
+
+
+class DiscordCode(Out):
+    code: str  # for `/charlie link CODE` in Discord
+    expires_at: str
+    linked: int  # Discord accounts already linked
+
+
+class TokenOut(Out):
+    id: int
+    user_id: int
+    user: str
+    label: str
+    read_only: bool
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+    active: bool
+
+
+class Tokens(Out):
+    tokens: list[TokenOut]
+
+
+class OneToken(Out):
+    token: TokenOut
+
+
+class NewTokenOut(Out):
+    token: TokenOut
+    secret: str  # in this answer only: it is never stored
+
+
+class SaidOut(Out):
+    """A message as recall shows it (the shape `charlie recall --json` prints)."""
+
+    message_id: int
+    speaker: str
+    role: str
+    time: str
+    text: str
+
+
+class RecallHitOut(SaidOut):
+    source_id: str | None  # where an imported message came from
+    thread: int
+    score: float
+    channel: str
+    project: str | None
+    in_time: bool | None  # inside the time the question named (None: it named none)
+    why: str
+    around: list[SaidOut]
+
+
+class RecallOut(Out):
+    query: str
+    when: str | None  # the time the question named, in words
+    terms: list[str]
+    searched: list[str]  # the channels looked in
+    truncated: bool
+    incomplete: str | None  # why hits may be missing: the index is still catching up
+    results: list[RecallHitOut]
+
+
+class Health(Out):
+    version: str
+    llm: dict[str, Any]  # base_url, model, reachable, models, error
+    index: dict[str, Any]  # notes, chunks, problems, model, state, rebuilt, incomplete, error
+
+
+class DoctorCheck(Out):
+    check: str
+    status: str  # ok, warn, fail or skip
+    result: str
+    fix: str
+    essential: bool
+
+
+class Doctor(Out):
+    server: str
+    model: str
+    ok: bool
+    slow: bool
+    verdict: str
+    checks: list[DoctorCheck]
+
+
+class VoiceStatus(Out):
+    available: bool
+    problem: str | None  # why voice does not work here
+    stt_model: str
+    tts: dict[str, str]  # each speech engine: ready, not tried, or why it rests
+    speech: dict[str, Any]  # which engine will speak, which speaks offline, a better voice
+    rate: int
+    silence_ms: int
+    max_seconds: float
+    threshold: float
+    spoken_sentences: int
+
+
+class Heard(Out):
+    text: str
+    language: str | None
+    seconds: float
+    audio_seconds: float
+    speech_seconds: float
+    vad_seconds: float
+
+
+class Uploaded(Out):
+    note: NoteFull
+    original: str  # the document as uploaded, under the project's attachments
+    kind: str
+    pages: int | None
+    warning: str | None
+    indexing: bool  # searchable in a moment
