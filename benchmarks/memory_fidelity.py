@@ -530,6 +530,48 @@ def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int, mode: str | None 
     )
 
 
+CHECKS = ("decisions", "revision", "no_false_decisions", "hand_edit", "quotes_true", "forgotten")
+
+
+def plot(runs: list[Path], path: Path, label: str = "") -> bool:
+    """Each run's share of every check, side by side (runs from `--out`)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return False
+    results = [json.loads(run.read_text()) for run in runs]
+    summaries = [result["summary"] for result in results]
+    fig, ax = plt.subplots(figsize=(11, 5))
+    width = 0.8 / len(summaries)
+    for n, (result, summary) in enumerate(zip(results, summaries, strict=True)):
+        count = summary["conversations"]
+        shares = []
+        for check in CHECKS:
+            value = summary[check]  # "held/planted", or how many conversations passed
+            held, total = value.split("/") if check == "decisions" else (value, count)
+            shares.append(100 * int(held) / int(total))
+        topics = " ".join(score["topic"] for score in result["scores"])
+        legend = (
+            f"{summary.get('distill_mode', '?')}, {topics}: {summary['points']} points, "
+            f"{summary.get('seconds', '?')} s"
+        )
+        ax.bar([x + n * width for x in range(len(CHECKS))], shares, width, label=legend)
+    ax.set_xticks([x + width * (len(summaries) - 1) / 2 for x in range(len(CHECKS))])
+    ax.set_xticklabels([c.replace("_", " ") for c in CHECKS])
+    ax.set_ylabel("held (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"Memory fidelity, {label or summaries[0]['model']}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), fontsize=8, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--server", action="store_true", help="the configured real server")
@@ -546,7 +588,14 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--plot", type=Path, help="draw the runs of --from here, run nothing")
+    parser.add_argument("--from", dest="runs", type=Path, nargs="*", default=[])
+    parser.add_argument("--label", default="", help="the model, as the plot names it")
     args = parser.parse_args()
+    if args.plot:
+        if plot(args.runs, args.plot, args.label):
+            print(f"wrote {args.plot}")
+        return
     plans = PLANS[: 1 if args.quick else args.conversations]
     if args.topics:
         wanted = args.topics.split(",")

@@ -274,3 +274,33 @@ def test_a_message_forgotten_while_the_index_embeds_it_is_never_indexed(
     assert "4471" not in everything(home)  # not in its words, nor a neighbour's context
     hits = recall.recaller_for(home).recall(alice, [channel], "door code oak", limit=5).hits
     assert [h.message.content for h in hits if "4471" in h.message.content] == []
+
+
+def test_a_code_only_the_forgotten_message_held_leaves_charlies_summaries_and_decisions(
+    home: Home, people: tuple[User, User]
+) -> None:
+    alice, _ = people
+    channel = shared_channel(home, create_project(home, "Kitchen"))
+    said = conversations.add_message(home, channel, "user", "The alarm code is 4471.", user=alice)
+    tiles = conversations.add_message(home, channel, "user", "Tiles are green, oak.", user=alice)
+    distilled = Memory(
+        "Alice set the alarm code to 4471. The kitchen gets green tiles.",
+        [
+            Decision("Use code 4471 for the alarm", "2026-12-01", DISTILLED, (said.id,)),
+            Decision("Green tiles", "2026-12-01", DISTILLED, (tiles.id,)),
+        ],
+    )
+    memory.save(home, channel, distilled, "distill")
+    done = forget.forget(home, channel, alice, said.id)
+    assert (done.restated, done.flagged) == (1, [])
+    held = memory.load(home, channel)
+    assert held.summary == "The kitchen gets green tiles."
+    assert held.texts == ["Green tiles"]
+    assert "4471" not in everything(home)  # memory.md, every revision, every table
+
+    # a summary the person wrote is theirs: never cut
+    mine = Memory("My note: 9026 opens the gate.", [Decision("Oak", by=DISTILLED)])
+    memory.save(home, channel, mine, "edit")
+    gate = conversations.add_message(home, channel, "user", "The gate code is 9026.", user=alice)
+    forget.forget(home, channel, alice, gate.id)
+    assert memory.load(home, channel).summary == "My note: 9026 opens the gate."

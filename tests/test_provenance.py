@@ -159,6 +159,28 @@ def test_a_revision_named_by_the_model_supersedes_and_keeps_the_old_one(
     assert "Tuesday 9 December" in prompt  # the model is shown what held
 
 
+def test_a_revision_by_a_message_about_something_else_is_refused(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User]
+) -> None:
+    channel, alice = kitchen
+    memory.save(
+        home, channel, Memory("", [Decision("The cabinets are dusty blue", by=HAND)]), "hand"
+    )
+    moved = say(home, channel, alice, "Change of plan: the plumber comes on Thursday.")
+    llm.reply(  # a small model names the person's decision as changed by an unrelated message
+        answer(
+            [{"text": "The plumber comes on Thursday", "messages": [moved[0].id]}],
+            [{"decision": "The cabinets are dusty blue", "message": moved[0].id}],
+        )
+    )
+    distill.distill(home, channel, client)
+    held = memory.load(home, channel)
+    assert held.texts == ["The cabinets are dusty blue", "The plumber comes on Thursday"]
+    assert held.earlier == []
+    (row,) = home.db.execute("SELECT refused_decisions FROM distillations").fetchall()
+    assert "the message names something else" in row[0]
+
+
 def test_a_revision_the_model_does_not_name_still_supersedes_a_distilled_decision(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User]
 ) -> None:

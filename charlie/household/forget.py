@@ -20,6 +20,7 @@ checks that its messages are still there before it writes).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -134,14 +135,14 @@ def forget_messages_of(
     if not messages:
         return done
     ids = sorted({m.id for m in messages})
-    said = [normalise(m.content) for m in messages if normalise(m.content)]
     spans = _spans(home, ids)
     token = _claim(home, channel)
     try:
         with transaction(home.db):
-            done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, said)
-            done.revisions = _from_revisions(home, channel, ids, said)
-            _from_the_rest(home, ids, said)
+            gone = _gone(home, messages)
+            done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, gone)
+            done.revisions = _from_revisions(home, channel, ids, gone)
+            _from_the_rest(home, ids, gone.said)
             _delete(home, ids)
             home.db.execute(
                 "INSERT INTO forget_log (at, by_user_id, place, messages) VALUES (?, ?, ?, ?)",
@@ -187,6 +188,57 @@ def _claim(home: Home, channel: Channel) -> str:
 # ---------------------------------------------------------------- memory
 
 
+DIGIT = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class Gone:
+    """What is forgotten, as the scrubbing needs it: the messages' texts, and the tokens with
+    a digit only they hold — a code, a PIN, a password no other stored message says."""
+
+    said: list[str]
+    only: frozenset[str] = frozenset()
+
+    def holds_theirs(self, text: str) -> bool:
+        """Whether `text` holds a word only the forgotten messages hold."""
+        return bool(self.only) and not self.only.isdisjoint(_tokens(text))
+
+
+def _tokens(text: str) -> set[str]:
+    return {w.strip("'-.") for w in re.findall(r"[\w'.-]+", text.lower())} - {""}
+
+
+def _gone(home: Home, messages: list[Message]) -> Gone:
+    """The forgotten `messages` as `Gone`: each token of theirs with a digit ("4471",
+    "orchid-lantern-42") is looked for in every other stored message (a rare action: a scan
+    a token). Plain words are not: "oak" said once is no secret, and a decision or summary
+    about oak stays."""
+    ids = [m.id for m in messages]
+    candidates = {
+        w for m in messages for w in _tokens(m.content) if len(w) >= 3 and DIGIT.search(w)
+    }
+    marks = _marks(ids)
+    only = {
+        word
+        for word in candidates
+        if home.db.execute(
+            f"SELECT 1 FROM messages WHERE id NOT IN ({marks}) AND instr(lower(content), ?) > 0 "
+            "LIMIT 1",
+            [*ids, word],
+        ).fetchone()
+        is None
+    }
+    said = [normalise(m.content) for m in messages if normalise(m.content)]
+    return Gone(said, frozenset(only))
+
+
+def _without_theirs(summary: str, gone: Gone) -> str:
+    """A summary Charlie wrote, less the sentences holding a word only the forgotten
+    messages hold ("Pat set the app password to orchid-lantern-42.")."""
+    sentences = re.split(r"(?<=[.!?…])\s+", summary.strip())
+    return " ".join(s for s in sentences if not gone.holds_theirs(s))
+
+
 def _said_in(text: str, said: list[str]) -> bool:
     quoted = normalise(text)
     return bool(quoted) and any(quoted in message for message in said)
@@ -206,20 +258,22 @@ def restates(decision: str, said: list[str]) -> bool:
 
 
 def _scrubbed(
-    layers: Memory, ids: set[int], said: list[str], *, flag: bool = True
+    layers: Memory, ids: set[int], gone: Gone, *, flag: bool = True, charlies: bool = False
 ) -> tuple[Memory, int, list[str], int]:
     """`layers` without the quotes said in the forgotten messages and without their ids in
     the provenance; a decision left with no source is flagged (when `flag`: the current
-    memory, not its history) — or, when it only restated a forgotten message, taken out
-    with it as a quote of it is. Also returns the quotes taken, the decisions flagged and
-    the decisions taken."""
+    memory, not its history) — or, when it only restated a forgotten message or holds a
+    word only they held, taken out with them as a quote of them is. A summary Charlie wrote
+    (`charlies`) loses its sentences holding such a word. Also returns the quotes taken, the
+    decisions flagged and the decisions taken."""
+    said = gone.said
     quotes = [q for q in layers.quotes if not _said_in(q.text, said)]
     flagged: list[str] = []
     decisions: list[Decision] = []
     for decision in layers.decisions:
         left = tuple(i for i in decision.sources if i not in ids)
         if len(left) < len(decision.sources):
-            if not left and restates(decision.text, said):
+            if not left and (restates(decision.text, said) or gone.holds_theirs(decision.text)):
                 continue
             decision = replace(decision, sources=left)
             if not left and flag:
@@ -233,30 +287,40 @@ def _scrubbed(
             changed_by=None if e.changed_by in ids else e.changed_by,
         )
         for e in layers.earlier
-        if not (e.sources and set(e.sources) <= ids and restates(e.text, said))
+        if not (
+            e.sources
+            and set(e.sources) <= ids
+            and (restates(e.text, said) or gone.holds_theirs(e.text))
+        )
     ]
     taken = len(layers.decisions) - len(decisions)
-    scrubbed = replace(layers, quotes=quotes, decisions=decisions, earlier=earlier)
+    summary = _without_theirs(layers.summary, gone) if charlies else layers.summary
+    scrubbed = replace(layers, summary=summary, quotes=quotes, decisions=decisions, earlier=earlier)
     return scrubbed, len(layers.quotes) - len(quotes), flagged, taken
 
 
 def _from_memory(
-    home: Home, channel: Channel, ids: list[int], said: list[str]
+    home: Home, channel: Channel, ids: list[int], gone: Gone
 ) -> tuple[int, list[str], int]:
     if not channel.private:
         memory.sync_hand_edits(home, channel)  # a hand edit is kept, and scrubbed too
     current = memory.load(home, channel)
-    scrubbed, quotes, flagged, taken = _scrubbed(current, set(ids), said)
+    written = memory.last_charlie_revision(home, channel)
+    charlies = written is not None and written.memory.summary == current.summary
+    scrubbed, quotes, flagged, taken = _scrubbed(current, set(ids), gone, charlies=charlies)
     if scrubbed != current:
         memory.save(home, channel, scrubbed, "forget")
     return quotes, flagged, taken
 
 
-def _from_revisions(home: Home, channel: Channel, ids: list[int], said: list[str]) -> int:
-    """Every stored revision of the channel's memory, scrubbed the same way."""
+def _from_revisions(home: Home, channel: Channel, ids: list[int], gone: Gone) -> int:
+    """Every stored revision of the channel's memory, scrubbed the same way (the summaries
+    of those Charlie wrote, too: a person's own summary is theirs)."""
     changed = 0
     for revision in memory.revisions(home, channel):
-        scrubbed, *_ = _scrubbed(revision.memory, set(ids), said, flag=False)
+        charlies = revision.source not in memory.PERSON_SOURCES  # nor an undo to one of theirs
+        charlies = charlies and not revision.source.startswith("undo:")
+        scrubbed, *_ = _scrubbed(revision.memory, set(ids), gone, flag=False, charlies=charlies)
         if scrubbed != revision.memory:
             home.db.execute(
                 "UPDATE memory_revisions SET layers = ? WHERE id = ?",

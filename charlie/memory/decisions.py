@@ -3,7 +3,8 @@ what it can never do — drop a decision, or rewrite a person's.
 
 Every decision the memory holds stays, whoever made it, unless the new messages revise it.
 A revision is explicit: the model names the decision it supersedes and the person's
-message that changed it (a distilled decision is also superseded by a new one that says
+message that changed it (a message about something else — no word of what the decision
+is about — changes nothing) (a distilled decision is also superseded by a new one that says
 the same with another number, day or name: "the plumber comes on Thursday" replaces "…
 on Tuesday"). The old one moves to the earlier decisions, with the day it stopped holding
 and that message. A new decision must come from a person's message — a question is none,
@@ -17,7 +18,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from charlie.conversations import Message
+from charlie.conversations import ASSISTANT, Message
 from charlie.memory.layers import DISTILLED, Decision, Earlier, key, normalise
 
 SAME = 0.8  # content words in common: the same decision said again
@@ -78,6 +79,21 @@ def _stem(word: str) -> str:
                 word[: -len(ending)].rstrip("e") if ending in ("d", "ed") else word[: -len(ending)]
             )
     return word.rstrip("e") if len(word) > 4 else word
+
+
+# Words of how a decision is told, not of what it is about ("cleo decided to fly from
+# Bristol" and "cleo decided on Lisbon" are not about the same thing; nor are two decisions
+# a small model words as "Charlie agreed to …"), as `words` stems them
+TELLING = frozenset(words(
+    "decide decided decision agree agreed choose chose chosen settle settled go going goes "
+    f"went change changed plan people final answer {ASSISTANT}"
+))  # fmt: skip
+
+
+def about(text: str, names: frozenset[str] = frozenset()) -> set[str]:
+    """A decision's content words less its values (days, numbers), the words of telling
+    ("decided", "change", "plan") and the speakers' `names`: what it is about."""
+    return {w for w in words(text) if not VALUE.match(w) and w not in TELLING and w not in names}
 
 
 def overlap(one: str, other: str) -> float:
@@ -156,12 +172,19 @@ def apply(
         repeated = {key(p.text) for p in proposed}
         for old in [d for d in kept if d.by == DISTILLED and key(d.text) not in repeated]:
             supersede(old, start_over)
+    names = frozenset(words(" ".join({m.speaker for m in people.values()})))
     for revision in revisions:
         target = _match(revision.decision, kept)
         changer = people.get(revision.message or -1)
         if target is None or changer is None:
             outcome.refused.append(
                 {"superseded": revision.decision, "why": "no such decision, or no person's message"}
+            )
+            continue
+        said = [changer.content, *(p.text for p in proposed if changer.id in p.messages)]
+        if not any(about(target.text, names) & about(text, names) for text in said):
+            outcome.refused.append(
+                {"superseded": target.text, "why": "the message names something else"}
             )
             continue
         supersede(target, changer)

@@ -273,32 +273,13 @@ def _cut(text: str, size: int = DECISION_CHARS) -> str:
     return cut[: cut.rfind(" ")] if cut.rfind(" ") > size // 2 else cut
 
 
-# Words of how a decision is told, not of what it is about ("cleo decided to fly from
-# Bristol" and "cleo decided on Lisbon" are not about the same thing), as `decisions.words`
-# stems them
-TELLING = frozenset(decisions.words(
-    "decide decided decision agree agreed choose chose chosen settle settled go going goes "
-    "went change changed plan people final answer"
-))  # fmt: skip
-
-
-def _plain(text: str, names: frozenset[str] = frozenset()) -> set[str]:
-    """A decision's content words less its values (days, numbers), the words of telling
-    and the speakers' names: what it is about."""
-    return {
-        w
-        for w in decisions.words(text)
-        if not decisions.VALUE.match(w) and w not in TELLING and w not in names
-    }
-
-
 def _candidates(text: str, held: list[str], names: frozenset[str] = frozenset()) -> list[str]:
     """The held decisions a new one may change: about the same thing (at least half of
     the fewer's plain words shared, `decisions.RELATED`), most alike first."""
-    plain = _plain(text, names)
+    plain = decisions.about(text, names)
     scored = []
     for old in held:
-        other = _plain(old, names)
+        other = decisions.about(old, names)
         if key(old) == key(text) or not plain or not other:
             continue
         shared = len(plain & other) / min(len(plain), len(other))

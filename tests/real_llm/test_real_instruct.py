@@ -221,7 +221,9 @@ DECISION_TALK = [
 ]
 
 
-def test_a_distillation_is_accepted_and_clean(home: Home, llm: LLMClient) -> None:
+@pytest.mark.parametrize("mode", ["whole", "steps"])
+def test_a_distillation_is_accepted_and_clean(home: Home, llm: LLMClient, mode: str) -> None:
+    home.settings.distill_mode = mode  # type: ignore[assignment]
     project = create_project(home, "Kitchen", distill_every=50)
     channel = shared_channel(home, project)
     memory.ensure_file(home, channel)
