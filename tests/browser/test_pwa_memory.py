@@ -86,6 +86,7 @@ def test_escape_cancels_an_edit(page: Page, server: Server) -> None:
     sign_in(page)
     panel = page.get_by_role("complementary", name="Memory")
     expect(panel).to_contain_text("visible to you alone")
+    page.wait_for_load_state("networkidle")  # no late load re-draws the panel mid-edit
     panel.get_by_role("button", name="Edit decisions").click()
     panel.get_by_role("textbox", name="Decisions").fill("Never saved")
     panel.get_by_role("textbox", name="Decisions").press("Escape")

@@ -20,16 +20,15 @@ import {
   voiceStream,
 } from './api.js';
 import { $, clear, h, toast, when } from './dom.js';
+import { imageDataUrl } from './images.js';
 import { showReply } from './markdown.js';
 import { fullDate } from './recall.js';
+import { suggestionBox } from './suggestions.js';
 import { traceBlock } from './trace.js';
 
 const HISTORY_LIMIT = 50;
 const AROUND = 5; // messages shown either side of a message found
 const MAX_IMAGES = 4;
-const MAX_SIDE = 1600; // larger photos are scaled down before sending
-const MAX_BYTES = 1_500_000;
-const SENT_AS_IS = new Set(['image/png', 'image/jpeg', 'image/webp', 'image/gif']); // others: JPEG
 
 /** The tooltip of a reply's "Spoken by" line: what was said, and any engine skipped. */
 function voiceTitle(voice) {
@@ -398,7 +397,7 @@ export function createChat(app) {
         said.append(' ', retryButton(() => answerAgain(asked, item), Boolean(controller)));
       },
       suggestions(items) {
-        if (items.length) extras.append(suggestionBox(items));
+        if (items.length) extras.append(suggestionBox(app, channel, items));
         scrollDown();
       },
       finish() {
@@ -409,104 +408,6 @@ export function createChat(app) {
         if (!text) body.hidden = true; // aria-busy goes once the reply is settled
       },
     };
-  }
-
-  function suggestionBox(items) {
-    const listEl = h('ul', { class: 'suggestion-list' });
-    for (const suggestion of items) {
-      const row = h('li', { class: 'suggestion', dataset: { id: suggestion.id } });
-      const pinnedIn = channel;
-      const unpin = async (button) => {
-        button.disabled = true;
-        try {
-          await api('DELETE', `/api/channels/${enc(pinnedIn)}/pins/${suggestion.note}`);
-          row.replaceChildren(
-            h('p', { class: 'decided decided-dismiss' }, `Unpinned “${suggestion.title}”.`),
-          );
-        } catch (error) {
-          button.disabled = false;
-          app.reportError(error, 'That note could not be unpinned');
-        }
-      };
-      const decide = async (action) => {
-        for (const button of row.querySelectorAll('button')) button.disabled = true;
-        try {
-          await post(`/api/suggestions/${enc(suggestion.id)}/${action}`);
-          if (action === 'accept') {
-            const unpinButton = h(
-              'button',
-              {
-                type: 'button',
-                class: 'button-small button-quiet',
-                onclick: () => unpin(unpinButton),
-              },
-              'Unpin',
-            );
-            row.replaceChildren(
-              h(
-                'p',
-                { class: 'decided decided-accept' },
-                `Pinned “${suggestion.title}”: Charlie will keep it in mind for the next answers. `,
-                unpinButton,
-              ),
-            );
-          } else {
-            row.replaceChildren(
-              h('p', { class: 'decided decided-dismiss' }, `Dismissed “${suggestion.title}”.`),
-            );
-          }
-        } catch (error) {
-          for (const button of row.querySelectorAll('button')) button.disabled = false;
-          app.reportError(error, 'That suggestion could not be saved');
-        }
-      };
-      row.append(
-        h(
-          'div',
-          { class: 'suggestion-text' },
-          h(
-            'button',
-            { type: 'button', class: 'link-button', onclick: () => app.openNote(suggestion.note) },
-            suggestion.title,
-          ),
-          h('span', { class: 'note-id muted small' }, ` ${suggestion.note}`),
-          h('p', { class: 'why small muted' }, suggestion.why),
-          suggestion.detail
-            ? h(
-                'details',
-                { class: 'why-numbers small muted' },
-                h('summary', {}, 'Show the numbers'),
-                h('p', {}, suggestion.detail),
-              )
-            : null,
-        ),
-        h(
-          'div',
-          { class: 'suggestion-actions' },
-          h(
-            'button',
-            { type: 'button', class: 'button-small', onclick: () => decide('accept') },
-            'Accept',
-          ),
-          h(
-            'button',
-            {
-              type: 'button',
-              class: 'button-small button-quiet',
-              onclick: () => decide('dismiss'),
-            },
-            'Dismiss',
-          ),
-        ),
-      );
-      listEl.append(row);
-    }
-    return h(
-      'section',
-      { class: 'suggestions', 'aria-label': 'Suggested notes' },
-      h('p', { class: 'small suggestions-title' }, 'Related notes you might want'),
-      listEl,
-    );
   }
 
   function setBusy(busy) {
@@ -980,35 +881,6 @@ export function createChat(app) {
       ),
     );
     attachments.hidden = images.length === 0;
-  }
-
-  function readAsDataUrl(blob) {
-    return new Promise((resolve, reject) => {
-      const reader = new FileReader();
-      reader.onload = () => resolve(reader.result);
-      reader.onerror = () => reject(reader.error);
-      reader.readAsDataURL(blob);
-    });
-  }
-
-  async function imageDataUrl(file) {
-    let bitmap = null;
-    try {
-      bitmap = await createImageBitmap(file);
-    } catch {
-      throw new Error(`${file.name} is not an image this browser can read.`);
-    }
-    const scale = Math.min(1, MAX_SIDE / Math.max(bitmap.width, bitmap.height));
-    if (scale === 1 && file.size <= MAX_BYTES && SENT_AS_IS.has(file.type)) {
-      bitmap.close();
-      return readAsDataUrl(file);
-    }
-    const canvas = document.createElement('canvas');
-    canvas.width = Math.round(bitmap.width * scale);
-    canvas.height = Math.round(bitmap.height * scale);
-    canvas.getContext('2d').drawImage(bitmap, 0, 0, canvas.width, canvas.height);
-    bitmap.close();
-    return canvas.toDataURL('image/jpeg', 0.85);
   }
 
   fileInput.addEventListener('change', async () => {
