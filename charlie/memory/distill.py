@@ -223,7 +223,7 @@ def extract_json(text: str) -> dict[str, Any]:
 
 
 def _transcript(messages: list[Message]) -> str:
-    return "\n".join(f"[{m.id}] {m.speaker}: {m.content}" for m in messages)
+    return "\n".join(steps.line(m) for m in messages)
 
 
 def _prompt(current: Memory, messages: list[Message]) -> list[dict[str, Any]]:

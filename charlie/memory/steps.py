@@ -115,7 +115,6 @@ class Asker:
     llm: LLMClient
     structured: bool = True
     attempts: int = 1
-    requests: int = 0
 
     def ask(
         self,
@@ -150,7 +149,6 @@ class Asker:
                 ) from second
 
     def _chat(self, prompt: list[dict[str, Any]], model: type[BaseModel]) -> str:
-        self.requests += 1
         llm = self.llm.with_max_tokens(min(self.llm.max_tokens, STEP_TOKENS[model.__name__]))
         if self.structured:
             name = model.__name__.strip("_").lower()
@@ -203,7 +201,8 @@ def _cut_summary(content: str) -> dict[str, Any] | None:
     return {"summary": clause + "…"} if re.search(r"\w", clause) else None
 
 
-def _line(message: Message) -> str:
+def line(message: Message) -> str:
+    """A message as the model is shown it: `[number] speaker: text`."""
     return f"[{message.id}] {message.speaker}: {message.content}"
 
 
@@ -310,7 +309,7 @@ def _quotes(asker: Asker, messages: list[Message]) -> list[dict[str, str]]:
     if not people:
         return []
     user = "Messages, each as [number] speaker: text:\n" + "\n".join(
-        _line(m) for m in people.values()
+        line(m) for m in people.values()
     )
     chosen = asker.ask(_Quotes, QUOTE_PROMPT, user).quotes
     picked = [people[n] for n in dict.fromkeys(chosen) if n in people][:MOST_QUOTES]
@@ -333,7 +332,7 @@ def ask(
         "Current memory:\n"
         + json.dumps(layers, ensure_ascii=False, indent=1)
         + "\n\nNew messages, each as [number] speaker: text:\n"
-        + "\n".join(_line(m) for m in messages)
+        + "\n".join(line(m) for m in messages)
     )
     summary = asker.ask(_Summary, SUMMARY_PROMPT, user, lambda s: check_summary(s.summary))
     answer = {
