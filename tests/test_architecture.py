@@ -180,3 +180,17 @@ def test_no_test_module_imports_another() -> None:
         if name.rsplit(".", 1)[-1] in modules
     )
     assert not crossing, crossing
+
+
+def test_every_page_script_is_type_checked() -> None:
+    """./scripts/check-js (a step of ./scripts/test) checks the scripts marked `// @ts-check`;
+    the two that run outside a page (the service worker, the microphone worklet) have other
+    globals, and api-types.js holds only the generated types."""
+    static = PACKAGE / "adapters" / "web" / "static"
+    outside = {"sw.js", "voice-worklet.js", "api-types.js"}
+    unchecked = sorted(
+        p.name
+        for p in static.glob("*.js")
+        if p.name not in outside and not p.read_text().startswith("// @ts-check\n")
+    )
+    assert not unchecked, f"these page scripts do not start with // @ts-check: {unchecked}"

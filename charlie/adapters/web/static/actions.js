@@ -1,3 +1,4 @@
+// @ts-check
 // What a person can do with one message, as the conversation draws it: copy it; regenerate
 // Charlie's last reply; page through a message's alternatives (the replies regenerated in
 // its place, the versions of an edited message); edit their own message and send it again;

@@ -1,3 +1,4 @@
+// @ts-check
 // The HTTP API (docs/api.md): JSON requests with the CSRF header, errors as ApiError,
 // and the chat's server-sent events read from a POST with fetch + ReadableStream.
 
@@ -16,6 +17,7 @@ export class ApiError extends Error {
   }
 }
 
+/** @type {(error: ApiError) => void} */
 let onSignedOut = () => {};
 
 /** Called whenever the server answers 401 to a signed-in request (the session ended). */

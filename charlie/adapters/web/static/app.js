@@ -1,3 +1,4 @@
+// @ts-check
 // Charlie's web app: sign-in, the project switcher, routing between Chat, Notes and
 // Settings, and the app-wide states (offline, language model unreachable).
 
@@ -230,6 +231,7 @@ async function route() {
   remember(channel);
   $('#channel-select').value = channel;
   for (const link of document.querySelectorAll('#sections a')) {
+    if (!(link instanceof HTMLAnchorElement)) continue;
     link.href = app.href(link.dataset.view, channel);
     if (link.dataset.view === view) link.setAttribute('aria-current', 'page');
     else link.removeAttribute('aria-current');

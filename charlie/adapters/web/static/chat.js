@@ -1,3 +1,4 @@
+// @ts-check
 // The conversation: one thread (chat) of a channel, its messages, the composer (text and
 // images), the streamed reply with its tool trace, notices, errors and suggested notes.
 // Typed and spoken turns (voice.js) share the same reply rendering. A message found by
@@ -61,6 +62,8 @@ export function createChat(app) {
   let viewingEarlier = false; // the list shows messages around one found, not the latest
   let pendingJump = null; // {channel, thread, id}: the message to show when that thread opens
   let finding = null; // while a chat opens (its thread looked up, its messages read): its promise
+  /** @typedef {{ created(channel: string, thread: number): void, changed(channel: string, thread: number | null): void }} ChatHooks */
+  /** @type {ChatHooks} */
   let hooks = { created() {}, changed() {} }; // the chats list hears of new and changed threads
   const shown = new WeakMap(); // each message's <li> → the message as the API gave it
 
@@ -426,6 +429,15 @@ export function createChat(app) {
   // place of `replacing` (a regenerated reply, a failed turn retried), or else at the end.
   // `open(signal)` starts the event stream; `intercept` sees each event first and returns
   // true for those it handled itself; `failed(error, streamed)` hears of a failed turn.
+  /**
+   * @param {(signal: AbortSignal) => AsyncIterable<{event: string, data: any}>} open
+   * @param {{
+   *   user?: HTMLElement | null,
+   *   replacing?: HTMLElement | null,
+   *   intercept?: (reply: any, event: string, data: any) => boolean,
+   *   failed?: (error: any, streamed: boolean) => void,
+   * }} [options]
+   */
   async function converse(
     open,
     { user = null, replacing = null, intercept = () => false, failed } = {},
@@ -614,6 +626,8 @@ export function createChat(app) {
    * A spoken turn: `pcm` is 16 kHz 16-bit mono. The person's message shows what the server
    * heard; `onAudio(chunk)` gets each sentence of the spoken reply as it arrives. Resolves to
    * false when nothing was sent (another reply is still streaming, or offline).
+   * @param {ArrayBuffer} pcm
+   * @param {{ onAudio?: (chunk: any) => void }} [options]
    */
   async function speak(pcm, { onAudio = () => {} } = {}) {
     if (controller || starting || !channel) return false;

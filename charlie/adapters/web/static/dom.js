@@ -1,3 +1,4 @@
+// @ts-check
 // Small DOM helpers. Text always becomes Text nodes: no HTML string is ever parsed.
 
 /**

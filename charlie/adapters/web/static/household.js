@@ -1,3 +1,4 @@
+// @ts-check
 // The household in Settings: your account (password, sessions), the people of the
 // household (administrators add, reset and remove them) and the trash.
 
@@ -8,6 +9,12 @@ import { $, h, plural, toast, when } from './dom.js';
 
 // One inline confirmation: `text`, then a button that does `action` (and Cancel). Returns the
 // box to place; it removes itself when answered.
+/**
+ * @param {string} text
+ * @param {string} label
+ * @param {() => any} action
+ * @param {{ id?: string }} [options]
+ */
 function confirmation(text, label, action, { id } = {}) {
   const yes = h('button', { type: 'button', class: 'button-danger', id }, label);
   const no = h('button', { type: 'button', class: 'button-quiet' }, 'Cancel');

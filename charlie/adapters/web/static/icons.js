@@ -1,3 +1,4 @@
+// @ts-check
 // Small line icons for icon buttons (the chats list, the message toolbar), drawn as inline
 // SVG built node by node: no HTML string is parsed and nothing is fetched. An icon is
 // decoration only (aria-hidden); the button it sits in carries the words (aria-label).

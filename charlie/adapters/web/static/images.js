@@ -1,3 +1,4 @@
+// @ts-check
 // Pictures attached to a message, made ready to send: read as data URLs, scaled down and
 // re-encoded when they are too large for a model to take.
 

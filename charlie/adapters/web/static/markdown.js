@@ -1,3 +1,4 @@
+// @ts-check
 // Markdown on the page: the server renders every piece of it — replies, notes, the memory's
 // summary — with one renderer (charlie/adapters/web/render.py: tables, highlighted code,
 // task lists…) and cleans the HTML against one allow-list. `showHtml` puts that HTML in

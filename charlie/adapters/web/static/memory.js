@@ -1,3 +1,4 @@
+// @ts-check
 // The memory panel: Summary, Decisions and Recent quotes, each editable in place; the
 // history of revisions as readable diffs, with undo.
 
@@ -97,9 +98,10 @@ export function createMemory(app) {
 
   function render() {
     const memory = current || { summary: '', decisions: [], quotes: [] };
-    errorBox.hidden = !memory.error;
-    errorBox.textContent = memory.error
-      ? `Charlie can't read this memory: ${memory.error}. Fix the file; distillation is paused until then.`
+    const error = 'error' in memory ? memory.error : null;
+    errorBox.hidden = !error;
+    errorBox.textContent = error
+      ? `Charlie can't read this memory: ${error}. Fix the file; distillation is paused until then.`
       : '';
     sections.replaceChildren(...SECTIONS.map((section) => sectionElement(section, memory)));
   }

@@ -1,3 +1,4 @@
+// @ts-check
 // Notes: search with "why this result", the note list with tag filters, one note to read,
 // edit and tag, new notes, and documents (PDF, Word, text, markdown) added as notes.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // Find in conversation: what was said, found again in every chat of this channel (or, when
 // asked, in every shared project too), each hit with its date, the chat it is in when that
 // is not the one shown, and the words that matched marked. Choosing a hit opens its chat

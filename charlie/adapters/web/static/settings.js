@@ -1,3 +1,4 @@
+// @ts-check
 // Settings: the current project's response style, cadence, model and allowed write tools; new
 // projects; tokens for other apps; what this Charlie is connected to; and, from
 // household.js, your account, the household's people (administrators) and the trash.

@@ -1,3 +1,4 @@
+// @ts-check
 // Suggested notes under a reply: accept (pin the note into the next answers' context, with
 // an Unpin to take it back) or dismiss, each note with why it was suggested.
 

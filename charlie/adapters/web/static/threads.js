@@ -1,3 +1,4 @@
+// @ts-check
 // The chats of a channel. A project, and your private channel, each hold many conversations
 // (threads) that all feed the one memory beside them. The list — a side panel on a wide
 // screen, a drawer on a phone — shows each chat's title, when it was last written in and
@@ -152,9 +153,11 @@ export function createThreads(app, chat) {
 
   function render() {
     if (closeMenu) closeMenu();
-    const focused = list.contains(document.activeElement)
-      ? document.activeElement.closest('.thread')?.dataset.id
+    /** @type {HTMLElement | null} */
+    const row = list.contains(document.activeElement)
+      ? document.activeElement.closest('.thread')
       : null;
+    const focused = row?.dataset.id ?? null;
     clear(list);
     statusLine.textContent = listed.length ? '' : EMPTY[view];
     list.append(...listed.map(threadItem));
@@ -268,7 +271,8 @@ export function createThreads(app, chat) {
   }
 
   document.addEventListener('click', (event) => {
-    if (closeMenu && !event.target.closest('.thread-tools')) closeMenu();
+    const target = /** @type {Element} */ (event.target);
+    if (closeMenu && !target.closest('.thread-tools')) closeMenu();
   });
 
   for (const button of viewButtons) {

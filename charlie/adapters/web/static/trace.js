@@ -1,3 +1,4 @@
+// @ts-check
 // The tool trace of an answer: what Charlie looked up, what it found, and any guard that
 // stepped in. One line per step, each expandable to the full detail. An answer that used
 // no tool has no trace to show: its block stays hidden (see `usedTools`).

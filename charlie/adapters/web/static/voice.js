@@ -1,3 +1,4 @@
+// @ts-check
 // Talking to Charlie: push-to-talk and hands-free, with the microphone (getUserMedia) and
 // an audio worklet (voice-worklet.js) that turns it into 16 kHz 16-bit frames of 100 ms.
 //
