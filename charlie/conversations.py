@@ -230,6 +230,17 @@ def thread_channels(home: Home, channel: Channel) -> list[Channel]:
     return [replace(channel, conversation_id=int(r[0])) for r in rows]
 
 
+def readable_by(home: Home, user: User) -> list[int]:
+    """The conversations (threads) `user` may read, not in the trash: every shared
+    project's and their own private ones — never another person's."""
+    rows = home.db.execute(
+        "SELECT id FROM conversations WHERE (private = 0 OR owner_id = ?) "
+        "AND deleted_at IS NULL ORDER BY id",
+        (user.id,),
+    )
+    return [int(r[0]) for r in rows]
+
+
 def thread_holding(home: Home, channel: Channel, message_id: int) -> Channel | None:
     """The thread beside `channel` (not in the trash) that holds message `message_id`."""
     row = home.db.execute(

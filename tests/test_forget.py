@@ -260,9 +260,9 @@ def test_a_message_forgotten_while_the_index_embeds_it_is_never_indexed(
     index = recall.recaller_for(home).index
     embed = index.embedder.embed
 
-    def forgetting_meanwhile(texts: list[str]) -> Any:
+    def forgetting_meanwhile(texts: list[str], **options: Any) -> Any:
         forget.forget(home, channel, alice, said.id, only=True)  # while the batch embeds
-        return embed(texts)
+        return embed(texts, **options)
 
     index.embedder.embed = forgetting_meanwhile  # type: ignore[method-assign]
     try:

@@ -203,6 +203,7 @@ def test_json_report(charlie: Cli, kitchen: Home, tmp_path: Path) -> None:
         "problems": [{"line": 4, "reason": "not a JSON object but null"}],
         "first_time": "2023-05-08T13:56:00.000+00:00",
         "last_time": "2023-05-08T14:00:00.000+00:00",
+        "indexing": {"background": False, "waiting": 0},  # a few: indexed before it returns
     }
 
 

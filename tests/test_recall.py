@@ -328,7 +328,7 @@ def test_a_recall_while_messages_are_still_being_indexed_says_so(
     monkeypatch.setattr(message_index, "BATCH", 2)  # a request indexes two; the rest wait
     recaller = recaller_for(home)
     result = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")
-    assert result.incomplete is not None and "still being indexed" in result.incomplete
+    assert result.incomplete is not None and "still catching up" in result.incomplete
     catcher = home.shared.of(message_index.KeptMessages).catcher
     catcher.join(60)
     whole = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")

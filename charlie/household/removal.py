@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.retrieval import index_file
-from charlie.retrieval.message_index import UPTO
+from charlie.retrieval.message_index import UPTO, WORDS
 from charlie.retrieval.recall import recaller_for
 from charlie.users import Removal, remove_user
 
@@ -38,8 +38,9 @@ def forget_messages(home: Home, message_ids: Sequence[int]) -> None:
     """Drop deleted messages from the search index of messages.
 
     SQLite gives a new row the id after the largest one left, so when the newest messages
-    were deleted the next ones reuse their ids: the index's mark of what it has indexed is
-    lowered to the newest stored message, or those new messages would never be indexed."""
+    were deleted the next ones reuse their ids: the index's marks of what it has indexed
+    (words, vectors) are lowered to the newest stored message, or those new messages would
+    never be indexed."""
     if not message_ids:
         return
     index = recaller_for(home).index
@@ -47,6 +48,6 @@ def forget_messages(home: Home, message_ids: Sequence[int]) -> None:
         index.forget(message_ids)
         (newest,) = home.db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
         with index_file.transaction(index.db):
-            upto = int(index.index.state(UPTO) or 0)
-            if upto > int(newest):
-                index.index.set_state(UPTO, str(newest))
+            for mark in (UPTO, WORDS):
+                if int(index.index.state(mark) or 0) > int(newest):
+                    index.index.set_state(mark, str(newest))

@@ -217,7 +217,9 @@ class LocalEmbedder:
             self._tokenizer = tokenizer
             self._session = session
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
+    def embed(self, texts: Sequence[str], *, max_tokens: int | None = None) -> Vectors:
+        """Each text's vector; `max_tokens` (at most the embedder's own) cuts each text
+        shorter for this call: [CLS], its first tokens, [SEP]."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -225,6 +227,13 @@ class LocalEmbedder:
             return out
         self.load()
         token_ids = [encoding.ids for encoding in self._tokenizer.encode_batch(list(texts))]
+        if max_tokens is not None and max_tokens < self._max_tokens:
+            if max_tokens < 3:
+                raise ValueError("max_tokens must be at least 3")
+            token_ids = [
+                ids if len(ids) <= max_tokens else ids[: max_tokens - 1] + ids[-1:]
+                for ids in token_ids
+            ]
         for batch in self._batches(token_ids):
             out[batch] = self._run([token_ids[i] for i in batch])
         return out
@@ -364,6 +373,14 @@ class OpenAIEmbedder:
             raise EmbeddingError(f"The embedding server at {self.url} sent an all-zero vector")
         self._dim = dim
         return rows
+
+
+def embed_capped(embedder: Embedder, texts: Sequence[str], max_tokens: int) -> Vectors:
+    """`texts` embedded by their first `max_tokens` tokens at most, where the embedder can
+    cut them (the packaged model); a server embeds them to its own limit."""
+    if isinstance(embedder, LocalEmbedder):
+        return embedder.embed(texts, max_tokens=max_tokens)
+    return embedder.embed(texts)
 
 
 def _is_number(value: object) -> bool:

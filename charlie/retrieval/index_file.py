@@ -115,6 +115,23 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextmanager
+def claim(path: Path, what: str, *, wait: bool) -> Iterator[bool]:
+    """Hold the claim on `what` ("embedding", "indexer") of the index file at `path`, across
+    the threads and processes of a data home: yields True once held, or False at once when
+    another holds it and `wait` is false. A killed holder's claim ends with its process."""
+    with open(f"{path}.{what}.lock", "a+b") as handle:  # one open file each: threads too
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def delete_files(path: Path) -> None:
     """Remove the index file and its write-ahead log. A process that still has the old file
     open keeps reading it, and SQLite never checkpoints into a file that has moved."""

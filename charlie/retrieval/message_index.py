@@ -12,11 +12,22 @@ again from the messages. Each message gets:
   lift keyword recall@10 from 57 to 71 (docs/retrieval.md). When a message arrives, its
   neighbours' context rows are rewritten — words only, nothing embedded again.
 
-Indexing catches up by message id: `refresh` indexes every message above the index's
-`messages_upto` mark, so a message stored by any process (the web server, the Discord bot,
-an import) is found once any of them refreshes, and a crash between storing and indexing
-loses nothing. Messages that are gone from `charlie.db` are dropped from the index; an index
+Indexing catches up by message id, in two steps with a mark each. Words first: every
+message above `messages_words_upto` gets its FTS5 row (cheap: a 100,000-message import is
+findable by its words within seconds). Then vectors: every message above `messages_upto`
+(and at most the words mark) is embedded, a batch at a time, by whoever holds the
+embedding claim (a lock file beside the index): one process embeds a batch, never two, so
+nothing is embedded twice; the others find it done. A message stored by any process (the
+web server, the Discord bot, an import) is found once any of them refreshes, and a crash
+between storing and indexing loses nothing: the marks move in the transaction that writes
+the rows. Messages that are gone from `charlie.db` are dropped from the index; an index
 built by another embedding model is emptied and built again.
+
+Long histories are embedded in the background: `charlie serve` keeps an indexer thread
+(`keep_indexed`), and `charlie import` starts a detached `charlie reindex --catch-up` when
+no server runs; `progress` says how far it is and how long the rest should take. A message
+is embedded by its first `MESSAGE_TOKENS` tokens (its words are all in the FTS5 row), and
+identical texts in a batch are embedded once.
 
 Private messages are indexed like any other; what keeps them private is the query, which
 only ever reads the conversations it is given (`charlie.recall` decides which).
@@ -24,30 +35,38 @@ only ever reads the conversations it is given (`charlie.recall` decides which).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
 
+from charlie import db as database
 from charlie.config import Settings
 from charlie.home import Home, Shared
 from charlie.retrieval import index_file
-from charlie.retrieval.embeddings import Embedder
-from charlie.retrieval.index import Index
+from charlie.retrieval.embeddings import Embedder, embed_capped
+from charlie.retrieval.index import Index, embedder_of
 from charlie.retrieval.vectors import EXACT_BELOW, VectorTable
 
 log = logging.getLogger(__name__)
 
 CONTEXT_GAP = 6 * 3600.0  # seconds: messages further apart are not each other's context
 BATCH = 512  # messages embedded and written per transaction
-UPTO = "messages_upto"
+WORDS_BATCH = 4096  # messages whose words are written per transaction
+WORDS_PER_CALL = 20_000  # words a bounded refresh (a request's) writes at most
+MESSAGE_TOKENS = 128  # a message is embedded by its first tokens (docs/retrieval.md)
+UPTO = "messages_upto"  # every message up to this id has its vector (and its words)
+WORDS = "messages_words_upto"  # every message up to this id has its words
+PROGRESS = "messages_progress"  # the background indexer's last report (JSON)
 MODEL = "messages_embedder"
 GENERATION = "messages_generation"
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
@@ -201,28 +220,56 @@ class MessageIndex:
 
     # ------------------------------------------------------------ indexing
 
-    def refresh(self, limit: int | None = None) -> int:
-        """Index the stored messages not indexed yet (about `limit` at most; all when None)
-        and drop those that are gone; how many were indexed. A damaged index file is
-        replaced and filled again. Embedding runs outside the index lock, so a recall in
-        another thread never waits for someone else's catch-up."""
+    def refresh(self, limit: int | None = None, *, wait: bool = True) -> int:
+        """Index the stored messages not indexed yet — their words, then their vectors (about
+        `limit` vectors at most; all when None) — and drop those that are gone; how many got
+        their vector. With `wait` false, vectors are left to whoever is embedding now (the
+        background indexer) instead of waiting for it. A damaged index file is replaced and
+        filled again. Embedding runs outside the index lock, so a recall in another thread
+        never waits for someone else's catch-up."""
         try:
             self.index.refresh(projects=[])  # reopens a file another process replaced
-            return self._refresh(limit)
+            return self._refresh(limit, wait)
         except sqlite3.DatabaseError as exc:
             self.index.recover(exc)
         try:
-            return self._refresh(limit)
+            return self._refresh(limit, wait)
         except sqlite3.DatabaseError as exc:
             raise self.index.unusable(exc) from exc
 
+    def index_words(self, limit: int | None = None) -> int:
+        """Make the stored messages not indexed yet findable by their words (no embedding):
+        how many were added. Their vectors come with the next `refresh`."""
+        try:
+            self.index.refresh(projects=[])
+            with self.lock:
+                self._check()
+            return self._words(limit)
+        except sqlite3.DatabaseError as exc:
+            self.index.recover(exc)
+        try:
+            return self._words(limit)
+        except sqlite3.DatabaseError as exc:
+            raise self.index.unusable(exc) from exc
+
+    def marks(self) -> tuple[int, int]:
+        """(words, vectors): every message up to the first id has its words indexed, up to
+        the second its vector too (an index made before words came first: both the same)."""
+        vectors = int(self._state(UPTO) or 0)
+        return max(int(self._state(WORDS) or 0), vectors), vectors
+
     def pending(self) -> bool:
-        """Whether some stored message is not indexed yet."""
-        upto = int(self._state(UPTO) or 0)
+        """Whether some stored message has no vector yet."""
+        _, upto = self.marks()
         return (
             self.home.db.execute("SELECT 1 FROM messages WHERE id > ?", (upto,)).fetchone()
             is not None
         )
+
+    def progress(self, conversation_ids: Sequence[int] | None = None) -> Progress:
+        """How far embedding the stored messages is (see `Progress`): of these conversations
+        only when given — what one person sees counts only what they may read."""
+        return _progress(self.home, self._state, conversation_ids)
 
     def rebuild(self) -> int:
         """Forget every indexed message and index them all again."""
@@ -236,27 +283,60 @@ class MessageIndex:
         db.execute("DELETE FROM messages")
         db.execute("DELETE FROM messages_fts")
         self._set_state(UPTO, "0")
+        self._set_state(WORDS, "0")
         self._set_state(GENERATION, uuid.uuid4().hex)
 
-    def _refresh(self, limit: int | None) -> int:
+    def _refresh(self, limit: int | None, wait: bool) -> int:
         with self.lock:
             self._check()
+        self._words(None if limit is None else WORDS_PER_CALL)
+        added = seen = 0
+        began, kept = time.monotonic(), self.home.shared.of(KeptMessages)
+        if limit is None and self.pending():
+            self._report(0, 0.0)  # running, its rate not known yet
+        while (limit is None or seen < limit) and not kept.stop.is_set():
+            with index_file.claim(self.home.index_path, "embedding", wait=wait) as mine:
+                if not mine:  # another thread or process is embedding: it does these too
+                    break
+                words, upto = self.marks()  # read now: whoever held the claim moved it
+                rows = self._rows(upto, words, BATCH if limit is None else min(BATCH, limit - seen))
+                if not rows:
+                    break
+                seen += len(rows)
+                added += self._store_vectors(rows)
+                if limit is None:
+                    self._report(seen, time.monotonic() - began)
+        return added
+
+    def _rows(self, above: int, upto: int | None, count: int) -> list[_Row]:
+        """The stored messages above id `above` (and at most `upto`), `count` at most."""
+        return [
+            _Row(r[0], r[1], r[2], r[3], r[4])
+            for r in self.home.db.execute(
+                "SELECT id, conversation_id, speaker, content, created_at FROM messages "
+                "WHERE id > ? AND id <= ? ORDER BY id LIMIT ?",
+                (above, upto if upto is not None else 2**62, count),
+            )
+        ]
+
+    def _words(self, limit: int | None) -> int:
         added = seen = 0
         while limit is None or seen < limit:
-            upto = int(self._state(UPTO) or 0)
-            rows = [
-                _Row(r[0], r[1], r[2], r[3], r[4])
-                for r in self.home.db.execute(
-                    "SELECT id, conversation_id, speaker, content, created_at FROM messages "
-                    "WHERE id > ? ORDER BY id LIMIT ?",
-                    (upto, BATCH if limit is None else min(BATCH, limit - seen)),
-                )
-            ]
+            words, _ = self.marks()
+            rows = self._rows(
+                words, None, WORDS_BATCH if limit is None else min(WORDS_BATCH, limit - seen)
+            )
             if not rows:
                 break
             seen += len(rows)
-            added += self._store(rows)
+            added += self._store_words(rows)
         return added
+
+    def _report(self, done: int, seconds: float) -> None:
+        """What the background indexer did so far, for `progress` in any process."""
+        rate = done / seconds if seconds > 0 else 0.0
+        with self.lock, index_file.transaction(self.db):
+            self._set_state(PROGRESS, json.dumps({"rate": rate, "at": time.time()}))
 
     def _check(self) -> None:
         """Every 10 s per process: lost words, deleted messages, another model."""
@@ -264,8 +344,11 @@ class MessageIndex:
         kept = self.home.shared.of(KeptMessages)
         checked = kept.checked_at
         if not stale and time.monotonic() - checked >= CHECK_SECONDS:  # not on every recall
+            _, upto = self.marks()
             (vectors,) = self.db.execute("SELECT count(*) FROM messages").fetchone()
-            (words,) = self.db.execute("SELECT count(*) FROM messages_fts").fetchone()
+            (words,) = self.db.execute(
+                "SELECT count(*) FROM messages_fts WHERE rowid <= ?", (upto,)
+            ).fetchone()
             stale = vectors != words  # words lost (a damaged table rebuilt empty)
             if not stale:
                 self._drop_gone()
@@ -275,22 +358,15 @@ class MessageIndex:
                 self._empty(db)
                 self._set_state(MODEL, self.embedder.name)
 
-    def _store(self, rows: list[_Row]) -> int:
-        vectors = self.embedder.embed([own_text(r.speaker, r.content) for r in rows])
+    def _store_words(self, rows: list[_Row]) -> int:
+        """The FTS5 rows of these new messages, and their neighbours' new context."""
         with self.lock, index_file.transaction(self.db) as db:
-            upto = int(self._state(UPTO) or 0)  # another thread or process may have indexed them
-            there = self._stored([r.id for r in rows])  # a message forgotten while embedding
-            fresh = [
-                (r, v) for r, v in zip(rows, vectors, strict=True) if r.id > upto and r.id in there
-            ]
-            contexts = self._contexts([r for r, _ in fresh])  # read now: a neighbour may be gone
+            words, _ = self.marks()  # another thread or process may have written them
+            there = self._stored([r.id for r in rows])  # a message forgotten meanwhile
+            fresh = [r for r in rows if r.id > words and r.id in there]
+            contexts = self._contexts(fresh)  # read now: a neighbour may be gone
             db.executemany(  # words an older, half-undone index left behind
-                "DELETE FROM messages_fts WHERE rowid = ?", [(r.id,) for r, _ in fresh]
-            )
-            db.executemany(
-                "INSERT OR REPLACE INTO messages (id, conversation_id, at, vector) "
-                "VALUES (?, ?, ?, ?)",
-                [(r.id, r.conversation_id, r.at, v.astype(np.float32).tobytes()) for r, v in fresh],
+                "DELETE FROM messages_fts WHERE rowid = ?", [(r.id,) for r in fresh]
             )
             db.executemany(
                 "INSERT INTO messages_fts (rowid, speaker, text, context, scope) "
@@ -303,12 +379,33 @@ class MessageIndex:
                         contexts.pop(r.id, ""),
                         conversation_token(r.conversation_id),
                     )
-                    for r, _ in fresh
+                    for r in fresh
                 ],
             )
             db.executemany(  # neighbours indexed before: their context changed
                 "UPDATE messages_fts SET context = ? WHERE rowid = ?",
                 [(text, message_id) for message_id, text in contexts.items()],
+            )
+            self._set_state(WORDS, str(max(words, rows[-1].id)))
+        return len(fresh)
+
+    def _store_vectors(self, rows: list[_Row]) -> int:
+        """Embed these messages (identical texts once) and write their vectors."""
+        texts = [own_text(r.speaker, r.content) for r in rows]
+        distinct = list(dict.fromkeys(texts))
+        row_of = {text: i for i, text in enumerate(distinct)}
+        embedded = embed_capped(self.embedder, distinct, MESSAGE_TOKENS)
+        vectors = embedded[[row_of[text] for text in texts]]
+        with self.lock, index_file.transaction(self.db) as db:
+            _, upto = self.marks()
+            there = self._stored([r.id for r in rows])  # a message forgotten while embedding
+            fresh = [
+                (r, v) for r, v in zip(rows, vectors, strict=True) if r.id > upto and r.id in there
+            ]
+            db.executemany(
+                "INSERT OR REPLACE INTO messages (id, conversation_id, at, vector) "
+                "VALUES (?, ?, ?, ?)",
+                [(r.id, r.conversation_id, r.at, v.astype(np.float32).tobytes()) for r, v in fresh],
             )
             self._set_state(UPTO, str(max(upto, rows[-1].id)))
         return len(fresh)
@@ -365,17 +462,17 @@ class MessageIndex:
 
     def _drop_gone(self) -> None:
         """Drop indexed messages that are no longer stored (cheap when none are gone)."""
-        upto = int(self._state(UPTO) or 0)
+        words, _ = self.marks()
         (stored,) = self.home.db.execute(
-            "SELECT count(*) FROM messages WHERE id <= ?", (upto,)
+            "SELECT count(*) FROM messages WHERE id <= ?", (words,)
         ).fetchone()
-        (indexed,) = self.db.execute("SELECT count(*) FROM messages").fetchone()
+        (indexed,) = self.db.execute("SELECT count(*) FROM messages_fts").fetchone()
         if indexed == stored:
             return
         kept = {
-            r[0] for r in self.home.db.execute("SELECT id FROM messages WHERE id <= ?", (upto,))
+            r[0] for r in self.home.db.execute("SELECT id FROM messages WHERE id <= ?", (words,))
         }
-        gone = [r[0] for r in self.db.execute("SELECT id FROM messages") if r[0] not in kept]
+        gone = [r[0] for r in self.db.execute("SELECT rowid FROM messages_fts") if r[0] not in kept]
         self.forget(gone)
 
     def mend(self, spans: dict[int, tuple[str, str]]) -> None:
@@ -442,20 +539,129 @@ class KeptMessages:
     checked_at: float = float("-inf")  # when this process last checked it all (monotonic)
     vectors: LoadedVectors | None = None  # every indexed message vector, topped up
     catcher: threading.Thread | None = None  # the background catch-up, once one was started
+    indexer: threading.Thread | None = None  # `keep_indexed`'s thread, in a server
+    stop: threading.Event = field(default_factory=threading.Event)  # background work: stop
+
+
+REPORT_STALE = 60.0  # seconds: an indexer that has not reported for longer is not running
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the stored messages are embedded: `indexed` of `total` have their vector;
+    `unworded` are not even findable by their words yet; `rate` (messages/s) is what the
+    background indexer last reported, `running` whether it reported in the last minute."""
+
+    total: int
+    indexed: int
+    unworded: int
+    rate: float
+    running: bool
+
+    @property
+    def done(self) -> bool:
+        return self.indexed >= self.total
+
+    @property
+    def share(self) -> float:
+        return self.indexed / self.total if self.total else 1.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        """About how long the rest takes, while an indexer runs and has a rate."""
+        if self.done or not self.running or self.rate <= 0:
+            return None
+        return (self.total - self.indexed) / self.rate
+
+    def in_words(self) -> str:
+        """ "indexing history: 41 % · about 6 min left" — or that it is done."""
+        if self.done:
+            return f"history indexed: {self.total:,} messages"
+        line = f"indexing history: {int(self.share * 100)} %"
+        left = self.seconds_left
+        if not self.running:
+            return line + " · waiting for the indexer (`charlie reindex --catch-up`)"
+        if left is None:
+            return line + " · starting"
+        return line + f" · about {_duration(left)} left"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return "a minute"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _report(value: str | None) -> dict[str, float]:
+    try:
+        found = json.loads(value or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _progress(
+    home: Home, state: Callable[[str], str | None], conversation_ids: Sequence[int] | None
+) -> Progress:
+    vectors = int(state(UPTO) or 0)
+    words = max(int(state(WORDS) or 0), vectors)
+    where, scope = "", list(conversation_ids or [])
+    if conversation_ids is not None:
+        where = f"WHERE conversation_id IN ({', '.join('?' * len(scope))})"
+    total, waiting, unworded = home.db.execute(
+        f"SELECT count(*), total(id > ?), total(id > ?) FROM messages {where}",
+        (vectors, words, *scope),
+    ).fetchone()
+    report = _report(state(PROGRESS))
+    rate = float(report.get("rate") or 0.0)
+    fresh = time.time() - float(report.get("at") or 0.0) < REPORT_STALE
+    return Progress(int(total), int(total) - int(waiting), int(unworded), rate, fresh)
+
+
+def history_status(home: Home, conversation_ids: Sequence[int]) -> dict[str, object] | None:
+    """How far these conversations' messages are indexed, for a health check: read with a
+    connection of its own, never building or repairing the index (None when the index file
+    cannot be read now; nothing indexed yet when there is none)."""
+    path = home.index_path
+    try:
+        if not path.exists():
+            progress = _progress(home, lambda key: None, conversation_ids)
+        else:
+            with closing(sqlite3.connect(path, timeout=database.BUSY_TIMEOUT)) as db:
+
+                def state(key: str) -> str | None:
+                    found = db.execute("SELECT value FROM index_state WHERE key = ?", (key,))
+                    row = found.fetchone()
+                    return None if row is None else str(row[0])
+
+                progress = _progress(home, state, conversation_ids)
+    except sqlite3.Error:
+        return None
+    return {
+        "total": progress.total,
+        "indexed": progress.indexed,
+        "done": progress.done,
+        "running": progress.running,
+        "seconds_left": progress.seconds_left,
+        "line": progress.in_words(),
+    }
 
 
 def catch_up(index: MessageIndex, limit: int | None = None) -> int:
-    """What a request does before it recalls: index at most `limit` (default: one batch)
-    new messages itself and
-    leave any more (a large import, an index being rebuilt) to one background thread per
-    process, so the request answers from what is indexed instead of waiting for it all."""
-    added = index.refresh(BATCH if limit is None else limit)
+    """What a request does before it recalls: index the words of what is new and the vectors
+    of at most `limit` (default: one batch) new messages itself — unless the background
+    indexer is embedding now — and leave any more (a large import, an index being rebuilt)
+    to a background thread of this process, so the request answers from what is indexed
+    instead of waiting for it all."""
+    added = index.refresh(BATCH if limit is None else limit, wait=False)
     if index.pending():
         home = index.home
         with index.lock:
             kept = home.shared.of(KeptMessages)
-            running = kept.catcher
-            if running is None or not running.is_alive():
+            running = [t for t in (kept.catcher, kept.indexer) if t is not None and t.is_alive()]
+            if not running:
                 thread = threading.Thread(
                     target=_catch_up_all,
                     args=(home.settings, home.shared, index.embedder),
@@ -465,6 +671,69 @@ def catch_up(index: MessageIndex, limit: int | None = None) -> int:
                 kept.catcher = thread
                 thread.start()
     return added
+
+
+def index_all(index: MessageIndex) -> int:
+    """Embed every message not indexed yet, as the one indexer of the data home: returns at
+    once (0) when another process's indexer is at it, and carries on while messages keep
+    arriving (a second import while this one runs). Stops after the batch it is on when
+    asked (`KeptMessages.stop`); whatever is done stays done, and the next run goes on
+    from there."""
+    stop = index.home.shared.of(KeptMessages).stop
+    added = 0
+    while not stop.is_set():
+        with index_file.claim(index.home.index_path, "indexer", wait=False) as mine:
+            if not mine:
+                return added
+            added += index.refresh()
+        if not index.pending():
+            return added
+    return added
+
+
+POLL_SECONDS = 5.0  # how often a server's indexer looks for messages stored by others
+_STARTING = threading.Lock()
+
+
+def keep_indexed(home: Home) -> None:
+    """In a server: a thread of its own that embeds messages as they are stored by any
+    process (an import from the command line, the Discord bot), until `stop_indexing`."""
+    kept = home.shared.of(KeptMessages)
+    with _STARTING:
+        if kept.indexer is not None and kept.indexer.is_alive():
+            return
+        kept.stop.clear()
+        kept.indexer = threading.Thread(
+            target=_keep_indexed,
+            args=(home.settings, home.shared, embedder_of(home)),
+            name="charlie-message-indexer",
+            daemon=True,
+        )
+        kept.indexer.start()
+
+
+def stop_indexing(home: Home, timeout: float = 30.0) -> None:
+    """Ask the background indexing of messages to stop after its batch, and wait a little."""
+    kept = home.shared.of(KeptMessages)
+    kept.stop.set()
+    for thread in (kept.indexer, kept.catcher):
+        if thread is not None:
+            thread.join(timeout)
+
+
+def _keep_indexed(settings: Settings, shared: Shared, embedder: Embedder) -> None:
+    stop = shared.of(KeptMessages).stop
+    while not stop.is_set():
+        try:
+            with Home.open(settings, shared=shared) as own:
+                index: MessageIndex | None = None
+                while not stop.wait(POLL_SECONDS):  # the server's start comes first
+                    index = index or MessageIndex(Index(own, embedder))  # opening may mend it
+                    if index.pending():
+                        index_all(index)
+        except Exception:  # the next round tries again; recall says what is missing
+            log.exception("Indexing the messages in the background failed")
+            stop.wait(POLL_SECONDS * 6)
 
 
 def _catch_up_all(settings: Settings, shared: Shared, embedder: Embedder) -> None:

@@ -205,7 +205,7 @@ class Recaller:
         db = self.index.db
         state = db.execute(
             "SELECT group_concat(value) FROM index_state WHERE key IN (?, ?)",
-            ("messages_generation", "messages_upto"),
+            ("messages_generation", "messages_words_upto"),
         ).fetchone()[0]
         generation, _, upto = (state or "").rpartition(",")
         key = (generation, int(upto or 0) // 1000)
@@ -215,7 +215,7 @@ class Recaller:
         counts = kept.counts
         if ("", scope) not in counts:
             marks = ",".join("?" * len(scope))
-            (everything,) = db.execute(
+            (everything,) = self.home.db.execute(  # stored, so words indexed ahead count
                 f"SELECT count(*) FROM messages WHERE conversation_id IN ({marks})", scope
             ).fetchone()
             counts["", scope] = (0.0, 0.0, int(everything))
@@ -257,23 +257,29 @@ class Recaller:
                 raise Forbidden("That private channel is not yours: only its owner can search it.")
         try:
             catch_up(self.index)
-            return self._said(self._recall(user, channels, text, limit, around, now))
+            return self._said(self._recall(user, channels, text, limit, around, now), channels)
         except sqlite3.DatabaseError as exc:
             self.index.index.recover(exc)
         try:
             catch_up(self.index)
-            return self._said(self._recall(user, channels, text, limit, around, now))
+            return self._said(self._recall(user, channels, text, limit, around, now), channels)
         except sqlite3.DatabaseError as exc:
             raise self.index.index.unusable(exc) from exc
 
-    def _said(self, result: RecallResult) -> RecallResult:
+    def _said(self, result: RecallResult, channels: Sequence[Channel]) -> RecallResult:
         """`result`, saying so when some stored messages are not indexed yet (an index
         being rebuilt, a large import): they are being indexed in the background."""
-        if self.index.pending():
+        progress = self.index.progress(sorted({c.conversation_id for c in channels}))
+        if not progress.done:
             result.incomplete = (
-                "Some messages are still being indexed (the search index is being filled in "
-                "the background): what was said may be missing from these results for a "
-                "while. No message is lost."
+                f"Charlie is still catching up ({progress.in_words()}): "
+                f"{progress.total - progress.indexed:,} of {progress.total:,} messages are "
+                + (
+                    "found by their words only for now, not yet by their meaning."
+                    if not progress.unworded
+                    else "not fully indexed yet and may be missing from these results."
+                )
+                + " No message is lost."
             )
         return result
 

@@ -68,6 +68,7 @@ def _register() -> None:
     cli.add_command(forget.forget_command)
     cli.add_command(notes.notes_group)
     cli.add_command(notes.reindex_command)
+    cli.add_command(notes.status_command)
     cli.add_command(notes.search_command)
     cli.add_command(users.users_group)
     cli.add_command(tokens.tokens_group)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -94,6 +96,24 @@ def open_index(home: Home) -> Index:
 def message_index(home: Home) -> MessageIndex:
     """The messages' search index (`refresh` catches it up with every stored message)."""
     return MessageIndex(Index(home, embeddings.from_settings(home.settings)))
+
+
+DETACHED: list[subprocess.Popen[bytes]] = []  # indexers started in the background
+
+
+def index_elsewhere() -> None:
+    """Start `charlie reindex --catch-up` in a detached process: it embeds the messages not
+    indexed yet, and outlives this command (it leaves at once when a server or another
+    indexer is at it). Nothing is printed or logged by it: private words go nowhere."""
+    started = subprocess.Popen(
+        [sys.executable, "-m", "charlie", "reindex", "--catch-up"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not stopped by the terminal closing or Ctrl-C here
+        close_fds=True,
+    )
+    DETACHED.append(started)  # never waited for, never warned of
 
 
 def project_option(func: F) -> F:

@@ -15,6 +15,7 @@ import click
 
 from charlie.adapters.cli.common import (
     distilled_line,
+    index_elsewhere,
     message_index,
     opened_home,
     opened_llm,
@@ -28,6 +29,7 @@ from charlie.transfer import chat_exports as exports
 from charlie.transfer import jsonl as importing
 
 SHOWN_PROBLEMS = 100  # skipped lines listed one by one; the rest are counted
+WAIT_HELP = "Index every message for recall by meaning before returning, not in the background."
 
 
 @click.group("import")
@@ -43,6 +45,7 @@ def import_group() -> None:
 @click.option(
     "--distill", "distill", is_flag=True, help="Fold the messages into memory (asks the model)."
 )
+@click.option("--wait", is_flag=True, help=WAIT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def jsonl_command(
     file: Path,
@@ -50,6 +53,7 @@ def jsonl_command(
     private: bool,
     user_name: str | None,
     distill: bool,
+    wait: bool,
     as_json: bool,
 ) -> None:
     """Import the messages of FILE, one JSON object a line:
@@ -61,6 +65,8 @@ def jsonl_command(
     default) or "assistant"; "speaker" defaults to Charlie for the assistant and to you in
     your private channel. Lines that cannot be read are listed and skipped. Importing the
     same file again adds nothing. The history is folded into memory only with --distill.
+    Every message is findable by its words once this returns; a long history is indexed by
+    meaning in the background (`charlie reindex --status`), unless --wait.
     """
     if not project and not private:
         raise CharlieError("Say where the messages go: -p PROJECT, or --private.")
@@ -69,11 +75,15 @@ def jsonl_command(
         report = importing.import_jsonl(home, channel, file, to_memory=distill)
         if not as_json:
             _print(report, channel)
-        with _kept(f"{_counted(report.added, 'message')} stored in {channel.label}"):
-            message_index(home).refresh()  # every new message is searchable once this returns
+        bar = ProgressBar(sys.stderr, enabled=not as_json and sys.stderr.isatty())
+        with bar, _kept(f"{_counted(report.added, 'message')} stored in {channel.label}"):
+            indexing = _index(home, bar, report.added, wait)
+        if not as_json:
+            _say_indexing(indexing)
         distilled, failure = _distill(home, channel, as_json) if distill else (0, None)
         if as_json:
-            click.echo(json.dumps(_as_json(report, channel, distill, distilled, failure)))
+            out = _as_json(report, channel, distill, distilled, failure)
+            click.echo(json.dumps(out | {"indexing": indexing}))
         if failure is not None:
             raise CharlieError(failure)
 
@@ -100,6 +110,7 @@ def _export_command(service: str) -> click.Command:
         is_flag=True,
         help="Fold each conversation into memory, oldest first (asks the model; resumable).",
     )
+    @click.option("--wait", is_flag=True, help=WAIT_HELP)
     @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
     def command(
         file: Path,
@@ -109,6 +120,7 @@ def _export_command(service: str) -> click.Command:
         by_title: str | None,
         listing: bool,
         distill: bool,
+        wait: bool,
         as_json: bool,
     ) -> None:
         export = exports.open_export(file, service)
@@ -152,12 +164,13 @@ def _export_command(service: str) -> click.Command:
                     )
                 added = sum(d.report.added for d in done)
                 with _kept(f"{_counted(added, 'message')} stored in {channel.label}"):
-                    _index(home, bar, added)
+                    indexing = _index(home, bar, added, wait)
             if not as_json:
                 _print_export(export, done, channel)
+                _say_indexing(indexing)
             folded = _distill_threads(home, channel, done, as_json) if distill else None
         if as_json:
-            out = _export_json(export, done, channel)
+            out = _export_json(export, done, channel) | {"indexing": indexing}
             if folded is not None:
                 out |= folded
             click.echo(json.dumps(out))
@@ -171,7 +184,9 @@ def _export_command(service: str) -> click.Command:
     earlier edits and regenerations are left out); yours are spoken by you, the answers by
     {name}. Each conversation becomes a thread of its own, titled and dated as in the export.
     Conversations that cannot be read are listed and skipped. Importing the same export
-    again adds nothing. With --distill each conversation is then folded into the memory,
+    again adds nothing. Every message is findable by its words once this returns; a long
+    history is indexed by meaning in the background (`charlie reindex --status` says how
+    far), unless --wait. With --distill each conversation is then folded into the memory,
     oldest first, through the usual distiller (hand edits to memory.md still win); it says
     how many model requests that will take before it starts, and if it is interrupted,
     running the same command again carries on where it stopped.
@@ -391,15 +406,36 @@ def _kept(stored: str | Callable[[], str], *, again: bool = False) -> Iterator[N
         raise CharlieError(f"{said}; {doing}{exc} {then}") from exc
 
 
-def _index(home: Home, bar: ProgressBar, added: int) -> None:
-    """Index every new message for recall, so each is searchable once the command returns."""
+FOREGROUND = 512  # messages embedded here, not in the background: a few seconds at most
+
+
+def _index(home: Home, bar: ProgressBar, added: int, wait: bool) -> dict[str, object]:
+    """Make every new message findable by its words now; embed them here too when they are
+    few or the person asked to wait, or else leave that to a background indexer (the
+    server's, or one started now). What was done, for the report."""
     index = message_index(home)
-    done = 0
-    while True:
-        done += index.refresh(limit=INDEX_STEP)
-        bar.show(f"Indexing {min(done, added):,} of {added:,} messages for recall")
-        if not index.pending():
-            return
+    bar.show(f"Indexing the words of {added:,} messages")
+    index.index_words()
+    progress = index.progress()
+    if wait or progress.total - progress.indexed <= FOREGROUND:
+        done = 0
+        while True:
+            done += index.refresh(limit=INDEX_STEP)
+            bar.show(f"Indexing {min(done, added):,} of {added:,} messages for recall")
+            if not index.pending():
+                return {"background": False, "waiting": 0}
+    index_elsewhere()
+    return {"background": True, "waiting": progress.total - progress.indexed}
+
+
+def _say_indexing(indexing: dict[str, object]) -> None:
+    if indexing["background"]:
+        click.echo(
+            f"{indexing['waiting']:,} messages are being indexed for recall by meaning in the "
+            "background; they are found by their words already. `charlie reindex --status` "
+            "shows how far it is (the app shows it too).",
+            err=True,
+        )
 
 
 class ProgressBar:

@@ -23,6 +23,7 @@ from charlie.notes import files as core
 from charlie.projects import DEFAULT_PROJECT, Project, ensure_project, get_project, list_projects
 from charlie.retrieval import usage
 from charlie.retrieval.index import Index
+from charlie.retrieval.message_index import Progress
 from charlie.retrieval.search import MODES, Mode, Searcher, SearchResult
 
 
@@ -167,13 +168,35 @@ def _import_document(project: Project, path: Path, limits: documents.Limits) -> 
 
 
 @click.command("reindex")
-def reindex_command() -> None:
-    """Rebuild the search index from the note files and the stored messages alone."""
-    with opened_home() as home:
-        from charlie.retrieval.embeddings import from_settings
-        from charlie.retrieval.message_index import MessageIndex
+@click.option(
+    "--catch-up",
+    "catch_up",
+    is_flag=True,
+    help="Only index the messages not indexed yet (what a background indexer does); no rebuild.",
+)
+@click.option("--status", "status", is_flag=True, help="Say how far indexing the messages is.")
+@click.option("--json", "as_json", is_flag=True, help="With --status: print it as JSON.")
+def reindex_command(catch_up: bool, status: bool, as_json: bool) -> None:
+    """Rebuild the search index from the note files and the stored messages alone.
 
+    A long history (an import) is indexed by meaning in the background, by `charlie serve`
+    or by a detached `charlie reindex --catch-up`; `--status` says how far it is. Killed or
+    rebooted part-way, the next run carries on where it stopped."""
+    from charlie.retrieval.embeddings import from_settings
+    from charlie.retrieval.message_index import MessageIndex, index_all
+
+    with opened_home() as home:
         index = Index(home, from_settings(home.settings))
+        if status:
+            progress = MessageIndex(index).progress()
+            if as_json:
+                click.echo(json.dumps(progress_json(progress)))
+            else:
+                click.echo(progress_line(progress))
+            return
+        if catch_up:
+            index_all(MessageIndex(index))
+            return
         report = index.rebuild()  # a new index file: no message is in it either
         messages = MessageIndex(index).refresh()
         for path, reason in report.problems:
@@ -183,6 +206,56 @@ def reindex_command() -> None:
             f"Indexed {stats['notes']} notes ({stats['chunks']} chunks) and {messages} "
             f"messages with {stats['model']}; {len(report.problems)} skipped."
         )
+
+
+def progress_json(progress: Progress) -> dict[str, object]:
+    return {
+        "total": progress.total,
+        "indexed": progress.indexed,
+        "findable_by_words": progress.total - progress.unworded,
+        "done": progress.done,
+        "running": progress.running,
+        "messages_per_second": round(progress.rate, 1),
+        "seconds_left": None if progress.seconds_left is None else round(progress.seconds_left),
+        "line": progress.in_words(),
+    }
+
+
+def progress_line(progress: Progress) -> str:
+    if progress.done:
+        return f"Messages: every one of {progress.total:,} is indexed for recall."
+    line = (
+        f"Messages: {progress.indexed:,} of {progress.total:,} indexed for recall by meaning "
+        f"({progress.in_words()})"
+    )
+    if progress.unworded:
+        line += f"; {progress.unworded:,} not findable by their words yet"
+    return line + "."
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print it as JSON.")
+def status_command(as_json: bool) -> None:
+    """Where the data home is, and how far its search index is: notes and messages."""
+    from charlie.retrieval.embeddings import from_settings
+    from charlie.retrieval.index import status as index_status
+    from charlie.retrieval.message_index import MessageIndex
+
+    with opened_home() as home:
+        open_index(home)  # the notes' part brought up to date: changed files only
+        notes = index_status(home)
+        progress = MessageIndex(Index(home, from_settings(home.settings))).progress()
+        if as_json:
+            out = {"home": str(home.settings.home), "notes": notes}
+            click.echo(json.dumps(out | {"messages": progress_json(progress)}))
+            return
+        click.echo(f"Data home: {home.settings.home}")
+        click.echo(
+            f"Notes: {notes['notes']:,} indexed ({notes['chunks']:,} chunks), "
+            f"index {notes['state']}"
+            + (f": {notes['incomplete']}" if notes.get("incomplete") else ".")
+        )
+        click.echo(progress_line(progress))
 
 
 def _hit_json(result: SearchResult, explain: bool) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from charlie.db import explain_storage
 from charlie.errors import CharlieError
 from charlie.home import Home, Shared
 from charlie.llm.client import LLMClient
-from charlie.retrieval import search
+from charlie.retrieval import message_index, search
 from charlie.voice.turn import Voice
 
 # The API, one router a resource, in the order their routes are matched.
@@ -128,6 +128,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # files in place between requests (each request opens its own): no churn, and on a
         # full disk reads still work instead of failing to recreate them.
         keeper = Home.open(settings, shared=app.state.shared)
+        message_index.keep_indexed(keeper)  # history imported from the command line, too
         try:
             async with AsyncExitStack() as running:
                 for plugin in plugins.values():
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 yield
         finally:
             search.stop_background_work(keeper)  # a document being indexed: the next start goes on
+            message_index.stop_indexing(keeper)  # the same for messages
             keeper.close()
             app.state.llm.close()
 

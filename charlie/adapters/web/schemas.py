@@ -361,10 +361,22 @@ class RecallOut(Out):
     results: list[RecallHitOut]
 
 
+class HistoryIndexing(Out):
+    """How far the messages the caller may read are indexed for recall by meaning."""
+
+    total: int
+    indexed: int
+    done: bool
+    running: bool  # a background indexer reported in the last minute
+    seconds_left: float | None
+    line: str  # "indexing history: 41 % · about 6 min left"
+
+
 class Health(Out):
     version: str
     llm: dict[str, Any]  # base_url, model, reachable, models, error
     index: dict[str, Any]  # notes, chunks, problems, model, state, rebuilt, incomplete, error
+    history: HistoryIndexing | None  # None: the search index cannot be read now
 
 
 class DoctorCheck(Out):

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from charlie import __version__
+from charlie import __version__, conversations
 from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
@@ -20,6 +20,7 @@ from charlie.adapters.web.deps import (
 )
 from charlie.llm import doctor
 from charlie.retrieval.index import status as index_status
+from charlie.retrieval.message_index import history_status
 from charlie.transfer import export as archive
 
 router = APIRouter()
@@ -68,7 +69,8 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
             llm["error"] = f"The server has no model {settings.llm_model!r}."
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         llm |= {"reachable": False, "error": f"Cannot reach {settings.llm_base_url} ({exc})."}
-    return {"version": __version__, "llm": llm, "index": index_status(home)}
+    history = history_status(home, conversations.readable_by(home, session.user))
+    return {"version": __version__, "llm": llm, "index": index_status(home), "history": history}
 
 
 @router.get("/doctor", response_model=schemas.Doctor)

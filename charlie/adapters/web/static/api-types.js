@@ -100,6 +100,7 @@ export {};
  * @property {string} version
  * @property {Object<string, *>} llm
  * @property {Object<string, *>} index
+ * @property {HistoryIndexing|null} history
  */
 
 /**
@@ -110,6 +111,17 @@ export {};
  * @property {number} audio_seconds
  * @property {number} speech_seconds
  * @property {number} vad_seconds
+ */
+
+/**
+ * How far the messages the caller may read are indexed for recall by meaning.
+ * @typedef {Object} HistoryIndexing
+ * @property {number} total
+ * @property {number} indexed
+ * @property {boolean} done
+ * @property {boolean} running
+ * @property {number|null} seconds_left
+ * @property {string} line
  */
 
 /**

@@ -163,6 +163,9 @@ function showLlmBanner(message, title = 'Language model unreachable.') {
   $('#llm-banner').hidden = false;
 }
 
+// "indexing history: 41 %" → "Indexing history: 41 %."
+const sentence = (line) => line.charAt(0).toUpperCase() + line.slice(1) + '.';
+
 function showIndexBanner(message) {
   $('#index-text').textContent = message;
   $('#index-banner').hidden = false;
@@ -284,11 +287,16 @@ async function checkHealth() {
     const index = app.health.index || {};
     if (index.incomplete) showIndexBanner(index.incomplete);
     else $('#index-banner').hidden = true;
+    const history = app.health.history;
+    $('#history-banner').hidden = !history || history.done;
+    $('#history-text').textContent = history && !history.done ? sentence(history.line) : '';
     settings.renderHealth();
   } catch (error) {
     if (error.status === 0) app.markOffline();
   } finally {
-    const filling = app.health && app.health.index && app.health.index.incomplete;
+    const health = app.health;
+    const filling =
+      health && ((health.index && health.index.incomplete) || (health.history && !health.history.done));
     if (app.user) healthTimer = setTimeout(checkHealth, filling ? INDEX_CHECK_MS : HEALTH_EVERY_MS);
   }
 }
