@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -11,6 +12,8 @@ from playwright.sync_api import Page, expect
 from .pwa import Server, sign_in
 
 pytestmark = pytest.mark.browser
+
+STATIC = Path(__file__).resolve().parents[2] / "charlie/adapters/web/static"
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -96,4 +99,7 @@ def test_the_shell_is_cached_and_the_api_never_is(page: Page, server: Server) ->
         " } return paths; }"
     )
     assert {"/", "/app.js", "/style.css", "/manifest.webmanifest"} <= set(cached)
+    # every script the page loads opens offline too (api-types.js holds only JSDoc types)
+    scripts = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js", "/api-types.js"}
+    assert scripts <= set(cached), f"not in sw.js's SHELL: {sorted(scripts - set(cached))}"
     assert [path for path in cached if path.startswith("/api/")] == []

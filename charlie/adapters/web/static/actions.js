@@ -2,9 +2,11 @@
 // What a person can do with one message, as the conversation draws it: copy it; regenerate
 // Charlie's last reply; page through a message's alternatives (the replies regenerated in
 // its place, the versions of an edited message); edit their own message and send it again;
-// retry a turn that failed. chat.js decides which of these apply and carries them out; this
-// file only draws the controls and copies text.
+// retry a turn that failed; forget it for good. The controls are drawn here, and
+// messageActions decides which of them apply to each message and carries them out (an answer
+// asked for streams into the chat as every other does, through chat.js).
 
+import { enc, messageStream, post } from './api.js';
 import { copyText, h, toast } from './dom.js';
 import { icon } from './icons.js';
 
@@ -194,3 +196,207 @@ export async function copyMessage(text, button) {
   return true;
 }
 
+// ------------------------------------------------------------ carrying them out
+
+/**
+ * The chat shown, as its messages' actions see it: its elements, where it stands now, and
+ * what the actions ask of it.
+ * @typedef {object} ActionsChat
+ * @property {HTMLElement} list the messages shown
+ * @property {HTMLElement} scroller what scrolls them
+ * @property {HTMLElement} status the live region saying what just happened
+ * @property {WeakMap<Element, any>} shown each message's <li> → the message as the API gave it
+ * @property {string | null} channel
+ * @property {number | null} thread null: a new chat, not started yet
+ * @property {number} generation bumps on every thread switch, so late answers are dropped
+ * @property {boolean} streaming an answer is streaming in (everything but Copy waits)
+ * @property {boolean} starting a message is about to go: its chat is being looked up or made
+ * @property {boolean} viewingEarlier the list shows messages around one found, not the latest
+ * @property {(open: (signal: AbortSignal) => AsyncIterable<{event: string, data: any}>,
+ *   options?: object) => Promise<import('./chat.js').Turn>} converse stream an answer in
+ * @property {(turn: import('./chat.js').Turn, options?: object) => Promise<void>} settle the
+ *   conversation as the server has it after an answer
+ * @property {() => Promise<void>} reopen show the thread again, its latest messages read anew
+ * @property {(messages: any[]) => void} showLatest show `messages`, the thread's latest
+ * @property {() => void} changed the chats list hears that the thread was written
+ */
+
+/** Whether an answer was refused before it started: the server changed nothing. */
+function refused({ streamed, error }) {
+  return Boolean(error) && error.name !== 'AbortError' && !streamed;
+}
+
+/**
+ * The actions of the messages in `chat`: `update()` draws each message's controls as they
+ * apply now; `answerAgain(target, replacing)` asks for a new answer (a Retry does too).
+ * @param {object} app the app (user, isPrivate, online, reportError)
+ * @param {ActionsChat} chat
+ */
+export function messageActions(app, chat) {
+  const { list, scroller, status, shown } = chat;
+
+  /** `/api/channels/…/threads/…/messages/<id>/<verb>` in the thread shown. */
+  const messagePath = (id, verb) =>
+    `/api/channels/${enc(chat.channel)}/threads/${chat.thread}/messages/${enc(id)}/${verb}`;
+
+  /** Each message's actions as they apply now: after the list changes, or a reply streams. */
+  function update() {
+    const items = [...list.children].filter(
+      (item) => item.classList.contains('msg') && !item.hasAttribute('aria-busy'),
+    );
+    const last = items[items.length - 1];
+    const busy = chat.streaming;
+    for (const item of items) {
+      item.querySelector(':scope > .msg-actions')?.remove();
+      const message = shown.get(item);
+      if (!message || !message.id || item.classList.contains('msg-editing')) continue;
+      const mine = message.role === 'user' && message.speaker === app.user.name;
+      const newest = item === last && !chat.viewingEarlier;
+      const can = {
+        busy,
+        edit: mine,
+        regenerate: message.role === 'assistant' && newest,
+        retry: mine && newest, // your message with no answer: its turn failed
+        forget: mine || app.isPrivate(chat.channel), // the server says no to anyone else's
+      };
+      const on = {
+        edit: () => startEdit(item),
+        regenerate: () => answerAgain(message.id, item),
+        retry: () => answerAgain(message.id, null),
+        forget: () => forgetMessage(message),
+        choose: (id) => choose(id, item),
+      };
+      item.append(messageToolbar(message, can, on));
+    }
+  }
+
+  /**
+   * A new answer: in place of reply `target` (regenerate), or to the person's unanswered
+   * last message `target` (retry). `replacing` is what the new answer takes the place of
+   * (the old reply, or the error of the failed turn), or null to add it at the end.
+   */
+  async function answerAgain(target, replacing) {
+    if (chat.streaming || chat.starting || !chat.channel || chat.thread === null) return;
+    if (!app.online()) {
+      toast("You're offline: nothing was sent.", 'error');
+      return;
+    }
+    const to = { channel: chat.channel, thread: chat.thread };
+    const open = (signal) =>
+      messageStream(to.channel, to.thread, target, 'regenerate', {}, signal);
+    const replaced = replacing && shown.has(replacing) ? replacing : null;
+    const result = await chat.converse(open, { replacing });
+    await chat.settle(result, { replaced });
+  }
+
+  /** Your message as an editor in its place, to change and send again. */
+  function startEdit(item) {
+    const message = shown.get(item);
+    if (!message || chat.streaming || item.classList.contains('msg-editing')) return;
+    const body = item.querySelector('.msg-body');
+    const editor = editForm(message.content, {
+      save: (text) => resend(item, message, text),
+      cancel() {
+        editor.element.remove();
+        item.classList.remove('msg-editing');
+        body.hidden = false;
+        update();
+        item.querySelector('.msg-actions [aria-label="Edit message"]')?.focus();
+      },
+    });
+    item.classList.add('msg-editing');
+    item.querySelector(':scope > .msg-actions')?.remove();
+    body.hidden = true;
+    body.after(editor.element);
+    editor.focus();
+  }
+
+  // Your message `message`, now saying `text`, sent again: the turns after it stay on the
+  // server as a branch of their own, a page back through the message's versions.
+  async function resend(item, message, text) {
+    if (chat.streaming || chat.starting || chat.thread === null) return;
+    if (!app.online()) {
+      toast("You're offline: the message was not sent.", 'error');
+      return;
+    }
+    item.querySelector(':scope > .msg-edit')?.remove();
+    item.classList.remove('msg-editing');
+    const body = item.querySelector('.msg-body');
+    body.hidden = false;
+    const later = [];
+    while (item.nextElementSibling) {
+      later.push(item.nextElementSibling);
+      item.nextElementSibling.remove();
+    }
+    body.textContent = text;
+    shown.delete(item);
+    item.dataset.id = '';
+    const to = { channel: chat.channel, thread: chat.thread };
+    const open = (signal) =>
+      messageStream(to.channel, to.thread, message.id, 'edit', { text }, signal);
+    const result = await chat.converse(open);
+    if (result.current && refused(result)) {
+      result.reply.item.remove(); // nothing changed on the server: as it was
+      body.textContent = message.content;
+      item.dataset.id = message.id;
+      shown.set(item, message);
+      item.after(...later);
+      toast(`The message could not be sent again: ${result.error.message}`, 'error');
+      update();
+      return;
+    }
+    await chat.settle(result, { asked: { item, text } });
+  }
+
+  /** Forget a message for good (a person's message with Charlie's answer to it). */
+  async function forgetMessage(message) {
+    if (chat.streaming || chat.thread === null) return;
+    const answer = message.role === 'user' ? " and Charlie's answer to it" : '';
+    const sure = window.confirm(
+      `Forget this message${answer} for good? It leaves the conversation, the memory's ` +
+        'quotes, recall and later exports. This cannot be undone.',
+    );
+    if (!sure) return;
+    let done;
+    try {
+      done = await post(messagePath(message.id, 'forget'), {});
+    } catch (error) {
+      app.reportError(error, 'The message could not be forgotten');
+      return;
+    }
+    toast(forgottenText(done));
+    await chat.reopen();
+    chat.changed();
+  }
+
+  /** Show alternative `id` (a page through a message's versions) and the turns after it. */
+  async function choose(id, item) {
+    if (chat.streaming || chat.thread === null) return;
+    const mine = chat.generation;
+    const offset = item.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+    let messages;
+    try {
+      messages = await post(messagePath(id, 'choose'), {});
+    } catch (error) {
+      app.reportError(error, 'That version could not be shown');
+      return;
+    }
+    if (mine !== chat.generation) return;
+    chat.showLatest(messages);
+    const items = /** @type {HTMLElement[]} */ ([...list.children]);
+    const now = items.find((each) => each.dataset.id === String(id));
+    if (now) {
+      const moved = now.getBoundingClientRect().top - scroller.getBoundingClientRect().top;
+      scroller.scrollTop += moved - offset; // the message stays where it was on screen
+      const button = /** @type {HTMLElement | null} */ (
+        now.querySelector('.msg-pager button:not(:disabled)')
+      );
+      button?.focus({ preventScroll: true });
+      const count = now.querySelector('.msg-pager')?.getAttribute('aria-label');
+      status.textContent = count ? `Showing ${count.toLowerCase()}.` : 'Showing that version.';
+    }
+    chat.changed();
+  }
+
+  return { update, answerAgain };
+}

@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v7';
+const VERSION = 'charlie-shell-v8';
 const SHELL = [
   '/',
   '/style.css',
@@ -12,6 +12,8 @@ const SHELL = [
   '/markdown.js',
   '/trace.js',
   '/chat.js',
+  '/message.js',
+  '/reply.js',
   '/suggestions.js',
   '/images.js',
   '/recall.js',
