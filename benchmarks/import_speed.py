@@ -266,6 +266,16 @@ with Home.open(load_settings()) as home:
 """
 
 
+def write_zip(export: Path, plain: Path, megabytes: float) -> dict[str, int]:
+    """The export as ChatGPT hands it over: `plain` (conversations.json) written, then zipped
+    into `export` with a user.json; what `write_export` made."""
+    made = write_export(plain, megabytes)
+    with zipfile.ZipFile(export, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("user.json", '{"id": "user-bench"}')
+        archive.write(plain, "conversations.json")
+    return made
+
+
 def run(command: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run `command` as a child process: its wall time, its CPU time and its own peak RSS
     (`wait4`, so no other child's high-water mark is mixed in), and its standard output."""
@@ -305,12 +315,8 @@ def main() -> None:
     base |= {"CHARLIE_USER": "bench", "PYTHONPATH": str(ROOT)}
 
     began = time.perf_counter()
-    plain = work / "conversations.json"
-    made = write_export(plain, args.megabytes)
-    export = work / "chatgpt-export.zip"
-    with zipfile.ZipFile(export, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("user.json", '{"id": "user-bench"}')
-        archive.write(plain, "conversations.json")
+    plain, export = work / "conversations.json", work / "chatgpt-export.zip"
+    made = write_zip(export, plain, args.megabytes)
     result: dict[str, Any] = {
         "machine": machine(),
         "commit": subprocess.run(

@@ -16,6 +16,9 @@ k (a question without evidence counts 1), averaged over all questions.
 
     .venv/bin/pip install bm25s PyStemmer   # the reference, benchmark only
     .venv/bin/python benchmarks/locomo.py [--out benchmarks/out/locomo-recall.json] [--plot]
+
+`--quick` (a smoke run, given a small `--data`) leaves out the BM25 reference (bm25s is not
+installed with Charlie) and asks one variant besides the shipped defaults.
 """
 
 from __future__ import annotations
@@ -138,12 +141,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/locomo-recall.json")
     parser.add_argument("--no-variants", action="store_true", help="Only the shipped defaults.")
     parser.add_argument("--plot", type=Path, help="Write a bar chart (PNG) here.")
+    parser.add_argument("--work", type=Path, help="folder for the data home (default: a temp dir)")
+    parser.add_argument(
+        "--quick", action="store_true", help="no BM25 reference, one variant: a smoke run"
+    )
     args = parser.parse_args()
 
     data = json.loads(args.data.read_text())
-    work = Path(tempfile.mkdtemp(prefix="charlie-locomo-"))
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="charlie-locomo-", dir=args.work))
     env = {**os.environ, "CHARLIE_HOME": str(work / "home"), "CHARLIE_USER": "bench"}
     env.pop("CHARLIE_EMBEDDINGS", None)
+    with Home.open(load_settings(home=work / "home")) as home:
+        ensure_user(home.db, "bench", is_admin=True)  # an import needs an account to exist
     all_questions: list[dict[str, Any]] = []
     runs: dict[str, dict[str, list[str]]] = {}
     import_seconds, imported = 0.0, 0
@@ -179,10 +190,14 @@ def main() -> None:
             f"{sample}: {len(turns)} turns, {len(questions)} questions, recall CLI {took:.1f} s",
             flush=True,
         )
-        reference = runs.setdefault("BM25 (bm25s, single turns)", {})
-        reference |= bm25s_run(turns, questions)
+        if not args.quick:
+            reference = runs.setdefault("BM25 (bm25s, single turns)", {})
+            reference |= bm25s_run(turns, questions)
         if not args.no_variants:
-            for name, config in variants().items():
+            chosen = variants()
+            if args.quick:
+                chosen = dict(list(chosen.items())[:1])
+            for name, config in chosen.items():
                 runs.setdefault(name, {}).update(
                     in_process(work / "home", sample, questions, config)
                 )

@@ -16,6 +16,9 @@ What it measures, each with the shipped code (`charlie.importing`, `charlie.mess
   included, after one warm-up question (vectors loaded): p50 / p99.
 
     .venv/bin/python benchmarks/recall_speed.py [--messages 200000] [--out FILE]
+
+`--quick` (a smoke run, given a small `--data`): 300 messages unless `--messages` says
+otherwise, and 5 single-message indexings instead of 50.
 """
 
 from __future__ import annotations
@@ -83,17 +86,26 @@ def write_history(path: Path, turns: list[dict[str, str]], count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--messages", type=int, help="default 200,000 (--quick: 300)")
     parser.add_argument("--data", type=Path, default=locomo_jsonl.DEFAULT_DATA)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/recall-speed.json")
+    parser.add_argument("--work", type=Path, help="folder for the data home (default: a temp dir)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 300 messages, 5 single indexings"
+    )
     args = parser.parse_args()
+    if args.messages is None:
+        args.messages = 300 if args.quick else 200_000
+    singles_count = 5 if args.quick else 50
 
     data = json.loads(args.data.read_text())
     turns = [t for item in data for t in locomo_jsonl.messages(item["conversation"])]
     questions = [
         q["query"] for item in data for q in locomo_jsonl.queries(item["sample_id"], item["qa"])
     ]
-    work = Path(tempfile.mkdtemp(prefix="charlie-recall-speed-"))
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="charlie-recall-speed-", dir=args.work))
     os.environ["CHARLIE_HOME"] = str(work / "home")
     home = Home.open(load_settings())
     model = LocalEmbedder()
@@ -142,7 +154,7 @@ def main() -> None:
     recaller = Recaller(home, index)
     recaller.recall(user, [channel], "warm up", limit=10)  # loads the vectors, builds the table
     singles = []
-    for n in range(50):
+    for n in range(singles_count):
         conversations.add_message(home, channel, "user", f"{turns[n]['text']} ({n})", user=user)
         began = time.perf_counter()
         index.refresh()

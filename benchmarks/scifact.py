@@ -277,7 +277,8 @@ def dense_run(
     run: Run = {}
     for qid, vector in query_vectors.items():
         scores = dense.scores(vector, variant)
-        top = np.argpartition(-scores, DEPTH)[:DEPTH]
+        depth = min(DEPTH, len(scores) - 1)  # a corpus smaller than DEPTH: all but one
+        top = np.argpartition(-scores, depth)[:depth]
         top = top[np.argsort(-scores[top])]
         run[qid] = [(int(i), float(scores[i])) for i in top]
     return run

@@ -8,8 +8,9 @@ them exactly as it would a person's notes, and each test query runs through
 
     .venv/bin/python benchmarks/scifact_product.py [--split test] [--data ../shared/data/scifact]
 
-Writes benchmarks/out/scifact_product.json. The data stays in ../shared (never copied into
-the repository); the temporary data home is deleted afterwards unless --keep is given.
+Writes benchmarks/out/scifact_product.json (or --out). The data stays in ../shared (never
+copied into the repository); the temporary data home (in --work, default the system's temp
+folder) is deleted afterwards unless --keep is given.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from charlie.users import ensure_user
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "scifact"
+DEFAULT_OUT = ROOT / "benchmarks" / "out" / "scifact_product.json"
 
 
 def ndcg_at_10(ranked: list[str], relevant: dict[str, int]) -> float:
@@ -61,6 +63,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--split", default="test", choices=["train", "test"])
     parser.add_argument("--keep", action="store_true", help="keep the temporary data home")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--work", type=Path, help="where the temporary data home goes")
     args = parser.parse_args()
 
     qrels = load_qrels(args.data / "qrels" / f"{args.split}.tsv")
@@ -69,7 +73,9 @@ def main() -> None:
         for q in map(json.loads, (args.data / "queries.jsonl").read_text().splitlines())
         if q["_id"] in qrels
     }
-    folder = Path(tempfile.mkdtemp(prefix="charlie-scifact-"))
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="charlie-scifact-", dir=args.work))
     os.environ["CHARLIE_HOME"] = str(folder)
     home = Home.open(load_settings(home=folder))
     project = create_project(home, "SciFact")
@@ -109,9 +115,8 @@ def main() -> None:
             f"{mode:9s} nDCG@10 {row['ndcg@10']:.4f}  Recall@100 {row['recall@100']:.4f}  "
             f"{row['ms_per_query']:.1f} ms/query"
         )
-    out = ROOT / "benchmarks" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "scifact_product.json").write_text(
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
         json.dumps(
             {
                 "split": args.split,

@@ -21,8 +21,10 @@ Speech is made offline by Piper and espeak-ng reading ten known household senten
 
     .venv/bin/python benchmarks/voice.py [--models tiny.en,base] [--threads 2]
 
-Writes benchmarks/out/voice.json and, with matplotlib, docs/benchmarks/voice-latency.png
-(`--plot-only` redraws it from the JSON).
+Writes benchmarks/out/voice.json (or --out) and, with matplotlib,
+docs/benchmarks/voice-latency.png (`--plot-only` redraws it from the JSON). `--quick` is a
+smoke run: Whisper tiny.en, one sentence, clean Piper speech only, Piper and espeak-ng timed
+(Edge-TTS not tried), latency with Piper, no plot.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.append(str(ROOT / "tests"))  # after benchmarks/: its support.py, not tests/support/
 
 import speech  # noqa: E402  (test support: the offline speech maker)
 from support import percentile  # noqa: E402
@@ -58,16 +60,22 @@ REPLY = (
 CHUNK = RATE // 10  # 100 ms, as the PWA streams
 
 
-def stt_figures(model: str, home: Path, threads: int) -> dict[str, object]:
+def stt_figures(
+    model: str,
+    home: Path,
+    threads: int,
+    sentences: list[str],
+    conditions: list[tuple[str, float | None]],
+) -> dict[str, object]:
     started = time.perf_counter()
     transcriber = WhisperTranscriber(model, home=home, threads=threads)
     load = time.perf_counter() - started
     transcriber.transcribe(speech.placed(speech.SENTENCES[0]).audio)  # warm up
     detector = vad.Silero()
     by_condition = {}
-    for engine, snr in CONDITIONS:
+    for engine, snr in conditions:
         pairs, compute, audio_seconds = [], 0.0, 0.0
-        for number, sentence in enumerate(speech.SENTENCES):
+        for number, sentence in enumerate(sentences):
             case = speech.placed(sentence, engine, snr_db=snr, seed=number)
             trimmed = vad.trim(detector, case.audio)
             heard = transcriber.transcribe(trimmed)
@@ -90,19 +98,21 @@ def stt_figures(model: str, home: Path, threads: int) -> dict[str, object]:
     return {"load_seconds": round(load, 2), "mean_rtf": round(total_pairs_rtf, 4), **by_condition}
 
 
-def tts_figures(settings: object) -> dict[str, object]:
+def tts_figures(settings: object, sentences: list[str], edge: bool = True) -> dict[str, object]:
     figures: dict[str, object] = {}
     factories: dict[str, Callable[[], tts.Synthesizer]] = {
         "piper": lambda: tts.PiperSynthesizer(),
         "espeak": lambda: tts.EspeakSynthesizer(),
         "edge": lambda: tts.EdgeSynthesizer("en-US-AriaNeural", timeout=3),
     }
+    if not edge:
+        del factories["edge"]
     for name, make in factories.items():
         try:
             engine = make()
             engine.synthesize("Warm up.")
             compute, audio_seconds, first = 0.0, 0.0, []
-            for sentence in speech.SENTENCES:
+            for sentence in sentences:
                 started = time.perf_counter()
                 made = engine.synthesize(sentence)
                 elapsed = time.perf_counter() - started
@@ -120,7 +130,9 @@ def tts_figures(settings: object) -> dict[str, object]:
     return figures
 
 
-def latency_figures(model: str, engine_name: str, home: Path, threads: int) -> dict[str, object]:
+def latency_figures(
+    model: str, engine_name: str, home: Path, threads: int, sentences: list[str]
+) -> dict[str, object]:
     transcriber = WhisperTranscriber(model, home=home, threads=threads)
     engine: tts.Synthesizer = (
         tts.PiperSynthesizer() if engine_name == "piper" else tts.EspeakSynthesizer()
@@ -129,7 +141,7 @@ def latency_figures(model: str, engine_name: str, home: Path, threads: int) -> d
     session = vad.load_session()
     params = vad.Params()
     waits, works, totals = [], [], []
-    for number, sentence in enumerate(speech.SENTENCES):
+    for number, sentence in enumerate(sentences):
         case = speech.placed(sentence, snr_db=20.0, seed=number, before=0.8, after=2.0)
         endpointer = vad.Endpointer(vad.Silero(session), params)
         last_speech_sample = round(case.end * RATE)
@@ -169,7 +181,9 @@ def latency_figures(model: str, engine_name: str, home: Path, threads: int) -> d
     return result
 
 
-def streaming_figures(home: Path, llm_chars_per_second: float) -> dict[str, object]:
+def streaming_figures(
+    home: Path, llm_chars_per_second: float, sentences: list[str]
+) -> dict[str, object]:
     """A whole spoken turn through the web API, the LLM being the scripted test double
     streaming `REPLY` at a local model's pace: when does the first audio arrive, compared
     with the end of the reply?"""
@@ -183,7 +197,10 @@ def streaming_figures(home: Path, llm_chars_per_second: float) -> dict[str, obje
     marks: dict[str, list[float]] = {"heard": [], "audio": [], "reply": [], "ahead": []}
     with ScriptedLLMServer(model="bench") as llm:
         settings = load_settings(
-            home=home / "streaming", llm_base_url=llm.base_url, voice_tts="piper,espeak"
+            home=home / "streaming",
+            llm_base_url=llm.base_url,
+            voice_tts="piper,espeak",
+            tool_mode="native",  # the scripted replies are answers, not tool steps
         )
         with Home.open(settings) as opened:
             users.ensure_user(opened.db, "alice")
@@ -193,7 +210,7 @@ def streaming_figures(home: Path, llm_chars_per_second: float) -> dict[str, obje
             client.post("/api/login", json={"name": "alice", "password": "benchmark-password"})
             client.headers["X-CSRF-Token"] = client.cookies["charlie_csrf"]
             client.get("/api/voice")  # what the app does after sign-in: models load meanwhile
-            for number, sentence in enumerate(speech.SENTENCES):
+            for number, sentence in enumerate(sentences):
                 llm.reply(REPLY, chunk_size=4, chunk_delay=4 / llm_chars_per_second)
                 wav = speech.placed(sentence, before=0.3, after=0.3, seed=number).audio.wav()
                 seen: dict[str, float] = {}
@@ -248,35 +265,47 @@ def main() -> None:
     parser.add_argument("--models", default="tiny.en,base")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
-        "--plot-only", action="store_true", help="redraw the plot from benchmarks/out/voice.json"
+        "--plot-only", action="store_true", help="redraw the plot from the JSON (--out)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT / "voice.json")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: tiny.en, one sentence, Piper, no plot"
     )
     args = parser.parse_args()
     if args.plot_only:
-        plot(json.loads((OUT / "voice.json").read_text()))
+        plot(json.loads(args.out.read_text()))
         return
+    models = "tiny.en" if args.quick else args.models
+    sentences = speech.SENTENCES[:1] if args.quick else speech.SENTENCES
+    conditions = CONDITIONS[:1] if args.quick else CONDITIONS
+    engines = ("piper",) if args.quick else ("piper", "espeak")
     with tempfile.TemporaryDirectory() as folder:
         home = Path(folder)
         settings = load_settings(home=home)
         results: dict[str, object] = {"cpu_count": os.cpu_count(), "threads": args.threads}
         print("Speech to text:", flush=True)
         results["stt"] = {
-            m: stt_figures(m, home, args.threads) for m in args.models.split(",") if m
+            m: stt_figures(m, home, args.threads, sentences, conditions)
+            for m in models.split(",")
+            if m
         }
         print("Text to speech:", flush=True)
-        results["tts"] = tts_figures(settings)
+        results["tts"] = tts_figures(settings, sentences, edge=not args.quick)
         print("End of speech → first audio (LLM excluded):", flush=True)
         results["latency"] = {
-            f"{m} + {e}": latency_figures(m, e, home, args.threads)
-            for m in args.models.split(",")
+            f"{m} + {e}": latency_figures(m, e, home, args.threads, sentences)
+            for m in models.split(",")
             if m
-            for e in ("piper", "espeak")
+            for e in engines
         }
         print("A whole spoken turn through the API, the LLM streaming:", flush=True)
-        results["streaming"] = streaming_figures(home, 80.0)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "voice.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
-    print(f"wrote {(OUT / 'voice.json').relative_to(ROOT)}")
-    plot(results)
+        results["streaming"] = streaming_figures(home, 80.0, sentences)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    shown = args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out
+    print(f"wrote {shown}")
+    if not args.quick:
+        plot(results)
 
 
 if __name__ == "__main__":
