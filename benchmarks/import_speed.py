@@ -11,8 +11,10 @@ it ends:
   exports streaming — for comparison only;
 - **list**: `charlie import chatgpt export.zip --list --json` — streaming parse alone;
 - **import**: `charlie import chatgpt export.zip -p bench --json` into an empty data home:
-  the check pass, parse, storing every message and indexing them all for recall with the
-  packaged embedding model (the command returns once every message is searchable);
+  the check pass, parse, storing every message and writing its words into the keyword
+  index (the command returns then: the vectors follow in a detached `charlie reindex
+  --catch-up`, which `benchmarks/history_indexing.py` times; a small export, under the
+  import's foreground share, is embedded before it returns);
 - **again**: the same import once more, which must add nothing.
 
     .venv/bin/python benchmarks/import_speed.py [--megabytes 200] [--out FILE]
