@@ -13,7 +13,10 @@ What it measures, each with the shipped code (`charlie.importing`, `charlie.mess
 - **indexing one new message**: a message added to that project and indexed (real model,
   neighbours' context rewritten), median of 50;
 - **recall latency**: the LoCoMo dev questions asked against that project, query embedding
-  included, after one warm-up question (vectors loaded): p50 / p99.
+  included, after one warm-up question (vectors loaded): p50 / p99;
+- **the first recall of a new process** (its model loaded before the clock starts): with
+  every vector read from the index file, and mapped from the file the indexer keeps beside
+  it (`charlie.retrieval.message_vectors`).
 
     .venv/bin/python benchmarks/recall_speed.py [--messages 200000] [--out FILE]
 
@@ -27,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +50,7 @@ from charlie import conversations  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
 from charlie.home import Home  # noqa: E402
 from charlie.projects import create_project  # noqa: E402
+from charlie.retrieval import message_vectors  # noqa: E402
 from charlie.retrieval.embeddings import LocalEmbedder, Vectors  # noqa: E402
 from charlie.retrieval.index import Index  # noqa: E402
 from charlie.retrieval.message_index import MessageIndex  # noqa: E402
@@ -82,6 +87,45 @@ def write_history(path: Path, turns: list[dict[str, str]], count: int) -> None:
             at = (start + step * n).isoformat()
             line = {"id": f"m{n}", "speaker": turn["speaker"], "text": turn["text"], "time": at}
             out.write(json.dumps(line) + "\n")
+
+
+FIRST_RECALL = """
+import json, sys, time
+from charlie import conversations, projects
+from charlie.config import load_settings
+from charlie.home import Home
+from charlie.retrieval.embeddings import LocalEmbedder
+from charlie.retrieval.index import Index
+from charlie.retrieval.message_index import MessageIndex
+from charlie.retrieval.recall import Recaller
+from charlie.users import ensure_user
+home = Home.open(load_settings())
+model = LocalEmbedder()
+model.embed(["warm up"])
+index = MessageIndex(Index(home, model))
+channel = conversations.shared_channel(home, projects.get_project(home, "big"))
+user = ensure_user(home.db, "bench")
+began = time.perf_counter()
+index.vectors()
+loaded = time.perf_counter() - began
+Recaller(home, index).recall(user, [channel], sys.argv[1], limit=10, around=1)
+print(json.dumps({"vectors_s": loaded, "first_recall_s": time.perf_counter() - began}))
+"""
+
+
+def first_recall(home: Path, question: str) -> dict[str, float]:
+    """A new process's first recall in the big project (its model loaded first): seconds to
+    have every vector, and to the answer."""
+    env = os.environ | {"CHARLIE_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_RECALL, question],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=ROOT,
+    )
+    return {k: round(v, 3) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
 def main() -> None:
@@ -183,6 +227,17 @@ def main() -> None:
         f"p50 {statistics.median(times):.1f} ms, "
         f"p99 {percentile(times, 99):.1f} ms ({len(times)} questions); load {os.getloadavg()}"
     )
+
+    # 5. the first recall of a new process: every vector read from the index, or mapped
+    # from the file the indexer keeps beside it
+    kept = message_vectors.file_path(home.index_path)
+    kept.unlink(missing_ok=True)
+    firsts: dict[str, object] = {"from the index": first_recall(work / "home", questions[1])}
+    index.keep_file()
+    firsts["from the file"] = first_recall(work / "home", questions[1])
+    figures["first_recall_of_a_process"] = firsts
+    for where, seconds in firsts.items():
+        print(f"first recall of a new process, vectors {where}: {seconds}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2))
     home.close()

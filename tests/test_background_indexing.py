@@ -230,6 +230,21 @@ def test_recall_while_indexing_finds_by_words_and_says_it_is_catching_up(home: H
     assert "31 of 31 messages are found by their words only" in result.incomplete
 
 
+def test_a_command_that_recalls_during_a_backlog_exits_cleanly_after_its_batch(
+    home: Home,
+) -> None:
+    """`charlie recall` leaves the backlog to a thread of its own; exiting, the process waits
+    for that thread's batch instead of aborting inside the model."""
+    stored_history(home, 1400)
+    args = ("recall", "the piano again", "-p", "history-h", "--user", "sam", "--json")
+    for _ in range(3):  # without the wait, about one exit in three aborted here
+        done = charlie_process(*args)  # exit status 0, checked there
+        assert "terminate called" not in done.stderr
+        assert json.loads(done.stdout)["results"]
+        words, vectors = MessageIndex(Index(home, LocalEmbedder())).marks()
+        assert words == 1400 and (vectors % message_index.BATCH == 0 or vectors == 1400)
+
+
 @pytest.fixture
 def app_home(home: Home) -> Home:
     users.add_user(home.db, "alice", PASSWORD, is_admin=True)

@@ -167,6 +167,9 @@ def test_recall_speed_imports_indexes_and_recalls(locomo: Path, tmp_path: Path) 
     assert result["messages"] == 300 and result["recall_ms"]["questions"] == 7
     assert result["import_with_embeddings_per_s"] > 0 and result["storage_only_per_s"] > 0
     assert result["index_one_message_ms"]["p50"] > 0 and result["recall_ms"]["p50"] > 0
+    firsts = result["first_recall_of_a_process"]
+    assert set(firsts) == {"from the index", "from the file"}
+    assert all(f["first_recall_s"] >= f["vectors_s"] > 0 for f in firsts.values())
 
 
 def test_message_tokens_measures_each_cap(locomo: Path, tmp_path: Path) -> None:

@@ -250,7 +250,7 @@ def test_a_chat_turn_indexes_its_messages(home: Home, llm, charlie: Cli) -> None
 
 
 def test_a_time_asked_about_is_searched_in_a_large_conversation_as_brute_force_would() -> None:
-    from charlie.retrieval.message_index import MAX_RUNS, ConversationVectors
+    from charlie.retrieval.message_vectors import MAX_RUNS, ConversationVectors
     from charlie.retrieval.vectors import EXACT_BELOW
 
     rng = np.random.default_rng(7)

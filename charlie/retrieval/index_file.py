@@ -135,7 +135,7 @@ def claim(path: Path, what: str, *, wait: bool) -> Iterator[bool]:
 def delete_files(path: Path) -> None:
     """Remove the index file and its write-ahead log. A process that still has the old file
     open keeps reading it, and SQLite never checkpoints into a file that has moved."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", "-wal", "-shm", "-journal", "-vectors"):  # -vectors: message_vectors
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 

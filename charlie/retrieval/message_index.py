@@ -35,6 +35,7 @@ only ever reads the conversations it is given (`charlie.recall` decides which).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import sqlite3
@@ -47,15 +48,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
-import numpy.typing as npt
 
 from charlie import db as database
 from charlie.config import Settings
 from charlie.home import Home, Shared
-from charlie.retrieval import index_file
+from charlie.retrieval import index_file, message_vectors
 from charlie.retrieval.embeddings import Embedder, embed_capped
 from charlie.retrieval.index import Index, embedder_of
-from charlie.retrieval.vectors import EXACT_BELOW, VectorTable
+from charlie.retrieval.message_vectors import ConversationVectors, LoadedVectors
 
 log = logging.getLogger(__name__)
 
@@ -70,17 +70,6 @@ PROGRESS = "messages_progress"  # the background indexer's last report (JSON)
 MODEL = "messages_embedder"
 GENERATION = "messages_generation"
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
-
-
-MAX_RUNS = 64  # a time asked about in more runs of rows than this is searched exactly
-
-
-def _runs(mask: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
-    """The [start, end) runs of rows where `mask` is true."""
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(
-        zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True)
-    )
 
 
 def conversation_token(conversation_id: int) -> str:
@@ -110,93 +99,6 @@ class _Row:
     @property
     def at(self) -> float:
         return seconds(self.created_at)
-
-
-@dataclass
-class ConversationVectors:
-    """One conversation's message vectors, in the order they were indexed (which is not
-    time order: imported history comes after). Grows in place as messages arrive."""
-
-    dim: int
-    ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
-    at: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty(0, np.float64))
-    store: npt.NDArray[np.float32] = field(default_factory=lambda: np.empty((0, 0), np.float32))
-    count: int = 0
-    table: VectorTable | None = None  # the two-stage search over the first `tabled` rows
-    tabled: int = 0
-
-    def __post_init__(self) -> None:
-        self.store = np.empty((0, self.dim), np.float32)
-
-    @property
-    def matrix(self) -> npt.NDArray[np.float32]:
-        return self.store[: self.count]
-
-    def append(
-        self, ids: Sequence[int], at: Sequence[float], vectors: npt.NDArray[np.float32]
-    ) -> None:
-        n = self.count + len(ids)
-        if n > len(self.ids):  # grow by doubling: appending one message never copies them all
-            capacity = max(n, 2 * len(self.ids), 64)
-            grown = np.empty((capacity, self.dim), np.float32)
-            grown[: self.count] = self.matrix
-            self.store = grown
-            self.ids = np.resize(self.ids, capacity)
-            self.at = np.resize(self.at, capacity)
-        self.store[self.count : n] = vectors
-        self.ids[self.count : n] = ids
-        self.at[self.count : n] = at
-        self.count = n
-
-    def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        return self.ids[: self.count], self.at[: self.count]
-
-    def top(
-        self,
-        query: npt.NDArray[np.float32],
-        k: int,
-        inside: npt.NDArray[np.bool_] | None = None,
-    ) -> dict[int, float]:
-        """The `k` messages most similar to `query` (only those where `inside` is true, when
-        given): message id → exact cosine.
-
-        A large conversation is searched in two stages (`charlie.vecsearch`) over the rows
-        it had when its table was built, and exactly over the few added since; the table is
-        built again once those grow past a tenth of it. A time asked about is searched as
-        the runs of rows it covers (messages are mostly indexed in time order)."""
-        tail = self.count - self.tabled
-        if self.count >= EXACT_BELOW and (self.table is None or tail > self.tabled // 10):
-            self.table, self.tabled = VectorTable(self.store[: self.count]), self.count
-        found: dict[int, float] = {}
-        start = self.tabled if self.table is not None else 0
-        if self.table is not None:
-            head = None if inside is None else _runs(inside[: self.tabled])
-            if head is None or len(head) <= MAX_RUNS:
-                rows, sims = self.table.top(query, k, head)
-            else:  # scattered: the exact product of just those rows
-                rows = np.flatnonzero(inside[: self.tabled])  # type: ignore[index]
-                sims = self.store[rows] @ query
-                best = np.argpartition(-sims, min(k, len(sims)) - 1)[:k] if len(sims) else rows
-                rows, sims = rows[best], sims[best]
-            found = {int(self.ids[r]): float(s) for r, s in zip(rows, sims, strict=True)}
-        rest = np.arange(start, self.count)
-        if inside is not None:
-            rest = rest[inside[start : self.count]]
-        sims = self.store[rest] @ query
-        depth = min(len(sims), k)
-        if depth:
-            best = np.argpartition(-sims, depth - 1)[:depth]
-            found |= {int(self.ids[rest[i]]): float(sims[i]) for i in best}
-        return found
-
-
-@dataclass
-class LoadedVectors:
-    """Every indexed message vector this process has loaded, by conversation."""
-
-    generation: str
-    upto: int = 0  # the highest message id loaded
-    conversations: dict[int, ConversationVectors] = field(default_factory=dict)
 
 
 class MessageIndex:
@@ -266,6 +168,17 @@ class MessageIndex:
             is not None
         )
 
+    def behind(self, conversation_ids: Sequence[int]) -> bool:
+        """Whether some stored message of these conversations has no vector yet: one look
+        through (conversation_id, id), where `progress` counts them all."""
+        _, upto = self.marks()
+        marks = ", ".join("?" * len(conversation_ids))
+        found = self.home.db.execute(
+            f"SELECT 1 FROM messages WHERE conversation_id IN ({marks}) AND id > ? LIMIT 1",
+            (*conversation_ids, upto),
+        ).fetchone()
+        return found is not None
+
     def progress(self, conversation_ids: Sequence[int] | None = None) -> Progress:
         """How far embedding the stored messages is (see `Progress`): of these conversations
         only when given — what one person sees counts only what they may read."""
@@ -280,6 +193,7 @@ class MessageIndex:
 
     def _empty(self, db: sqlite3.Connection) -> None:
         self.home.shared.of(KeptMessages).checked_at = float("-inf")
+        self._drop_file()
         db.execute("DELETE FROM messages")
         db.execute("DELETE FROM messages_fts")
         self._set_state(UPTO, "0")
@@ -498,10 +412,15 @@ class MessageIndex:
         ids = [(i,) for i in message_ids]
         if not ids:
             return
+        self._drop_file()
         with index_file.transaction(self.db) as db:
             db.executemany("DELETE FROM messages WHERE id = ?", ids)
             db.executemany("DELETE FROM messages_fts WHERE rowid = ?", ids)
             self._set_state(GENERATION, uuid.uuid4().hex)
+        self._drop_file()  # and one written meanwhile, from before the drop
+
+    def _drop_file(self) -> None:
+        message_vectors.drop_file(message_vectors.file_path(self.home.index_path))
 
     # ------------------------------------------------------------ reading
 
@@ -513,7 +432,7 @@ class MessageIndex:
             kept = self.home.shared.of(KeptMessages)
             loaded = kept.vectors
             if loaded is None or loaded.generation != generation:
-                loaded = kept.vectors = LoadedVectors(generation)
+                loaded = kept.vectors = self._from_file(generation) or LoadedVectors(generation)
             rows = self.db.execute(
                 "SELECT id, conversation_id, at, vector FROM messages WHERE id > ? ORDER BY id",
                 (loaded.upto,),
@@ -531,6 +450,47 @@ class MessageIndex:
             loaded.upto = rows[-1][0]
             return loaded
 
+    def _from_file(self, generation: str) -> LoadedVectors | None:
+        """The vectors kept in the file beside the index, when it matches the index (see
+        `charlie.retrieval.message_vectors`); None (and the file deleted) when it does not."""
+        path = message_vectors.file_path(self.home.index_path)
+        found = message_vectors.read_file(path) if generation else None
+        if found is None:
+            return None
+        kept, loaded = found
+        _, upto = self.marks()
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM messages WHERE +id <= ?", (kept.upto,)
+        ).fetchone()
+        if (kept.generation, kept.model, kept.dim) != (
+            generation,
+            self.embedder.name,
+            self.embedder.dim,
+        ) or (kept.upto > upto or count != kept.count):
+            message_vectors.drop_file(path)
+            return None
+        return loaded
+
+    def keep_file(self) -> bool:
+        """Load every message vector (this process then has them) and, when there are many
+        and the file beside the index lacks more than `FILE_LAG` of them, write it again so
+        the next process maps them instead of reading them; whether it was written."""
+        loaded = self.vectors()
+        total = loaded.count
+        if total < message_vectors.FILE_MIN or not loaded.generation:
+            return False
+        path = message_vectors.file_path(self.home.index_path)
+        found = message_vectors.read_file(path)
+        stale = found is None or found[0].generation != loaded.generation
+        lacking = total if found is None or stale else total - found[0].count
+        if lacking <= message_vectors.FILE_LAG * total:
+            return False
+        for table in list(loaded.conversations.values()):
+            table.tabulate()  # the first stages go into the file too
+        with self.lock:
+            taken = message_vectors.picture(loaded, self.embedder.name, self.embedder.dim)
+        return message_vectors.write_file(path, taken)
+
 
 @dataclass
 class KeptMessages:
@@ -541,6 +501,7 @@ class KeptMessages:
     catcher: threading.Thread | None = None  # the background catch-up, once one was started
     indexer: threading.Thread | None = None  # `keep_indexed`'s thread, in a server
     stop: threading.Event = field(default_factory=threading.Event)  # background work: stop
+    stops_at_exit: bool = False  # the catch-up is stopped, and waited for, at exit
 
 
 REPORT_STALE = 60.0  # seconds: an indexer that has not reported for longer is not running
@@ -608,16 +569,20 @@ def _progress(
     vectors = int(state(UPTO) or 0)
     words = max(int(state(WORDS) or 0), vectors)
     where, scope = "", list(conversation_ids or [])
-    if conversation_ids is not None:
-        where = f"WHERE conversation_id IN ({', '.join('?' * len(scope))})"
-    total, waiting, unworded = home.db.execute(
-        f"SELECT count(*), total(id > ?), total(id > ?) FROM messages {where}",
-        (vectors, words, *scope),
-    ).fetchone()
+    if conversation_ids is not None:  # read through (conversation_id, id): only what is asked
+        where = f"conversation_id IN ({', '.join('?' * len(scope))}) AND "
+
+    def count(above: int) -> int:
+        found = home.db.execute(
+            f"SELECT count(*) FROM messages WHERE {where}id > ?", (*scope, above)
+        ).fetchone()
+        return int(found[0])
+
+    total, waiting, unworded = count(0), count(vectors), count(words)
     report = _report(state(PROGRESS))
     rate = float(report.get("rate") or 0.0)
     fresh = time.time() - float(report.get("at") or 0.0) < REPORT_STALE
-    return Progress(int(total), int(total) - int(waiting), int(unworded), rate, fresh)
+    return Progress(total, total - waiting, unworded, rate, fresh)
 
 
 def history_status(home: Home, conversation_ids: Sequence[int]) -> dict[str, object] | None:
@@ -669,8 +634,23 @@ def catch_up(index: MessageIndex, limit: int | None = None) -> int:
                     daemon=True,  # never keeps a process alive; SQLite's transactions stay whole
                 )
                 kept.catcher = thread
+                if not kept.stops_at_exit:
+                    atexit.register(_stop_at_exit, kept)
+                    kept.stops_at_exit = True
                 thread.start()
     return added
+
+
+EXIT_WAIT = 60.0  # seconds: at most one batch, even on a busy machine
+
+
+def _stop_at_exit(kept: KeptMessages) -> None:
+    """As the process exits (a CLI command that recalled): let the background catch-up end
+    after its batch. A thread still inside the model while the interpreter finalizes makes
+    the process abort ("terminate called without an active exception")."""
+    kept.stop.set()
+    if kept.catcher is not None:
+        kept.catcher.join(EXIT_WAIT)
 
 
 def index_all(index: MessageIndex) -> int:
@@ -686,8 +666,9 @@ def index_all(index: MessageIndex) -> int:
             if not mine:
                 return added
             added += index.refresh()
-        if not index.pending():
-            return added
+            if not index.pending():
+                index.keep_file()
+                return added
     return added
 
 
@@ -728,7 +709,9 @@ def _keep_indexed(settings: Settings, shared: Shared, embedder: Embedder) -> Non
             with Home.open(settings, shared=shared) as own:
                 index: MessageIndex | None = None
                 while not stop.wait(POLL_SECONDS):  # the server's start comes first
-                    index = index or MessageIndex(Index(own, embedder))  # opening may mend it
+                    if index is None:  # opening may mend it; the first recall needs no load
+                        index = MessageIndex(Index(own, embedder))
+                        index.keep_file()
                     if index.pending():
                         index_all(index)
         except Exception:  # the next round tries again; recall says what is missing

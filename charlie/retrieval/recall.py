@@ -41,12 +41,8 @@ from charlie.home import Home
 from charlie.retrieval.deferred import Deferred
 from charlie.retrieval.index import Index, embedder_of
 from charlie.retrieval.keywords import literals, match_expression, top_terms, with_parts
-from charlie.retrieval.message_index import (
-    ConversationVectors,
-    MessageIndex,
-    catch_up,
-    conversation_token,
-)
+from charlie.retrieval.message_index import MessageIndex, catch_up, conversation_token
+from charlie.retrieval.message_vectors import ConversationVectors
 from charlie.retrieval.timeexpr import When, parse_when
 from charlie.retrieval.usage import UsageModel, message_key
 from charlie.users import User
@@ -269,7 +265,10 @@ class Recaller:
     def _said(self, result: RecallResult, channels: Sequence[Channel]) -> RecallResult:
         """`result`, saying so when some stored messages are not indexed yet (an index
         being rebuilt, a large import): they are being indexed in the background."""
-        progress = self.index.progress(sorted({c.conversation_id for c in channels}))
+        ids = sorted({c.conversation_id for c in channels})
+        if not ids or not self.index.behind(ids):
+            return result
+        progress = self.index.progress(ids)
         if not progress.done:
             result.incomplete = (
                 f"Charlie is still catching up ({progress.in_words()}): "

@@ -53,6 +53,7 @@ class VectorTable:
         min_shortlist: int = MIN_SHORTLIST,
         shortlist_per_result: int = SHORTLIST_PER_RESULT,
         seed: int = 0,
+        first_stage: tuple[Matrix, Matrix, Matrix] | None = None,
     ) -> None:
         self.matrix: Matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         if self.matrix.ndim != 2:
@@ -63,9 +64,18 @@ class VectorTable:
         self.min_shortlist = min_shortlist
         self.shortlist_per_result = shortlist_per_result
         rows, dim = self.matrix.shape
-        self.reduced = (
-            Reduced(self.matrix, dims, seed) if rows >= exact_below and dims < dim else None
-        )
+        if first_stage is not None:  # built before from this matrix (`first_stage()`), kept
+            self.reduced: Reduced | None = Reduced.restored(*first_stage)
+        elif rows >= exact_below and dims < dim:
+            self.reduced = Reduced(self.matrix, dims, seed)
+        else:
+            self.reduced = None
+
+    def first_stage(self) -> tuple[Matrix, Matrix, Matrix] | None:
+        """What the first stage was built from this matrix (basis, rows, lost), to keep."""
+        if self.reduced is None:
+            return None
+        return self.reduced.basis, self.reduced.rows, self.reduced.lost
 
     def __len__(self) -> int:
         return len(self.matrix)
@@ -118,6 +128,12 @@ class Reduced:
         self.rows: Matrix = matrix @ self.basis  # (rows, dims)
         kept = np.einsum("ij,ij->i", self.rows, self.rows)
         self.lost: Matrix = np.sqrt(np.clip(1.0 - kept, 0.0, None)).astype(np.float32)
+
+    @classmethod
+    def restored(cls, basis: Matrix, rows: Matrix, lost: Matrix) -> Reduced:
+        reduced = cls.__new__(cls)
+        reduced.basis, reduced.rows, reduced.lost = basis, rows, lost
+        return reduced
 
     def shortlist(self, q: Matrix, spans: list[tuple[int, int]], size: int) -> Rows:
         """Positions (in `spans`' concatenation) of the `size` rows most promising for `q`.

@@ -4,7 +4,9 @@ and matched words, and a hit shown in the chat among the messages around it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +15,9 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from charlie import projects
 from charlie.conversations import shared_channel
+from charlie.retrieval import index_file
+from charlie.retrieval.index import Index, embedder_of
+from charlie.retrieval.message_index import PROGRESS, MessageIndex
 from charlie.transfer.jsonl import import_jsonl
 
 from .pwa import PHONE, Server, open_chat, sign_in
@@ -120,3 +125,30 @@ def test_nothing_found_and_a_hit_from_another_channel_on_a_phone(
     expect(found).to_contain_text("We planted the tomatoes by the south fence.")
     expect(found).to_be_in_viewport()
     expect(page.locator("#earlier-bar")).to_be_visible()
+
+
+def test_a_quiet_banner_says_how_far_the_history_is_indexed_and_goes_when_it_is(
+    page: Page, server: Server, tmp_path: Path, shoot: Callable[[Page, str], None]
+) -> None:
+    """An imported history waits for its vectors (another indexer holds the claims and has
+    reported its rate): the app says how far it is and how long the rest takes; once the
+    server's own indexer has done it, the line goes."""
+    with server.home() as home, ExitStack() as held:
+        for what in ("indexer", "embedding"):  # what a running `charlie reindex --catch-up` holds
+            assert held.enter_context(index_file.claim(home.index_path, what, wait=True))
+        garden(server, tmp_path)
+        notes = Index(home, embedder_of(home))
+        notes.refresh()  # the notes are all in: only the history waits
+        index = MessageIndex(notes)
+        index.index_words()
+        report = json.dumps({"rate": 0.1, "at": time.time()})  # 64 to go at 0.1/s: 11 min
+        with index_file.transaction(index.db) as db:
+            db.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (PROGRESS, report))
+        sign_in(page)
+        banner = page.locator("#history-banner")
+        expect(banner).to_be_visible()
+        expect(banner).to_contain_text("Indexing history: 0 % · about 11 min left.")
+        expect(banner).to_contain_text("Recall finds these messages by their words meanwhile.")
+        expect(page.locator("#index-banner")).to_be_hidden()
+        shoot(page, "history-indexing")
+    expect(page.locator("#history-banner")).to_be_hidden(timeout=40_000)

@@ -199,6 +199,7 @@ def reindex_command(catch_up: bool, status: bool, as_json: bool) -> None:
             return
         report = index.rebuild()  # a new index file: no message is in it either
         messages = MessageIndex(index).refresh()
+        MessageIndex(index).keep_file()
         for path, reason in report.problems:
             click.echo(f"Skipped {path}: {reason}", err=True)
         stats = index.stats()

@@ -1,0 +1,206 @@
+"""The message vectors kept in a file beside the index: a new process maps them instead of
+reading every blob out of SQLite, tops them up with what came after, and never reads back
+a vector from a file that no longer matches the index (a forgotten message, a file cut
+short, another index). Real SQLite files, the packaged model."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.history import say
+
+from charlie import conversations
+from charlie.conversations import Channel, shared_channel
+from charlie.home import Home
+from charlie.projects import create_project
+from charlie.retrieval import array_file, message_vectors
+from charlie.retrieval.index import Index, embedder_of
+from charlie.retrieval.message_index import MessageIndex, index_all
+from charlie.retrieval.message_vectors import (
+    ConversationVectors,
+    LoadedVectors,
+    file_path,
+    picture,
+    read_file,
+    write_file,
+)
+from charlie.retrieval.vectors import VectorTable
+from charlie.users import User, ensure_user
+
+LINES = [
+    "Should we repaint the hull before the season?",
+    "Yes, the blue antifouling paint from the chandlery.",
+    "The mooring fee went up to 900 a year.",
+    "The winch needs new grease before the race.",
+    "Bring the spare jib to the club on Saturday.",
+]
+
+
+@pytest.fixture
+def boat(home: Home, monkeypatch: pytest.MonkeyPatch) -> tuple[Home, User, Channel]:
+    monkeypatch.setattr(message_vectors, "FILE_MIN", 3)  # a file for a handful of messages
+    alice = ensure_user(home.db, "alice")
+    channel = shared_channel(home, create_project(home, "boat"))
+    for n, line in enumerate(LINES):
+        say(home, channel, "alice", line, f"2023-05-0{n + 1}T10:00Z")
+    return home, alice, channel
+
+
+def index_of(home: Home) -> MessageIndex:
+    index = MessageIndex(Index(home, embedder_of(home)))
+    index.refresh()
+    return index
+
+
+def with_file(home: Home) -> tuple[MessageIndex, Path]:
+    """The home's message index, every message indexed, and the file it keeps beside it."""
+    index = index_of(home)
+    assert index.keep_file()
+    return index, file_path(home.index_path)
+
+
+def another_process(home: Home) -> MessageIndex:
+    """The index as a new process sees it: nothing loaded, nothing shared but the model."""
+    other = Home.open(home.settings)
+    return MessageIndex(Index(other, embedder_of(home)))
+
+
+def by_id(loaded: LoadedVectors) -> dict[int, np.ndarray]:
+    return {
+        int(i): table.matrix[row]
+        for table in loaded.conversations.values()
+        for row, i in enumerate(table.view()[0])
+    }
+
+
+def blank_the_index_copies(home: Home) -> None:
+    with sqlite3.connect(home.index_path) as db:
+        db.execute("UPDATE messages SET vector = zeroblob(length(vector))")
+
+
+def test_a_new_process_maps_the_vectors_from_the_file_not_the_index(boat) -> None:
+    home, _, _ = boat
+    index, path = with_file(home)
+    embedded = by_id(index.vectors())
+    assert path.stat().st_mode & 0o777 == 0o600  # private messages' vectors are in it
+    blank_the_index_copies(home)  # from now on only the file holds the real vectors
+    loaded = another_process(home).vectors()
+    assert by_id(loaded).keys() == embedded.keys()
+    for message_id, vector in by_id(loaded).items():
+        np.testing.assert_array_equal(vector, embedded[message_id])
+        assert np.linalg.norm(vector) > 0.99
+
+
+def test_messages_indexed_after_the_file_are_read_from_the_index(boat) -> None:
+    home, alice, channel = boat
+    index, _ = with_file(home)
+    added = conversations.add_message(home, channel, "user", "The tiller is cracked.", user=alice)
+    index.refresh()
+    loaded = another_process(home).vectors()
+    vectors = by_id(loaded)
+    assert len(vectors) == len(LINES) + 1
+    assert np.linalg.norm(vectors[added.id]) > 0.99
+
+
+def test_forgetting_a_message_deletes_the_file_and_an_older_copy_is_never_read(boat) -> None:
+    home, _, _ = boat
+    index, path = with_file(home)
+    older = path.read_bytes()
+    forgotten = min(by_id(index.vectors()))
+    index.forget([forgotten])
+    assert not path.exists()
+    path.write_bytes(older)  # a copy written before the forgetting, put back
+    loaded = another_process(home).vectors()
+    assert forgotten not in by_id(loaded)
+    assert len(by_id(loaded)) == len(LINES) - 1
+    assert not path.exists()  # it no longer matched the index: deleted
+
+
+@pytest.mark.parametrize("damage", ["cut short", "not ours", "empty"])
+def test_a_damaged_file_is_not_read_and_the_vectors_come_from_the_index(boat, damage: str) -> None:
+    home, _, _ = boat
+    index, path = with_file(home)
+    embedded = by_id(index.vectors())
+    data = path.read_bytes()
+    path.write_bytes(
+        {"cut short": data[: len(data) // 2], "not ours": b"x" * 4096, "empty": b""}[damage]
+    )
+    vectors = by_id(another_process(home).vectors())
+    assert vectors.keys() == embedded.keys()
+    for message_id, vector in vectors.items():
+        np.testing.assert_array_equal(vector, embedded[message_id])
+    assert index.keep_file()  # and the next indexer writes it again
+
+
+def test_a_file_made_for_another_index_is_not_read(boat) -> None:
+    home, _, _ = boat
+    index, path = with_file(home)
+    kept = path.read_bytes()
+    index.rebuild()  # the index emptied and filled again: a new generation
+    assert not path.exists()
+    path.write_bytes(kept)
+    blank_the_index_copies(home)
+    vectors = by_id(another_process(home).vectors())
+    assert all(np.linalg.norm(v) == 0 for v in vectors.values())  # the index's, not the file's
+    assert not path.exists()
+
+
+def test_a_full_disk_leaves_no_file_and_says_so_in_the_log(
+    boat, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    home, _, _ = boat
+    index = index_of(home)
+
+    def full(path: Path, *args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(array_file, "write", full)
+    with caplog.at_level(logging.WARNING):
+        assert not index.keep_file()
+    assert "could not be kept" in caplog.text and "No space left" in caplog.text
+    assert not file_path(home.index_path).exists()
+    assert len(by_id(another_process(home).vectors())) == len(LINES)
+
+
+def test_the_indexer_keeps_the_file_once_it_has_caught_up(boat) -> None:
+    home, _, _ = boat
+    index = MessageIndex(Index(home, embedder_of(home)))
+    index.index_words()
+    assert not file_path(home.index_path).exists()
+    index_all(index)
+    found = read_file(file_path(home.index_path))
+    assert found is not None and found[0].count == len(LINES)
+
+
+def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((3_000, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    table = ConversationVectors(384)
+    table.append(list(range(1, 3_001)), [float(n) for n in range(3_000)], rows)
+    table.table, table.tabled = VectorTable(rows, exact_below=1_000), 3_000
+    loaded = LoadedVectors("g1", upto=3_000, conversations={7: table})
+    path = tmp_path / "index.db-vectors"
+    assert write_file(path, picture(loaded, "model", 384))
+    found = read_file(path)
+    assert found is not None
+    kept, back = found
+    assert (kept.generation, kept.model, kept.dim, kept.upto, kept.count) == (
+        "g1",
+        "model",
+        384,
+        3_000,
+        3_000,
+    )
+    again = back.conversations[7]
+    assert again.tabled == 3_000 and again.table is not None
+    assert again.table.reduced is not None and table.table.reduced is not None
+    np.testing.assert_array_equal(again.table.reduced.rows, table.table.reduced.rows)
+    for query in rows[:20] + 0.1 * rng.standard_normal((20, 384)).astype(np.float32):
+        query /= np.linalg.norm(query)
+        assert again.top(query, 10) == table.top(query, 10)
