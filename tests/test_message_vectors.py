@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import shutil
 import sqlite3
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -204,3 +208,46 @@ def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) 
     for query in rows[:20] + 0.1 * rng.standard_normal((20, 384)).astype(np.float32):
         query /= np.linalg.norm(query)
         assert again.top(query, 10) == table.top(query, 10)
+
+
+def test_a_forgetting_while_the_file_is_written_leaves_no_file(
+    boat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, _, _ = boat
+    index = index_of(home)
+    forgotten = min(by_id(index.vectors()))
+    write = array_file.write
+
+    def forgetting_meanwhile(path: Path, *args: Any) -> None:
+        index.forget([forgotten])  # another request, while this file is being written
+        write(path, *args)
+
+    monkeypatch.setattr(array_file, "write", forgetting_meanwhile)
+    assert not index.keep_file()
+    assert not file_path(home.index_path).exists()
+
+
+def test_a_nearly_full_disk_is_left_its_room(
+    boat, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    home, _, _ = boat
+    index = index_of(home)
+    room = shutil.disk_usage(home.index_path.parent)._replace(free=message_vectors.KEEP_FREE)
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: room)
+    with caplog.at_level(logging.WARNING):
+        assert not index.keep_file()
+    assert "were not kept" in caplog.text and "MiB free" in caplog.text
+    assert not file_path(home.index_path).exists()
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_write(boat) -> None:
+    home, _, _ = boat
+    folder = home.index_path.parent
+    old, fresh = folder / ".index.db-vectors.dead.tmp", folder / ".index.db-vectors.live.tmp"
+    for leftover in (old, fresh):
+        leftover.write_bytes(b"\0" * 1024)
+    an_hour_ago = time.time() - message_vectors.LEFTOVER_AGE - 60
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    assert index_of(home).keep_file()
+    assert not old.exists()
+    assert fresh.exists()  # a writer at work now: not touched

@@ -489,7 +489,13 @@ class MessageIndex:
             table.tabulate()  # the first stages go into the file too
         with self.lock:
             taken = message_vectors.picture(loaded, self.embedder.name, self.embedder.dim)
-        return message_vectors.write_file(path, taken)
+        if not message_vectors.write_file(path, taken):
+            return False
+        with self.lock:  # messages dropped while it was written: `forget` may have missed it
+            if (self._state(GENERATION) or "") != loaded.generation:
+                message_vectors.drop_file(path)
+                return False
+        return True
 
 
 @dataclass

@@ -18,6 +18,8 @@ after, so a forgotten message's vector is never read back from it.
 from __future__ import annotations
 
 import logging
+import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 
 FILE_MIN = 20_000  # vectors: fewer are read from the index in well under a second
 FILE_LAG = 0.05  # the file is written again once it lacks this share of the vectors
+KEEP_FREE = 256 << 20  # bytes: never leave the disk with less free room than this (or the file)
+LEFTOVER_AGE = 3600.0  # seconds: a temp file older than this is a killed writer's
 
 
 MAX_RUNS = 64  # a time asked about in more runs of rows than this is searched exactly
@@ -231,7 +235,21 @@ def picture(loaded: LoadedVectors, model: str, dim: int) -> Picture:
 def write_file(path: Path, taken: Picture) -> bool:
     """Keep what `picture` took at `path`; whether it was written. A disk that refuses it
     costs only the next start's speed: it is logged, and the vectors are read from the
-    index as before."""
+    index as before. So is a disk that would be left with less free room than the file
+    takes (messages and notes need it more), and a temp file a killed writer left is
+    removed first."""
+    _remove_leftovers(path)
+    size = sum(array.nbytes for _, array in taken[1])
+    free = shutil.disk_usage(path.parent).free
+    if free - size < max(size, KEEP_FREE):
+        log.warning(
+            "The message vectors were not kept in %s: it would take %d MiB of the %d MiB "
+            "free. They are read from the index instead.",
+            path,
+            size >> 20,
+            free >> 20,
+        )
+        return False
     try:
         array_file.write(path, *taken)
     except OSError as exc:
@@ -242,6 +260,17 @@ def write_file(path: Path, taken: Picture) -> bool:
         )
         return False
     return True
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Temp files of this file older than `LEFTOVER_AGE`: a writer killed part-way."""
+    now = time.time()
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            if now - leftover.stat().st_mtime > LEFTOVER_AGE:
+                leftover.unlink()
+        except FileNotFoundError:  # its writer finished, or another removed it
+            continue
 
 
 def drop_file(path: Path) -> None:
