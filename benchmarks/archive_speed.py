@@ -31,7 +31,6 @@ import random
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from import_speed import WORDS, run  # noqa: E402
-from support import machine  # noqa: E402
+from support import machine, work_folder  # noqa: E402
 
 from charlie.config import load_settings  # noqa: E402
 from charlie.conversations import Channel, new_thread, private_channel, shared_channel  # noqa: E402
@@ -169,9 +168,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/archive-speed.json")
     parser.add_argument("--work", type=Path, help="folder for the data homes and the archive")
     args = parser.parse_args()
-    if args.work is not None:
-        Path(args.work).mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="charlie-archive-speed-", dir=args.work))
+    work = work_folder(args.work, "charlie-archive-speed-")
     charlie = [sys.executable, "-m", "charlie"]
     base = {k: v for k, v in os.environ.items() if not k.startswith("CHARLIE_")}
     base |= {"CHARLIE_USER": "alice", "PYTHONPATH": str(ROOT)}

@@ -29,7 +29,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from import_speed import SETUP, write_zip  # noqa: E402
-from support import machine  # noqa: E402
+from support import machine, work_folder  # noqa: E402
 
 POLL_SECONDS = 5.0
 DEFAULT_OUT = ROOT / "benchmarks/out/history-indexing.json"
@@ -161,9 +160,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="folder for the export and the data homes")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args()
-    if args.work is not None:
-        args.work.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="charlie-history-", dir=args.work))
+    work = work_folder(args.work, "charlie-history-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHARLIE_")}
     env |= {"CHARLIE_USER": "bench"}
 

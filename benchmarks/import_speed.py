@@ -39,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from support import machine  # noqa: E402
+from support import machine, work_folder  # noqa: E402
 
 VOCABULARY = (
     "the a and of to in is for on with as it that be this are or by from at an was can "
@@ -309,9 +309,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/import-speed.json")
     parser.add_argument("--work", type=Path, help="folder for the export and the data homes")
     args = parser.parse_args()
-    if args.work is not None:
-        Path(args.work).mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="charlie-import-speed-", dir=args.work))
+    work = work_folder(args.work, "charlie-import-speed-")
     charlie = [sys.executable, "-m", "charlie"]
     base = {k: v for k, v in os.environ.items() if not k.startswith("CHARLIE_")}
     base |= {"CHARLIE_USER": "bench", "PYTHONPATH": str(ROOT)}

@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import locomo_jsonl  # noqa: E402
+from support import work_folder  # noqa: E402
 
 from charlie import conversations, projects  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
@@ -148,9 +148,7 @@ def main() -> None:
     args = parser.parse_args()
 
     data = json.loads(args.data.read_text())
-    if args.work is not None:
-        args.work.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="charlie-locomo-", dir=args.work))
+    work = work_folder(args.work, "charlie-locomo-")
     env = {**os.environ, "CHARLIE_HOME": str(work / "home"), "CHARLIE_USER": "bench"}
     env.pop("CHARLIE_EMBEDDINGS", None)
     with Home.open(load_settings(home=work / "home")) as home:

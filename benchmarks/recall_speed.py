@@ -32,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -45,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import locomo_jsonl  # noqa: E402
+from support import work_folder  # noqa: E402
 
 from charlie import conversations  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
@@ -147,9 +147,7 @@ def main() -> None:
     questions = [
         q["query"] for item in data for q in locomo_jsonl.queries(item["sample_id"], item["qa"])
     ]
-    if args.work is not None:
-        args.work.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="charlie-recall-speed-", dir=args.work))
+    work = work_folder(args.work, "charlie-recall-speed-")
     os.environ["CHARLIE_HOME"] = str(work / "home")
     home = Home.open(load_settings())
     model = LocalEmbedder()

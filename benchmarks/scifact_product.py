@@ -20,9 +20,10 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
+
+from support import work_folder
 
 from charlie.config import load_settings
 from charlie.home import Home
@@ -73,9 +74,7 @@ def main() -> None:
         for q in map(json.loads, (args.data / "queries.jsonl").read_text().splitlines())
         if q["_id"] in qrels
     }
-    if args.work is not None:
-        args.work.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="charlie-scifact-", dir=args.work))
+    folder = work_folder(args.work, "charlie-scifact-")
     os.environ["CHARLIE_HOME"] = str(folder)
     home = Home.open(load_settings(home=folder))
     project = create_project(home, "SciFact")

@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: percentiles, the machine they ran on, and which
-Charlie code they measured."""
+"""What the benchmark scripts share: percentiles, the machine they ran on, which Charlie
+code they measured, and a folder of their own to work in."""
 
 from __future__ import annotations
 
@@ -7,10 +7,19 @@ import hashlib
 import os
 import platform
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def work_folder(work: Path | None, prefix: str) -> Path:
+    """A new folder for one run's data homes and files: inside `work` (made when missing)
+    when given, else in the system's temp folder. It is kept afterwards, to look into."""
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=work))
 
 
 def percentile(values: list[float], q: float) -> float:
