@@ -6,10 +6,12 @@ short, another index). Real SQLite files, the packaged model."""
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
 import sqlite3
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -242,12 +244,109 @@ def test_a_nearly_full_disk_is_left_its_room(
 
 def test_a_killed_writers_temp_file_is_removed_by_the_next_write(boat) -> None:
     home, _, _ = boat
-    folder = home.index_path.parent
-    old, fresh = folder / ".index.db-vectors.dead.tmp", folder / ".index.db-vectors.live.tmp"
-    for leftover in (old, fresh):
-        leftover.write_bytes(b"\0" * 1024)
+    index = index_of(home)
+    old, fresh = leftovers(home)
     an_hour_ago = time.time() - message_vectors.LEFTOVER_AGE - 60
     os.utime(old, (an_hour_ago, an_hour_ago))
-    assert index_of(home).keep_file()
+    assert index.keep_file()
     assert not old.exists()
     assert fresh.exists()  # a writer at work now: not touched
+
+
+def test_forgetting_deletes_every_temp_file_of_the_vectors_whatever_its_age(boat) -> None:
+    """A writer killed part-way leaves a temp file that may hold the message's vector."""
+    home, _, _ = boat
+    index = index_of(home)
+    planted = leftovers(home)
+    index.forget([min(by_id(index.vectors()))])
+    assert not any(path.exists() for path in planted)
+
+
+def leftovers(home: Home) -> tuple[Path, Path]:
+    folder = home.index_path.parent
+    found = folder / ".index.db-vectors.dead.tmp", folder / ".index.db-vectors.live.tmp"
+    for leftover in found:
+        leftover.write_bytes(b"\0" * 1024)
+    return found
+
+
+def spoiled(kind: str, meta: dict[str, Any], arrays: list[tuple[str, Any]]) -> None:
+    """Change a good file's parts the way a hostile or damaged file would differ."""
+    first = meta["conversations"][0][0]
+    named = dict(arrays)
+    if kind == "vectors of the wrong shape":
+        named[f"{first}.vectors"] = named[f"{first}.vectors"][:, :10].copy()
+    elif kind == "fewer ids than rows":
+        named[f"{first}.ids"] = named[f"{first}.ids"][:-1]
+    elif kind == "more rows than counted":
+        meta["conversations"][0][1] -= 1
+        meta["count"] -= 1
+    elif kind == "a first stage longer than the rows":
+        meta["conversations"][0][2] = meta["conversations"][0][1] + 5
+    elif kind == "a conversation listed twice":
+        meta["conversations"].append(meta["conversations"][0])
+    elif kind == "a count that is not a whole number":
+        meta["conversations"][0][1] = 1e400
+    elif kind == "ids of another kind":
+        named[f"{first}.ids"] = named[f"{first}.ids"].astype(np.float64)
+    arrays[:] = list(named.items())
+
+
+SPOILS = [
+    "vectors of the wrong shape",
+    "fewer ids than rows",
+    "more rows than counted",
+    "a first stage longer than the rows",
+    "a conversation listed twice",
+    "a count that is not a whole number",
+    "ids of another kind",
+]
+
+
+@pytest.mark.parametrize("kind", SPOILS)
+def test_a_file_that_does_not_hold_what_it_says_is_not_read(boat, kind: str) -> None:
+    home, _, _ = boat
+    index = index_of(home)
+    embedded = by_id(index.vectors())
+    meta, arrays = picture(index.vectors(), index.embedder.name, index.embedder.dim)
+    meta = json.loads(json.dumps(meta))
+    spoiled(kind, meta, arrays)
+    array_file.write(file_path(home.index_path), meta, arrays)
+    other = another_process(home)
+    vectors = by_id(other.vectors())
+    assert vectors.keys() == embedded.keys()
+    for message_id, vector in vectors.items():
+        np.testing.assert_array_equal(vector, embedded[message_id])
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"meta": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [2**70], "at": 0}]},
+        {"meta": {}, "arrays": [{"name": "a", "dtype": "<f4", "shape": [4], "at": -64}]},
+        {"meta": {}, "arrays": [{"name": "a", "dtype": "|O", "shape": [1], "at": 0}]},
+        {"meta": [], "arrays": []},
+        [1, 2, 3],
+    ],
+)
+def test_a_hostile_header_is_no_file(tmp_path: Path, header: object) -> None:
+    path = tmp_path / "index.db-vectors"
+    text = json.dumps(header).encode()
+    path.write_bytes(array_file.MAGIC + struct.pack("<Q", len(text)) + text + b"\0" * 4096)
+    assert array_file.read(path) is None
+
+
+def test_a_fifo_or_a_folder_in_the_files_place_changes_nothing(boat) -> None:
+    """Neither hangs a reader nor keeps a forgetting from reaching the index."""
+    home, _, _ = boat
+    index = index_of(home)
+    path = file_path(home.index_path)
+    os.mkfifo(path)
+    assert len(by_id(another_process(home).vectors())) == len(LINES)  # did not wait on it
+    path.unlink()
+    path.mkdir()
+    forgotten = min(by_id(index.vectors()))
+    index.forget([forgotten])
+    assert forgotten not in by_id(another_process(home).vectors())
+    (vectors,) = index.db.execute("SELECT count(*) FROM messages WHERE id = ?", (forgotten,))
+    assert tuple(vectors) == (0,)

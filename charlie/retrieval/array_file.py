@@ -13,8 +13,10 @@ or deleted). A file that is missing, not one of these or shorter than its header
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
+import stat
 import struct
 import tempfile
 from collections.abc import Iterable
@@ -24,6 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from charlie.files import fsync_folder
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"CHARLIE-ARRAYS 1\n"
 ALIGN = 64
@@ -61,39 +65,64 @@ def write(
 
 def read(path: Path) -> tuple[dict[str, object], Arrays] | None:
     """The `meta` and the arrays written to `path` (read-only, mapped), or None when the file
-    is missing, is not such a file, or is cut short."""
+    is missing, is not a regular file, is not such a file, or does not hold what its header
+    says (arrays of numbers only, inside the file, none overlapping another or the header).
+
+    The file is mapped, not read: replace it (as `write` does), never change it in place —
+    a process that has it mapped dies of SIGBUS when it is cut short under it."""
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size < len(MAGIC) + _LENGTH.size:
-                return None
-            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except (FileNotFoundError, ValueError):  # ValueError: an empty file cannot be mapped
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # no FIFO hangs here
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        log.warning("%s cannot be read (%s): it is not used", path, exc)
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size < len(MAGIC) + _LENGTH.size:
+            return None
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        log.warning("%s cannot be mapped (%s): it is not used", path, exc)
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return _parse(mapped, info.st_size)
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):
+        return None
+
+
+def _parse(mapped: mmap.mmap, size: int) -> tuple[dict[str, object], Arrays] | None:
     if mapped[: len(MAGIC)] != MAGIC:
         return None
     (length,) = _LENGTH.unpack_from(mapped, len(MAGIC))
     begin = len(MAGIC) + _LENGTH.size
-    try:
-        header = json.loads(bytes(mapped[begin : begin + length]))
-        start = _aligned(begin + length)
-        arrays: Arrays = {}
-        for place in header["arrays"]:
-            dtype, shape = np.dtype(place["dtype"]), tuple(place["shape"])
-            count = int(np.prod(shape, dtype=np.int64))
-            at = start + int(place["at"])
-            if at + count * dtype.itemsize > size:
-                return None
-            array = (
-                np.frombuffer(mapped, dtype=dtype, count=count, offset=at)
-                if count
-                else np.empty(0, dtype)
-            )
-            arrays[str(place["name"])] = array.reshape(shape)
-        meta = header["meta"]
-    except (ValueError, KeyError, TypeError):
+    if length > size - begin:
         return None
-    return (meta, arrays) if isinstance(meta, dict) else None
+    header = json.loads(bytes(mapped[begin : begin + length]))
+    if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
+        return None
+    start, end = _aligned(begin + length), 0
+    places = sorted(header["arrays"], key=lambda place: int(place["at"]))
+    arrays: Arrays = {}
+    for place in places:
+        dtype, shape, at = np.dtype(place["dtype"]), place["shape"], place["at"]
+        if dtype.kind not in "iuf" or not isinstance(at, int) or at < end:
+            return None  # objects, or an array overlapping the one before
+        if not all(isinstance(n, int) and n >= 0 for n in shape):
+            return None
+        count = int(np.prod(shape, dtype=object))
+        end = at + count * dtype.itemsize
+        if start + end > size or str(place["name"]) in arrays:
+            return None
+        array = (
+            np.frombuffer(mapped, dtype=dtype, count=count, offset=start + at)
+            if count
+            else np.empty(0, dtype)
+        )
+        arrays[str(place["name"])] = array.reshape(tuple(shape))
+    return header["meta"], arrays
 
 
 def _aligned(offset: int) -> int:

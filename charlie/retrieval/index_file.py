@@ -20,6 +20,7 @@ from pathlib import Path
 from charlie import db as database
 from charlie.db import now, run_script, transaction
 from charlie.errors import CharlieError
+from charlie.retrieval import message_vectors
 from charlie.retrieval.keywords import FTS5_TOKENIZE
 
 INDEX_VERSION = "2"  # 2: chunks_fts gained `scope`, the project as one indexed token
@@ -135,8 +136,9 @@ def claim(path: Path, what: str, *, wait: bool) -> Iterator[bool]:
 def delete_files(path: Path) -> None:
     """Remove the index file and its write-ahead log. A process that still has the old file
     open keeps reading it, and SQLite never checkpoints into a file that has moved."""
-    for suffix in ("", "-wal", "-shm", "-journal", "-vectors"):  # -vectors: message_vectors
+    for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+    message_vectors.drop_file(message_vectors.file_path(path))
 
 
 def error_code(exc: sqlite3.Error) -> int | None:

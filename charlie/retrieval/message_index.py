@@ -466,7 +466,7 @@ class MessageIndex:
             generation,
             self.embedder.name,
             self.embedder.dim,
-        ) or (kept.upto > upto or count != kept.count):
+        ) or (kept.upto > upto or count != kept.count or self._state(GENERATION) != generation):
             message_vectors.drop_file(path)
             return None
         return loaded

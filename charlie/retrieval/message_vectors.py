@@ -73,7 +73,8 @@ class ConversationVectors:
         self, ids: Sequence[int], at: Sequence[float], vectors: npt.NDArray[np.float32]
     ) -> None:
         n = self.count + len(ids)
-        if n > len(self.ids):  # grow by doubling: appending one message never copies them all
+        # grow by doubling: appending one message never copies them all; mapped: copy once
+        if n > len(self.ids) or not self.store.flags.writeable:
             capacity = max(n, 2 * len(self.ids), 64)
             grown = np.empty((capacity, self.dim), np.float32)
             grown[: self.count] = self.matrix
@@ -88,9 +89,10 @@ class ConversationVectors:
     def tabulate(self) -> None:
         """Build the two-stage table when the conversation is large enough and the rows
         added since the last one have grown past a tenth of it."""
-        tail = self.count - self.tabled
-        if self.count >= EXACT_BELOW and (self.table is None or tail > self.tabled // 10):
-            self.table, self.tabled = VectorTable(self.store[: self.count]), self.count
+        count = self.count  # read once: another thread may append while the table is built
+        tail = count - self.tabled
+        if count >= EXACT_BELOW and (self.table is None or tail > self.tabled // 10):
+            self.table, self.tabled = VectorTable(self.store[:count]), count
 
     def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         return self.ids[: self.count], self.at[: self.count]
@@ -162,7 +164,9 @@ class KeptFile:
 
 
 def read_file(path: Path) -> tuple[KeptFile, LoadedVectors] | None:
-    """The vectors kept at `path` (mapped, not copied), or None when there is no such file."""
+    """The vectors kept at `path` (mapped, not copied), or None when there is no such file
+    or it does not hold, for each conversation listed once, exactly the arrays `picture`
+    writes: their kinds and shapes, `count` rows, a first stage of at most `count` rows."""
     found = array_file.read(path)
     if found is None:
         return None
@@ -171,27 +175,61 @@ def read_file(path: Path) -> tuple[KeptFile, LoadedVectors] | None:
         kept = KeptFile(
             str(meta["generation"]),
             str(meta["model"]),
-            int(meta["dim"]),  # type: ignore[call-overload]
-            int(meta["upto"]),  # type: ignore[call-overload]
-            int(meta["count"]),  # type: ignore[call-overload]
+            _whole(meta["dim"]),
+            _whole(meta["upto"]),
+            _whole(meta["count"]),
         )
         loaded = LoadedVectors(kept.generation, kept.upto)
-        for conversation_id, count, tabled in meta["conversations"]:  # type: ignore[attr-defined]
-            table = ConversationVectors(kept.dim)
-            table.ids = arrays[f"{conversation_id}.ids"]  # type: ignore[assignment]
-            table.at = arrays[f"{conversation_id}.at"]  # type: ignore[assignment]
-            table.store = arrays[f"{conversation_id}.vectors"]  # type: ignore[assignment]
-            table.count = int(count)
-            if tabled:
-                first_stage = tuple(arrays[f"{conversation_id}.{p}"] for p in FIRST_STAGE)
-                table.table = VectorTable(table.store[:tabled], first_stage=first_stage)  # type: ignore[arg-type]
-                table.tabled = int(tabled)
-            loaded.conversations[int(conversation_id)] = table
-    except (KeyError, TypeError, ValueError):  # not written by this version
+        for listed in meta["conversations"]:  # type: ignore[attr-defined]
+            conversation_id, count, tabled = (_whole(n) for n in listed)
+            if conversation_id in loaded.conversations or not 0 <= tabled <= count or not count:
+                return None
+            table = _table(arrays, conversation_id, count, tabled, kept.dim)
+            if table is None:
+                return None
+            loaded.conversations[conversation_id] = table
+    except (KeyError, TypeError, ValueError, OverflowError):  # not written by this version
         return None
     if loaded.count != kept.count:
         return None
     return kept, loaded
+
+
+def _whole(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return value
+
+
+def _table(
+    arrays: array_file.Arrays, conversation_id: int, count: int, tabled: int, dim: int
+) -> ConversationVectors | None:
+    """One conversation's vectors from the file's arrays, or None when any is not what
+    `picture` writes."""
+    expected = {
+        "ids": (np.int64, (count,)),
+        "at": (np.float64, (count,)),
+        "vectors": (np.float32, (count, dim)),
+    }
+    if tabled:
+        dims = arrays[f"{conversation_id}.basis"].shape[-1]
+        expected |= {
+            "basis": (np.float32, (dim, dims)),
+            "rows": (np.float32, (tabled, dims)),
+            "lost": (np.float32, (tabled,)),
+        }
+    parts = {name: arrays[f"{conversation_id}.{name}"] for name in expected}
+    for name, (dtype, shape) in expected.items():
+        if parts[name].dtype != dtype or parts[name].shape != shape:
+            return None
+    table = ConversationVectors(dim)
+    table.ids, table.at = parts["ids"], parts["at"]  # type: ignore[assignment]
+    table.store, table.count = parts["vectors"], count  # type: ignore[assignment]
+    if tabled:
+        stage = (parts["basis"], parts["rows"], parts["lost"])
+        table.table = VectorTable(table.store[:tabled], first_stage=stage)  # type: ignore[arg-type]
+        table.tabled = tabled
+    return table
 
 
 FIRST_STAGE = ("basis", "rows", "lost")
@@ -274,5 +312,11 @@ def _remove_leftovers(path: Path) -> None:
 
 
 def drop_file(path: Path) -> None:
-    """Delete the kept vectors (messages were dropped from the index)."""
-    path.unlink(missing_ok=True)
+    """Delete the kept vectors (messages were dropped from the index), and any temp file of
+    a writer killed part-way, whatever its age: they may hold a dropped message's vector.
+    What cannot be deleted (a folder planted in its place) is logged: it was never read."""
+    for kept in (path, *path.parent.glob(f".{path.name}.*.tmp")):
+        try:
+            kept.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("%s could not be deleted (%s)", kept, exc)
