@@ -41,18 +41,22 @@ def write(
 ) -> None:
     """Write `arrays` (name, array: kept in this order) and `meta` to `path`, atomically."""
     listed = [(name, np.ascontiguousarray(array)) for name, array in arrays]
-    places, offset = [], 0
-    for name, array in listed:
-        places.append({"name": name, "dtype": array.dtype.str, "shape": array.shape, "at": offset})
+    offsets, offset = [], 0
+    for _, array in listed:
+        offsets.append(offset)
         offset = _aligned(offset + array.nbytes)
+    places = [
+        {"name": name, "dtype": array.dtype.str, "shape": array.shape, "at": at}
+        for (name, array), at in zip(listed, offsets, strict=True)
+    ]
     header = json.dumps({"meta": meta, "arrays": places}).encode("utf-8")
     start = _aligned(len(MAGIC) + _LENGTH.size + len(header))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(MAGIC + _LENGTH.pack(len(header)) + header)
-            for (_, array), place in zip(listed, places, strict=True):
-                out.seek(start + int(place["at"]))  # type: ignore[call-overload]
+            for (_, array), at in zip(listed, offsets, strict=True):
+                out.seek(start + at)
                 out.write(array.data)
             out.truncate(start + offset)
             out.flush()

@@ -458,7 +458,8 @@ class MessageIndex:
 
     def _from_file(self, generation: str) -> LoadedVectors | None:
         """The vectors kept in the file beside the index, when it matches the index (see
-        `charlie.retrieval.message_vectors`); None (and the file deleted) when it does not."""
+        `charlie.retrieval.message_vectors`); None when there is none or it cannot be read,
+        and None with the file deleted when it no longer matches."""
         path = message_vectors.file_path(self.home.index_path)
         found = message_vectors.read_file(path) if generation else None
         if found is None:
@@ -487,9 +488,8 @@ class MessageIndex:
             return False
         path = message_vectors.file_path(self.home.index_path)
         found = message_vectors.read_file(path)
-        stale = found is None or found[0].generation != loaded.generation
-        lacking = total if found is None or stale else total - found[0].count
-        if lacking <= message_vectors.FILE_LAG * total:
+        kept = found[0].count if found and found[0].generation == loaded.generation else 0
+        if total - kept <= message_vectors.FILE_LAG * total:
             return False
         for table in list(loaded.conversations.values()):
             table.tabulate()  # the first stages go into the file too

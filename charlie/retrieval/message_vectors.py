@@ -254,11 +254,11 @@ def picture(loaded: LoadedVectors, model: str, dim: int) -> Picture:
             (f"{conversation_id}.vectors", table.store[:count]),
         ]
         stage = None if first is None else first.first_stage()
-        if first is not None and stage is not None:
+        if stage is not None:
             arrays += [
                 (f"{conversation_id}.{p}", a) for p, a in zip(FIRST_STAGE, stage, strict=True)
             ]
-        listed.append((conversation_id, count, 0 if stage is None else len(first)))  # type: ignore[arg-type]
+        listed.append((conversation_id, count, 0 if stage is None else len(stage[1])))
     meta: dict[str, object] = {
         "generation": loaded.generation,
         "model": model,

@@ -198,8 +198,9 @@ def reindex_command(catch_up: bool, status: bool, as_json: bool) -> None:
             index_all(MessageIndex(index))
             return
         report = index.rebuild()  # a new index file: no message is in it either
-        messages = MessageIndex(index).refresh()
-        MessageIndex(index).keep_file()
+        message_index = MessageIndex(index)
+        messages = message_index.refresh()
+        message_index.keep_file()
         for path, reason in report.problems:
             click.echo(f"Skipped {path}: {reason}", err=True)
         stats = index.stats()
