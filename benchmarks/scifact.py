@@ -198,7 +198,9 @@ def bm25s_run(data: SciFact, queries: dict[str, str]) -> Run | None:
     tokens = bm25s.tokenize(
         [queries[q] for q in qids], stopwords="en", stemmer=stemmer, show_progress=False
     )
-    docs, scores = retriever.retrieve(tokens, k=100, show_progress=False, n_threads=1)
+    docs, scores = retriever.retrieve(
+        tokens, k=min(100, len(corpus)), show_progress=False, n_threads=1
+    )
     return {
         qid: [(int(d), float(s)) for d, s in zip(docs[row], scores[row], strict=True) if s > 0]
         for row, qid in enumerate(qids)

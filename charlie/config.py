@@ -77,6 +77,15 @@ def default_home() -> Path:
     return platformdirs.user_data_path("charlie", appauthor=False)
 
 
+def default_model_cache() -> Path:
+    """Where derived models are kept when CHARLIE_MODEL_CACHE is not set (shared by every
+    data home of the user: a model, no person's data)."""
+    raw = os.environ.get(f"{ENV_PREFIX}MODEL_CACHE")
+    if raw:
+        return Path(raw).expanduser()
+    return platformdirs.user_cache_path("charlie", appauthor=False) / "models"
+
+
 def _home_from_env() -> Path:
     raw = os.environ.get(f"{ENV_PREFIX}HOME")
     return Path(raw).expanduser() if raw else default_home()
@@ -131,6 +140,10 @@ class Settings(BaseSettings):
     )
     embeddings_model: str = Field("", description="Model name for the embeddings server.")
     embeddings_base_url: str = Field("", description="Embeddings server (default: the LLM's).")
+    model_cache: Path = Field(
+        default_factory=default_model_cache,
+        description="Where the local embedding model derived from the packaged one is kept.",
+    )
     usage_half_life_days: float = Field(30.0, gt=0, description="Usage fades by half in this.")
     usage_weight: float = Field(0.3, ge=0, le=10, description="score = sim × (1 + boost × w).")
     trusted_proxies: str = Field(

@@ -19,6 +19,15 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time (model files are large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        for block in iter(lambda: source.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class FileChanged(Exception):
     """The file changed (a person saved it) while Charlie was about to replace it."""
 

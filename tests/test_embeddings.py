@@ -41,7 +41,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_local_embedder_is_an_embedder(local: LocalEmbedder) -> None:
     assert isinstance(local, Embedder)
     assert local.dim == 384
-    assert local.name == f"all-MiniLM-L6-v2-int8@{MINILM_MODEL.sha256[:12]}"
+    assert local.name == f"all-MiniLM-L6-v2-matmul-int8-r1@{MINILM_MODEL.sha256[:12]}"
 
 
 def test_vectors_are_unit_float32_rows_in_order(local: LocalEmbedder) -> None:
@@ -81,11 +81,11 @@ def test_batching_and_length_sorting_keep_each_text_with_its_vector(
     texts = [f"note number {i} " + "about the weather " * (i % 7) for i in range(40)]
     together = local.embed(texts)
     one_by_one = np.vstack([local.embed([text]) for text in texts[:5]])
-    # int8 activations are quantised per batch, so a padded batch differs a hair from a
-    # single run, but each row must belong to its own text.
+    # The int8 products quantise each batch's activations with one scale, so a text in a
+    # batch differs slightly from the same text alone, but each row must be its own text's.
     similarity = one_by_one @ together[:5].T
     assert list(similarity.argmax(axis=1)) == [0, 1, 2, 3, 4]
-    assert np.diag(similarity).min() > 0.999
+    assert np.diag(similarity).min() > 0.98
 
 
 def test_long_text_is_truncated_not_rejected(local: LocalEmbedder) -> None:

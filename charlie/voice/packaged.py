@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from importlib import resources
 from pathlib import Path
 
 from charlie.errors import VoiceUnavailable
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from charlie.files import sha256_of
 
 
 def package_dir(package: str) -> Path | None:
