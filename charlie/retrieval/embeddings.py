@@ -146,7 +146,7 @@ class LocalEmbedder:
 
     Constructing one is cheap and touches no file. The first `embed` (or an explicit
     `load()`) verifies both files, derives the int8 model into `cache` if it is not there
-    yet (`int8_model`; about 2 s, once per machine) and starts the onnxruntime session; a
+    yet (`int8_model`; about 4 s, once per machine) and starts the onnxruntime session; a
     damaged or missing file raises `EmbeddingError` then, naming the file and the fix.
     `int8=False` runs the packaged file as it is (its products in float32; slower, other
     vectors: the benchmarks' "before").
