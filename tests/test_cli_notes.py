@@ -102,7 +102,7 @@ def test_reindex_and_broken_files(charlie: Cli, charlie_home: Path) -> None:
         "save it as UTF-8.\n"
     )
     assert result.stdout.startswith(
-        "Indexed 2 notes (2 chunks) and 0 messages with all-MiniLM-L6-v2-matmul-int8-r1@"
+        "Indexed 2 notes (2 chunks) and 0 messages with all-MiniLM-L6-v2-fused-int8-r2@"
     )
     assert result.stdout.endswith("; 1 skipped.\n")
 

@@ -41,7 +41,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_local_embedder_is_an_embedder(local: LocalEmbedder) -> None:
     assert isinstance(local, Embedder)
     assert local.dim == 384
-    assert local.name == f"all-MiniLM-L6-v2-matmul-int8-r1@{MINILM_MODEL.sha256[:12]}"
+    assert local.name == f"all-MiniLM-L6-v2-fused-int8-r2@{MINILM_MODEL.sha256[:12]}"
 
 
 def test_vectors_are_unit_float32_rows_in_order(local: LocalEmbedder) -> None:

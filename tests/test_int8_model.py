@@ -142,3 +142,28 @@ def test_the_quantizers_advice_stays_out_of_the_log(
         LocalEmbedder(cache=tmp_path / "cache").load()
     assert [r.getMessage() for r in caplog.records if r.name == "root"] == []
     assert any("Derived the int8 embedding model" in r.getMessage() for r in caplog.records)
+
+
+def test_the_derived_graph_is_compact_and_pads_on_the_right_like_the_embedder(
+    derived: Path,
+) -> None:
+    import onnx
+
+    (model,) = cached(derived)
+    ops = [node.op_type for node in onnx.load(str(model)).graph.node]
+    assert ops.count("QAttention") == 6 and "Softmax" not in ops  # attention fused per layer
+    assert len(ops) < 150  # the exported graph has over 400 nodes, each a thread wake-up
+    embedder = LocalEmbedder(cache=derived)
+    short = "We chose the blue tiles."
+    alone = embedder.embed([short])[0]
+    beside_a_longer_text = embedder.embed([short, TEXTS[3] * 3])[0]  # padded to the longer
+    assert float(alone @ beside_a_longer_text) > 0.98
+
+
+def test_a_rebuilt_graph_that_does_not_compute_the_packaged_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(int8_model, "HEADS", 6)  # a wrong rebuild: 6 heads of 64, not 12 of 32
+    with pytest.raises(EmbeddingError, match="differs from the packaged one"):
+        LocalEmbedder(cache=tmp_path / "cache").load()
+    assert not cached(tmp_path / "cache")
