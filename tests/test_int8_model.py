@@ -167,3 +167,43 @@ def test_a_rebuilt_graph_that_does_not_compute_the_packaged_one_is_refused(
     with pytest.raises(EmbeddingError, match="differs from the packaged one"):
         LocalEmbedder(cache=tmp_path / "cache").load()
     assert not cached(tmp_path / "cache")
+
+
+def test_a_new_derivation_removes_the_models_of_earlier_recipes(
+    derived: Path, tmp_path: Path
+) -> None:
+    cache = copy_of(derived, tmp_path)
+    (current,) = cached(cache)
+    earlier = cache / "all-MiniLM-L6-v2-8199be6f699a-matmul-int8-r1-46aada35da05e330.onnx"
+    earlier.write_bytes(b"an earlier version's model")
+    unrelated = cache / "notes.txt"
+    unrelated.write_text("not a model")
+    current.unlink()  # so this start derives
+    LocalEmbedder(cache=cache).load()
+    assert [path.name for path in cached(cache)] == [current.name]
+    assert unrelated.read_text() == "not a model"
+
+
+def test_two_processes_deriving_at_once_both_embed_and_leave_one_whole_model(
+    derived: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    script = (
+        "import sys; from pathlib import Path; from charlie.retrieval.embeddings import "
+        "LocalEmbedder; import numpy as np; "
+        "v = LocalEmbedder(cache=Path(sys.argv[1])).embed(['the boiler was serviced']); "
+        "np.save(sys.argv[2], v)"
+    )
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script, str(cache), str(tmp_path / f"{i}.npy")])
+        for i in range(2)
+    ]
+    assert [run.wait(timeout=120) for run in runs] == [0, 0]
+    (model,) = cached(cache)  # the same recipe gives the same bytes, hence the same name
+    assert model.name == cached(derived)[0].name
+    assert not list(cache.glob(".deriving-*"))
+    first, second = (np.load(tmp_path / f"{i}.npy") for i in range(2))
+    np.testing.assert_array_equal(first, second)

@@ -209,7 +209,10 @@ def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) 
     np.testing.assert_array_equal(again.table.reduced.rows, table.table.reduced.rows)
     for query in rows[:20] + 0.1 * rng.standard_normal((20, 384)).astype(np.float32):
         query /= np.linalg.norm(query)
-        assert again.top(query, 10) == table.top(query, 10)
+        found, expected = again.top(query, 10), table.top(query, 10)
+        assert list(found) == list(expected)  # the same rows, best first
+        # BLAS may round a mapped file's rows other than the same rows in memory (alignment)
+        assert list(found.values()) == pytest.approx(list(expected.values()), abs=1e-6)
 
 
 def test_a_forgetting_while_the_file_is_written_leaves_no_file(

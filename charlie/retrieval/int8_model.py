@@ -111,7 +111,18 @@ def _keep(derived: Path, cache: Path, prefix: str) -> Path:
     os.chmod(derived, 0o644)  # a model, no person's data: readable like the packaged one
     os.replace(derived, target)
     log.info("Derived the int8 embedding model once: %s", target)
+    _drop_other_recipes(cache, prefix)
     return target
+
+
+def _drop_other_recipes(cache: Path, prefix: str) -> None:
+    """Models an earlier version of Charlie derived by another recipe (58 MB each): this
+    version never reads them, and an older one that still runs derives its own again."""
+    for path in cache.glob("all-MiniLM-L6-v2-*.onnx"):
+        if not path.name.startswith(prefix):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                log.info("Removed the embedding model of an earlier recipe: %s", path)
 
 
 def _derive(source: Path, work: Path) -> Path:

@@ -156,17 +156,31 @@ def _clip(rows: Sequence[tuple[int, int]], length: int) -> list[tuple[int, int]]
 
 
 def _product(matrix: Matrix, spans: list[tuple[int, int]], q: Matrix) -> Matrix:
-    """`matrix[spans] @ q`, in this thread only. A BLAS product spreads over every core, and
-    on a busy machine waits for all its threads to get a turn: 12 ms instead of 3 for the
-    reduced product at 100k notes with other work running, and it would fight the keyword
-    side's thread for the second core. numpy's own loop is as fast as one BLAS thread."""
+    """`matrix[spans] @ q`, in this thread only. A BLAS product of the whole matrix spreads
+    over every core, and on a busy machine waits for all its threads to get a turn: 12 ms
+    instead of 3 for the reduced product at 100k notes with other work running, and it
+    would fight the keyword side's thread for the second core."""
     if len(spans) == 1 and spans[0] == (0, len(matrix)):
         return _dot(matrix, q)
     return np.concatenate([_dot(matrix[a:b], q) for a, b in spans])
 
 
+BLOCK_VALUES = 1 << 18
+"""Floats a product block: OpenBLAS runs a product this small in the calling thread."""
+
+
 def _dot(matrix: Matrix, q: Matrix) -> Matrix:
-    return cast(Matrix, np.einsum("ij,j->i", matrix, q))
+    """`matrix @ q` in blocks that BLAS runs in this thread: at 157,205 × 128 that is 6.0
+    ms a search where numpy's own loop (`einsum`) took 6.8 (the fusion p50 at 100k notes
+    14.6 → 13.5 ms, docs/benchmarks/search-speed.md)."""
+    q = q.astype(matrix.dtype, copy=False)  # np.dot writes into `out` only with one dtype
+    rows = max(1, BLOCK_VALUES // max(1, matrix.shape[1]))
+    if len(matrix) <= rows:
+        return cast(Matrix, matrix @ q)
+    out = np.empty(len(matrix), dtype=np.float32)
+    for start in range(0, len(matrix), rows):
+        np.dot(matrix[start : start + rows], q, out=out[start : start + rows])
+    return out
 
 
 def _largest(values: Matrix, size: int) -> Rows:
