@@ -261,6 +261,60 @@ def test_changing_the_model_reembeds(
     assert not other.refresh().reembedded
 
 
+class Counting:
+    """Another model (by name) that counts what it embeds and can crash mid-way."""
+
+    def __init__(self, embedder: LocalEmbedder, crash_after: int | None = None) -> None:
+        self.name, self.dim, self._embedder = "another-model", embedder.dim, embedder
+        self.texts: list[str] = []
+        self.crash_after = crash_after
+
+    def embed(self, texts: list[str]) -> object:
+        if self.crash_after is not None and len(self.texts) >= self.crash_after:
+            raise RuntimeError("killed")
+        self.texts += texts
+        return self._embedder.embed(texts)
+
+
+def test_a_reembedding_cut_short_goes_on_where_it_stopped_and_embeds_nothing_twice(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie.retrieval import index as index_module
+
+    monkeypatch.setattr(index_module, "EMBED_BATCH", 2)  # one transaction per 2 chunks
+    crashing = Counting(embedder, crash_after=2)
+    with pytest.raises(RuntimeError, match="killed"):  # as a kill after the first batch
+        Index(home, crashing).refresh()  # type: ignore[arg-type]
+    assert len(crashing.texts) == 2
+    assert Index(home, embedder).model == embedder.name  # the old model's name still stands
+
+    resumed = Counting(embedder)
+    other = Index(home, resumed)  # type: ignore[arg-type]
+    report = other.refresh()
+    assert report.reembedded == len(NOTES) - 2
+    assert sorted(crashing.texts + resumed.texts) == sorted(  # every chunk exactly once
+        f"{title}\n{body}" for title, (body, _) in NOTES.items()
+    )
+    assert other.model == "another-model" and other.state(index_module.REEMBED) is None
+    assert titles(Searcher(home, other), "tiled floor", alice)[0] == "Kitchen plan"
+
+
+def test_a_stopping_server_leaves_the_reembedding_for_the_next_start(
+    home: Home, index: Index, embedder: LocalEmbedder
+) -> None:
+    from charlie.retrieval.index import NoteIndex
+
+    stopped = Counting(embedder)
+    home.shared.of(NoteIndex).stop.set()
+    try:
+        report = Index(home, stopped).refresh()  # type: ignore[arg-type]
+    finally:
+        home.shared.of(NoteIndex).stop.clear()
+    assert not report.reembedded and stopped.texts == []
+    assert Index(home, embedder).model == embedder.name  # not marked as re-embedded
+    assert Index(home, Counting(embedder)).refresh().reembedded == len(NOTES)  # type: ignore[arg-type]
+
+
 def test_long_notes_are_chunked(home: Home, project: Project, index: Index, alice: User) -> None:
     filler = " ".join(f"Paragraph {i} talks about ordinary things." for i in range(120))
     notes.create_note(project, "Long note", filler + "\n\nThe secret ingredient is cardamom.")

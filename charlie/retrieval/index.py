@@ -58,6 +58,7 @@ from charlie.retrieval.vectors import VectorTable
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
 EMBED_BATCH = 256
+REEMBED = "reembedded_upto"  # index_state: "<model> <last chunk id>" while re-embedding
 STOP_EVERY = 64  # chunks embedded between two looks at the stop flag
 Matrix = npt.NDArray[np.float32]
 
@@ -337,7 +338,10 @@ class Index:
     def _refresh(self, projects: Sequence[Project] | None) -> RefreshReport:
         report = RefreshReport()
         if self.model not in (None, self.embedder.name):
-            report.reembedded = self._reembed()
+            reembedded = self._reembed()
+            if reembedded is None:
+                return report  # the server stops: the rest is embedded at the next start
+            report.reembedded = reembedded
         chosen = list_projects(self.home) if projects is None else list(projects)
         for project in chosen:
             self._refresh_project(project, report)
@@ -546,13 +550,27 @@ class Index:
                 self._delete_note(row["id"])
                 report.removed.append(f"{slug}/{row['name']}")
 
-    def _reembed(self) -> int:
-        """Vectors from another model are stale: embed every chunk again with this one."""
+    def _reembed(self) -> int | None:
+        """Vectors from another model are stale: embed every chunk again with this one.
+
+        Each batch is stored with a mark of how far it got (`REEMBED`: this model's name and
+        the last chunk id), in the same transaction, so a process killed or stopped mid-way
+        goes on from there next time and embeds no chunk twice. The number of chunks this
+        call embedded; None when the server stopped it first."""
+        name = self.embedder.name
+        upto = 0
+        model, _, last = (self.state(REEMBED) or "").rpartition(" ")
+        if model == name and last.isdigit():
+            upto = int(last)
         rows = self.db.execute(
             "SELECT chunks.id, notes.title, chunks.text FROM chunks JOIN notes ON "
-            "notes.id = chunks.note_id ORDER BY chunks.id"
+            "notes.id = chunks.note_id WHERE chunks.id > ? ORDER BY chunks.id",
+            (upto,),
         ).fetchall()
+        stop = self.home.shared.of(NoteIndex).stop
         for start in range(0, len(rows), EMBED_BATCH):
+            if stop.is_set():
+                return None
             batch = rows[start : start + EMBED_BATCH]
             vectors = self.embedder.embed([f"{r['title']}\n{r['text']}" for r in batch])
             with index_file.transaction(self.db) as db:
@@ -563,6 +581,8 @@ class Index:
                         for v, r in zip(vectors, batch, strict=True)
                     ],
                 )
+                self.set_state(REEMBED, f"{name} {batch[-1]['id']}")
+        self.db.execute("DELETE FROM index_state WHERE key = ?", (REEMBED,))
         return len(rows)
 
     # ------------------------------------------------------------ reading
