@@ -178,10 +178,13 @@ def test_a_new_derivation_removes_the_models_of_earlier_recipes(
     earlier.write_bytes(b"an earlier version's model")
     unrelated = cache / "notes.txt"
     unrelated.write_text("not a model")
+    theirs = cache / "all-MiniLM-L6-v2-quantized.onnx"  # a person's own file, not Charlie's
+    theirs.write_bytes(b"their model")
     current.unlink()  # so this start derives
     LocalEmbedder(cache=cache).load()
-    assert [path.name for path in cached(cache)] == [current.name]
+    assert sorted(path.name for path in cached(cache)) == sorted([current.name, theirs.name])
     assert unrelated.read_text() == "not a model"
+    assert theirs.read_bytes() == b"their model"
 
 
 def test_two_processes_deriving_at_once_both_embed_and_leave_one_whole_model(
@@ -207,3 +210,22 @@ def test_two_processes_deriving_at_once_both_embed_and_leave_one_whole_model(
     assert not list(cache.glob(".deriving-*"))
     first, second = (np.load(tmp_path / f"{i}.npy") for i in range(2))
     np.testing.assert_array_equal(first, second)
+
+
+def test_a_cache_too_full_for_the_derivation_derives_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = int8_model._derive
+    cache = tmp_path / "cache"
+
+    def full_disk_in_the_cache(source: Path, work: Path) -> Path:
+        if work.parent == cache:  # onnx fails this way when the disk fills mid-write
+            raise int8_model.DerivationError("InvalidProtobuf: Protobuf serialization failed")
+        return real(source, work)
+
+    monkeypatch.setattr(int8_model, "_derive", full_disk_in_the_cache)
+    with caplog.at_level(logging.WARNING, logger="charlie.retrieval.int8_model"):
+        vectors = LocalEmbedder(cache=cache).embed(TEXTS)
+    assert vectors.shape == (4, 384)
+    assert not cached(cache)
+    assert "300 MB free" in caplog.text and "CHARLIE_MODEL_CACHE" in caplog.text

@@ -4,6 +4,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from charlie.home import Home
@@ -297,6 +298,32 @@ def test_a_reembedding_cut_short_goes_on_where_it_stopped_and_embeds_nothing_twi
     )
     assert other.model == "another-model" and other.state(index_module.REEMBED) is None
     assert titles(Searcher(home, other), "tiled floor", alice)[0] == "Kitchen plan"
+
+
+def test_going_back_to_the_old_model_after_a_cut_short_reembedding_takes_every_chunk_back(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie.retrieval import index as index_module
+
+    monkeypatch.setattr(index_module, "EMBED_BATCH", 2)
+    with pytest.raises(RuntimeError, match="killed"):
+        Index(home, Counting(embedder, crash_after=2)).refresh()  # type: ignore[arg-type]
+    back = Index(home, embedder)  # the person goes back to the model the index was built with
+    assert back.refresh().reembedded == len(NOTES)  # the 2 chunks with the other model's too
+    assert back.state(index_module.REEMBED) is None and back.model == embedder.name
+    fresh = {
+        title: vector
+        for title, vector in zip(
+            NOTES,
+            embedder.embed([f"{title}\n{body}" for title, (body, _) in NOTES.items()]),
+            strict=True,
+        )
+    }
+    stored = back.db.execute(
+        "SELECT notes.title, chunks.vector FROM chunks JOIN notes ON notes.id = chunks.note_id"
+    ).fetchall()
+    for title, blob in stored:
+        assert float(np.frombuffer(blob, dtype=np.float32) @ fresh[title]) > 0.98
 
 
 def test_a_stopping_server_leaves_the_reembedding_for_the_next_start(

@@ -337,7 +337,10 @@ class Index:
 
     def _refresh(self, projects: Sequence[Project] | None) -> RefreshReport:
         report = RefreshReport()
-        if self.model not in (None, self.embedder.name):
+        # Another model's mark: a re-embedding to it was cut short, and its first chunks hold
+        # its vectors; this model takes every chunk back.
+        cut_short = (self.state(REEMBED) or "").rpartition(" ")[0] not in ("", self.embedder.name)
+        if self.model not in (None, self.embedder.name) or cut_short:
             reembedded = self._reembed()
             if reembedded is None:
                 return report  # the server stops: the rest is embedded at the next start

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -41,6 +42,8 @@ RECIPE = "fused-int8-r2"
 """What the derivation does; a different recipe is a different model (and vector) name."""
 
 DIGEST_CHARS = 16  # of the derived file's sha256, in its name
+DERIVED_NAME = re.compile(r"all-MiniLM-L6-v2-[0-9a-f]{12}-[a-z0-9-]+-r[0-9]+-[0-9a-f]{16}\.onnx")
+"""What Charlie names a derived model (any recipe); nothing else in the cache is removed."""
 LEFTOVER_AGE = 3600.0  # seconds: a derivation's work folder older than this was killed
 
 
@@ -61,12 +64,12 @@ def int8_model(source: Path, source_sha256: str, cache: Path) -> Path | bytes:
         _drop_leftovers(cache)
         with tempfile.TemporaryDirectory(dir=cache, prefix=".deriving-") as work:
             return _keep(_derive(source, Path(work)), cache, prefix)
-    except OSError as exc:
+    except (OSError, DerivationError) as exc:  # a full disk fails inside onnx, not as OSError
         log.warning(
             "Cannot keep the int8 embedding model in %s (%s): it is derived again at each "
-            "start; set CHARLIE_MODEL_CACHE to a folder Charlie can write",
+            "start; set CHARLIE_MODEL_CACHE to a folder Charlie can write, with 300 MB free",
             cache,
-            exc.strerror or exc,
+            getattr(exc, "strerror", None) or exc,
         )
     try:
         with tempfile.TemporaryDirectory(prefix="charlie-model-") as work:
@@ -95,7 +98,8 @@ def _intact(cache: Path, prefix: str) -> Path | None:
 
 
 def _drop_leftovers(cache: Path) -> None:
-    """Work folders of derivations that were killed (about 150 MB each)."""
+    """Work folders of derivations that were killed (about 240 MB each: the folded, rebuilt
+    and derived models)."""
     for folder in cache.glob(".deriving-*"):
         with contextlib.suppress(OSError):
             if time.time() - folder.stat().st_mtime > LEFTOVER_AGE:
@@ -119,7 +123,7 @@ def _drop_other_recipes(cache: Path, prefix: str) -> None:
     """Models an earlier version of Charlie derived by another recipe (58 MB each): this
     version never reads them, and an older one that still runs derives its own again."""
     for path in cache.glob("all-MiniLM-L6-v2-*.onnx"):
-        if not path.name.startswith(prefix):
+        if DERIVED_NAME.fullmatch(path.name) and not path.name.startswith(prefix):
             with contextlib.suppress(OSError):
                 path.unlink()
                 log.info("Removed the embedding model of an earlier recipe: %s", path)
@@ -158,9 +162,7 @@ def _derive(source: Path, work: Path) -> Path:
                 # the fused operators' outputs have no type for onnx's shape inference
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
-    except OSError:
-        raise
-    except DerivationError:
+    except (OSError, DerivationError):
         raise
     except Exception as exc:  # onnx / onnxruntime raise many kinds
         raise DerivationError(f"{type(exc).__name__}: {exc}") from exc
