@@ -337,11 +337,9 @@ class Index:
 
     def _refresh(self, projects: Sequence[Project] | None) -> RefreshReport:
         report = RefreshReport()
-        # Another model's mark: a re-embedding to it was cut short, and its first chunks hold
-        # its vectors; this model takes every chunk back.
-        cut_short = (self.state(REEMBED) or "").rpartition(" ")[0] not in ("", self.embedder.name)
-        if self.model not in (None, self.embedder.name) or cut_short:
-            reembedded = self._reembed()
+        after = self._reembed_after()
+        if after is not None:
+            reembedded = self._reembed(after)
             if reembedded is None:
                 return report  # the server stops: the rest is embedded at the next start
             report.reembedded = reembedded
@@ -553,22 +551,32 @@ class Index:
                 self._delete_note(row["id"])
                 report.removed.append(f"{slug}/{row['name']}")
 
-    def _reembed(self) -> int | None:
-        """Vectors from another model are stale: embed every chunk again with this one.
+    def _reembed_after(self) -> int | None:
+        """The chunk id after which chunks must be embedded again with this model (0: all),
+        or None when every stored vector is this model's.
 
-        Each batch is stored with a mark of how far it got (`REEMBED`: this model's name and
-        the last chunk id), in the same transaction, so a process killed or stopped mid-way
-        goes on from there next time and embeds no chunk twice. The number of chunks this
-        call embedded; None when the server stopped it first."""
+        A re-embedding stores with each batch a mark of how far it got (`REEMBED`: the
+        model's name and the last chunk id); this model's mark says where to go on, another
+        model's says that a re-embedding to it was cut short and its first chunks hold its
+        vectors."""
         name = self.embedder.name
-        upto = 0
         model, _, last = (self.state(REEMBED) or "").rpartition(" ")
         if model == name and last.isdigit():
-            upto = int(last)
+            return int(last)
+        if model or self.model not in (None, name):
+            return 0
+        return None
+
+    def _reembed(self, after: int) -> int | None:
+        """Vectors from another model are stale: embed every chunk after the id `after`
+        again with this one, each batch stored with its mark in the same transaction, so a
+        process killed or stopped mid-way goes on from there next time and embeds no chunk
+        twice. The number of chunks this call embedded; None when the server stopped it."""
+        name = self.embedder.name
         rows = self.db.execute(
             "SELECT chunks.id, notes.title, chunks.text FROM chunks JOIN notes ON "
             "notes.id = chunks.note_id WHERE chunks.id > ? ORDER BY chunks.id",
-            (upto,),
+            (after,),
         ).fetchall()
         stop = self.home.shared.of(NoteIndex).stop
         for start in range(0, len(rows), EMBED_BATCH):

@@ -177,7 +177,7 @@ def _dot(matrix: Matrix, q: Matrix) -> Matrix:
     rows = max(1, BLOCK_VALUES // max(1, matrix.shape[1]))
     if len(matrix) <= rows:
         return cast(Matrix, matrix @ q)
-    out = np.empty(len(matrix), dtype=np.float32)
+    out = np.empty(len(matrix), dtype=matrix.dtype)
     for start in range(0, len(matrix), rows):
         np.dot(matrix[start : start + rows], q, out=out[start : start + rows])
     return out
