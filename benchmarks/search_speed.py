@@ -1149,7 +1149,7 @@ def vector_table(vectors: Any, qs: Any, clock: Callable[..., float]) -> dict[str
         ),
         "same_100_notes_in_order": same_notes,
         "same_400_chunks": same_chunks,
-        "reduced_mib": round(table.reduced.rows.nbytes / 2**20, 1) if table.reduced else 0,
+        "reduced_mib": round(table.reduced.codes.nbytes / 2**20, 1) if table.reduced else 0,
     }
 
 

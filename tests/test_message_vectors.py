@@ -206,7 +206,7 @@ def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) 
     again = back.conversations[7]
     assert again.tabled == 3_000 and again.table is not None
     assert again.table.reduced is not None and table.table.reduced is not None
-    np.testing.assert_array_equal(again.table.reduced.rows, table.table.reduced.rows)
+    np.testing.assert_array_equal(again.table.reduced.codes, table.table.reduced.codes)
     for query in rows[:20] + 0.1 * rng.standard_normal((20, 384)).astype(np.float32):
         query /= np.linalg.norm(query)
         found, expected = again.top(query, 10), table.top(query, 10)

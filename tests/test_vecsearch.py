@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from charlie.retrieval.embeddings import LocalEmbedder
-from charlie.retrieval.vectors import VectorTable
+from charlie.retrieval.vectors import VectorTable, integer_product
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -64,7 +64,7 @@ def test_edge_cases_return_what_there_is() -> None:
 def test_the_two_stage_search_returns_exact_cosines_of_its_rows() -> None:
     matrix = unit_rows(3000, dim=64)
     table = VectorTable(matrix, dims=16, exact_below=0, min_shortlist=100)
-    assert table.reduced is not None and table.reduced.rows.shape == (3000, 16)
+    assert table.reduced is not None and table.reduced.codes.shape == (3000, 16)
     q = matrix[42]
     rows, sims = table.top(q, 10)
     assert rows[0] == 42
@@ -99,3 +99,23 @@ def test_two_stage_finds_the_brute_force_top_k_on_real_embeddings(embedded: np.n
             recall += len(set(truth) & set(rows.tolist())) / k
         assert recall / len(queries) >= 0.995, k
         assert identical >= 0.95 * len(queries), k
+
+
+def test_the_first_stage_multiplies_8_bit_codes_exactly_in_integers() -> None:
+    matrix = unit_rows(3000, dim=64)
+    table = VectorTable(matrix, dims=16, exact_below=0, min_shortlist=100)
+    reduced = table.reduced
+    assert reduced is not None and reduced.codes.dtype == np.uint8
+    assert reduced.codes.min() >= 1 and reduced.codes.max() == 255  # ±127 around 128
+    # The extremes, where 8-bit pair sums in 16 bits would saturate: exact in int32.
+    extreme = np.full((40, 16), 255, dtype=np.uint8)
+    extreme[::2] = 1
+    for q7 in (np.full((16, 1), 63, dtype=np.int8), np.full((16, 1), -63, dtype=np.int8)):
+        expected = (extreme.astype(np.int32) - 128) @ q7.astype(np.int32)
+        np.testing.assert_array_equal(integer_product(extreme, q7), expected[:, 0])
+    q7 = np.random.default_rng(3).integers(-63, 64, size=(16, 1)).astype(np.int8)
+    expected = (reduced.codes.astype(np.int32) - 128) @ q7.astype(np.int32)
+    np.testing.assert_array_equal(integer_product(reduced.codes, q7), expected[:, 0])
+    # Decoded, the codes are the projected rows to half a step of their column's scale.
+    decoded = (reduced.codes.astype(np.float32) - 128) * reduced.scales
+    assert np.all(np.abs(decoded - matrix @ reduced.basis) <= reduced.scales / 2 + 1e-6)

@@ -215,7 +215,8 @@ def _table(
         dims = arrays[f"{conversation_id}.basis"].shape[-1]
         expected |= {
             "basis": (np.float32, (dim, dims)),
-            "rows": (np.float32, (tabled, dims)),
+            "codes": (np.uint8, (tabled, dims)),
+            "scales": (np.float32, (dims,)),
             "lost": (np.float32, (tabled,)),
         }
     parts = {name: arrays[f"{conversation_id}.{name}"] for name in expected}
@@ -226,13 +227,13 @@ def _table(
     table.ids, table.at = parts["ids"], parts["at"]  # type: ignore[assignment]
     table.store, table.count = parts["vectors"], count  # type: ignore[assignment]
     if tabled:
-        stage = (parts["basis"], parts["rows"], parts["lost"])
+        stage = tuple(parts[name] for name in FIRST_STAGE)
         table.table = VectorTable(table.store[:tabled], first_stage=stage)  # type: ignore[arg-type]
         table.tabled = tabled
     return table
 
 
-FIRST_STAGE = ("basis", "rows", "lost")
+FIRST_STAGE = ("basis", "codes", "scales", "lost")
 
 
 Picture = tuple[dict[str, object], list[tuple[str, npt.NDArray[np.generic]]]]
@@ -255,8 +256,9 @@ def picture(loaded: LoadedVectors, model: str, dim: int) -> Picture:
         ]
         stage = None if first is None else first.first_stage()
         if stage is not None:
+            kept: tuple[npt.NDArray[np.generic], ...] = stage
             arrays += [
-                (f"{conversation_id}.{p}", a) for p, a in zip(FIRST_STAGE, stage, strict=True)
+                (f"{conversation_id}.{p}", a) for p, a in zip(FIRST_STAGE, kept, strict=True)
             ]
         listed.append((conversation_id, count, 0 if stage is None else len(stage[1])))
     meta: dict[str, object] = {

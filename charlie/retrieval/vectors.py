@@ -20,14 +20,16 @@ caller keeps whatever they stand for.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 Matrix = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
+Codes = npt.NDArray[np.uint8]
 
 EXACT_BELOW = 20_000  # rows: below this, the exact product alone is as fast
 REDUCED_DIMS = 128
@@ -35,6 +37,8 @@ SAMPLE_ROWS = 8_192  # rows whose singular vectors give the projection
 MIN_SHORTLIST = 2_000
 SHORTLIST_PER_RESULT = 10
 RESIDUAL_WEIGHT = 0.4
+
+FirstStage = tuple[Matrix, Codes, Matrix, Matrix]  # basis, codes, scales, lost
 
 
 class VectorTable:
@@ -53,7 +57,7 @@ class VectorTable:
         min_shortlist: int = MIN_SHORTLIST,
         shortlist_per_result: int = SHORTLIST_PER_RESULT,
         seed: int = 0,
-        first_stage: tuple[Matrix, Matrix, Matrix] | None = None,
+        first_stage: FirstStage | None = None,
     ) -> None:
         self.matrix: Matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         if self.matrix.ndim != 2:
@@ -71,11 +75,13 @@ class VectorTable:
         else:
             self.reduced = None
 
-    def first_stage(self) -> tuple[Matrix, Matrix, Matrix] | None:
-        """What the first stage was built from this matrix (basis, rows, lost), to keep."""
+    def first_stage(self) -> FirstStage | None:
+        """What the first stage was built from this matrix (basis, codes, scales, lost), to
+        keep."""
         if self.reduced is None:
             return None
-        return self.reduced.basis, self.reduced.rows, self.reduced.lost
+        reduced = self.reduced
+        return reduced.basis, reduced.codes, reduced.scales, reduced.lost
 
     def __len__(self) -> int:
         return len(self.matrix)
@@ -113,7 +119,14 @@ class VectorTable:
 class Reduced:
     """The first stage: every row projected onto the top `dims` right-singular vectors of a
     sample of the rows (not centred: dot products, not distances to the mean, are what must
-    survive), and the length of what each row lost in the projection."""
+    survive), and the length of what each row lost in the projection.
+
+    The projected rows are kept as 8-bit codes (one scale per dimension), a quarter of the
+    bytes of float32: the first stage reads every row, and at 157,000 rows the float copy
+    (77 MiB) no longer fits in the cache, so its product waits on memory. The codes'
+    product is onnxruntime's integer matrix product (`integer_product`), 2.6× faster than
+    the float one on this machine's 2 cores; it only ranks the shortlist, whose cosines
+    are exact."""
 
     def __init__(self, matrix: Matrix, dims: int, seed: int) -> None:
         rng = np.random.default_rng(seed)
@@ -125,14 +138,15 @@ class Reduced:
         values, vectors = np.linalg.eigh(sample64.T @ sample64)
         top = vectors[:, np.argsort(values)[::-1][:dims]]
         self.basis: Matrix = np.ascontiguousarray(top, dtype=np.float32)  # (dim, dims)
-        self.rows: Matrix = matrix @ self.basis  # (rows, dims)
-        kept = np.einsum("ij,ij->i", self.rows, self.rows)
+        projected = matrix @ self.basis  # (rows, dims)
+        kept = np.einsum("ij,ij->i", projected, projected)
         self.lost: Matrix = np.sqrt(np.clip(1.0 - kept, 0.0, None)).astype(np.float32)
+        self.codes, self.scales = _encoded(projected)
 
     @classmethod
-    def restored(cls, basis: Matrix, rows: Matrix, lost: Matrix) -> Reduced:
+    def restored(cls, basis: Matrix, codes: Codes, scales: Matrix, lost: Matrix) -> Reduced:
         reduced = cls.__new__(cls)
-        reduced.basis, reduced.rows, reduced.lost = basis, rows, lost
+        reduced.basis, reduced.codes, reduced.scales, reduced.lost = basis, codes, scales, lost
         return reduced
 
     def shortlist(self, q: Matrix, spans: list[tuple[int, int]], size: int) -> Rows:
@@ -145,9 +159,78 @@ class Reduced:
         instead of ~97% (measured with tests/test_vecsearch.py's texts)."""
         projected = q @ self.basis
         lost = float(np.sqrt(max(0.0, float(q @ q) - float(projected @ projected))))
-        coarse = _product(self.rows, spans, projected)
+        coarse = _coded_product(self.codes, spans, projected * self.scales)
         coarse += RESIDUAL_WEIGHT * lost * _slices(self.lost, spans)
         return _largest(coarse, size)
+
+
+CODE_ZERO = 128  # a code is round(value / scale) + 128: 1..255
+QUERY_LEVELS = 63
+"""The query's codes are 7-bit (−63..63): a CPU without VNNI sums pairs of 8-bit products in
+16 bits, which saturates for two 255 × 127 but never for two 255 × 63."""
+
+
+def _encoded(projected: Matrix) -> tuple[Codes, Matrix]:
+    """`projected`'s rows as 8-bit codes with one scale per column (its largest |value| is
+    code 255 or 1), and the scales."""
+    top = np.abs(projected).max(axis=0) if len(projected) else np.ones(projected.shape[1])
+    scales = (np.where(top > 0, top, 1.0) / 127).astype(np.float32)
+    codes = np.rint(projected / scales) + CODE_ZERO
+    return np.ascontiguousarray(codes, dtype=np.uint8), scales
+
+
+def _coded_product(codes: Codes, spans: list[tuple[int, int]], q: Matrix) -> Matrix:
+    """About `decoded codes[spans] @ q`: `q` (already scaled per column) in 7-bit codes of
+    one step, and the integer product of the two, times the step."""
+    top = float(np.abs(q).max())
+    step = top / QUERY_LEVELS if top > 0 else 1.0
+    q7 = np.rint(q / step).astype(np.int8).reshape(-1, 1)
+    parts = [integer_product(codes[a:b], q7) for a, b in spans]
+    summed = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return cast(Matrix, summed.astype(np.float32) * np.float32(step))
+
+
+def integer_product(codes: Codes, q7: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
+    """`(codes − 128) @ q7` in int32, exactly, for a C-ordered (rows, dims) uint8 `codes`
+    and a (dims, 1) int8 `q7`: onnxruntime's `MatMulInteger` in the calling thread. numpy
+    has no integer BLAS (its own int8 loop is 4× slower than float32 BLAS); this is 2.6×
+    faster than it, on a quarter of the bytes."""
+    out = _integer_session().run(None, {"codes": codes, "query": q7})[0]
+    return cast(npt.NDArray[np.int32], out.reshape(-1))
+
+
+_SESSION: list[object] = []  # the one integer-product session of the process, made on first use
+_SESSION_LOCK = threading.Lock()
+
+
+def _integer_session() -> Any:
+    with _SESSION_LOCK:
+        if not _SESSION:
+            import onnxruntime
+            from onnx import TensorProto, helper
+
+            graph = helper.make_graph(
+                [helper.make_node("MatMulInteger", ["codes", "query", "zero"], ["product"])],
+                "coded_product",
+                [
+                    helper.make_tensor_value_info("codes", TensorProto.UINT8, ["rows", "dims"]),
+                    helper.make_tensor_value_info("query", TensorProto.INT8, ["dims", 1]),
+                ],
+                [helper.make_tensor_value_info("product", TensorProto.INT32, ["rows", 1])],
+                [helper.make_tensor("zero", TensorProto.UINT8, [], [CODE_ZERO])],
+            )
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+            model.ir_version = 8
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = 1  # one core: the keyword side has the other
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            _SESSION.append(
+                onnxruntime.InferenceSession(
+                    model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                )
+            )
+        return _SESSION[0]
 
 
 def _clip(rows: Sequence[tuple[int, int]], length: int) -> list[tuple[int, int]]:
