@@ -7,8 +7,11 @@ never edit one that has shipped.
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +28,8 @@ from charlie.errors import (
     DiskError,
     DiskFull,
 )
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT = 10.0  # seconds a connection waits for another process's write lock
 # SQLite's primary result codes (the low byte of an extended code).
@@ -418,13 +423,46 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
 ]
 
 
+PRIVATE_MODE = 0o600
+
+
+def keep_private(path: Path) -> None:
+    """Make the database at `path`, which holds people's messages (private channels
+    included), readable and writable by its owner only, whatever the umask: created so
+    when missing, narrowed when it (or its -wal, -shm) is open to others, as files made
+    before this was done are. SQLite gives the -wal and -shm it creates the database's own
+    mode. Only regular files are touched, at the path links lead to (where SQLite keeps
+    the -wal), and a mode is only narrowed, never widened (a read-only file stays so).
+    What cannot be narrowed (another owner's file) is logged; a file that cannot be made
+    (a read-only folder, no room) is left for the connection to report."""
+    real = Path(os.path.realpath(path))
+    try:
+        os.close(os.open(real, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE))
+        return
+    except FileExistsError:
+        pass
+    except OSError:
+        return
+    for part in (real, Path(f"{real}-wal"), Path(f"{real}-shm")):
+        try:
+            found = os.lstat(part)
+            if stat.S_ISREG(found.st_mode) and found.st_mode & 0o077:
+                os.chmod(part, stat.S_IMODE(found.st_mode) & 0o700)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("%s stays readable by others: %s", part, exc)
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the database at `path` and bring it up to date.
+    """Open (creating if needed) the database at `path` and bring it up to date; it is
+    readable by its owner only (`keep_private`).
 
     A full disk, an I/O error, a read-only file, a busy or a damaged database each raise
     their own `DatabaseError`, saying what to do.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    keep_private(path)
     try:
         db = sqlite3.connect(
             path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False

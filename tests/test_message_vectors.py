@@ -183,14 +183,23 @@ def test_the_indexer_keeps_the_file_once_it_has_caught_up(boat) -> None:
     assert found is not None and found[0].count == len(LINES)
 
 
-def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) -> None:
-    rng = np.random.default_rng(3)
-    rows = rng.standard_normal((3_000, 384)).astype(np.float32)
+def tabled_conversation(
+    count: int, rng: np.random.Generator
+) -> tuple[ConversationVectors, np.ndarray]:
+    """A conversation of `count` random unit vectors, all of them in a two-stage table."""
+    rows = rng.standard_normal((count, 384)).astype(np.float32)
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
     table = ConversationVectors(384)
-    table.append(list(range(1, 3_001)), [float(n) for n in range(3_000)], rows)
-    table.table, table.tabled = VectorTable(rows, exact_below=1_000), 3_000
-    loaded = LoadedVectors("g1", upto=3_000, conversations={7: table})
+    table.append(list(range(1, count + 1)), [float(n) for n in range(count)], rows)
+    table.table, table.tabled = VectorTable(rows, exact_below=1_000), count
+    return table, rows
+
+
+def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) -> None:
+    """Over 20,000 rows: the table read back searches with the codes it reads."""
+    rng = np.random.default_rng(3)
+    table, rows = tabled_conversation(20_500, rng)
+    loaded = LoadedVectors("g1", upto=20_500, conversations={7: table})
     path = tmp_path / "index.db-vectors"
     assert write_file(path, picture(loaded, "model", 384))
     found = read_file(path)
@@ -200,11 +209,11 @@ def test_a_large_conversations_first_stage_comes_back_unchanged(tmp_path: Path) 
         "g1",
         "model",
         384,
-        3_000,
-        3_000,
+        20_500,
+        20_500,
     )
     again = back.conversations[7]
-    assert again.tabled == 3_000 and again.table is not None
+    assert again.tabled == 20_500 and again.table is not None
     assert again.table.reduced is not None and table.table.reduced is not None
     np.testing.assert_array_equal(again.table.reduced.codes, table.table.reduced.codes)
     for query in rows[:20] + 0.1 * rng.standard_normal((20, 384)).astype(np.float32):
@@ -353,3 +362,20 @@ def test_a_fifo_or_a_folder_in_the_files_place_changes_nothing(boat) -> None:
     assert forgotten not in by_id(another_process(home).vectors())
     (vectors,) = index.db.execute("SELECT count(*) FROM messages WHERE id = ?", (forgotten,))
     assert tuple(vectors) == (0,)
+
+
+@pytest.mark.parametrize("basis", ["a single number", "no dimensions", "more than the vectors"])
+def test_a_first_stage_of_no_sensible_size_is_not_read(tmp_path: Path, basis: str) -> None:
+    table, _ = tabled_conversation(1_500, np.random.default_rng(5))
+    meta, arrays = picture(LoadedVectors("g1", upto=1_500, conversations={7: table}), "m", 384)
+    named = dict(arrays)
+    dims = {"a single number": None, "no dimensions": 0, "more than the vectors": 400}[basis]
+    if dims is None:
+        named["7.basis"] = np.float32(1.0).reshape(())
+    else:
+        named["7.basis"] = np.zeros((384, dims), dtype=np.float32)
+        named["7.codes"] = np.zeros((1_500, dims), dtype=np.uint8)
+        named["7.scales"] = np.ones(dims, dtype=np.float32)
+    path = tmp_path / "index.db-vectors"
+    array_file.write(path, meta, list(named.items()))
+    assert read_file(path) is None

@@ -342,6 +342,38 @@ def test_a_stopping_server_leaves_the_reembedding_for_the_next_start(
     assert Index(home, Counting(embedder)).refresh().reembedded == len(NOTES)  # type: ignore[arg-type]
 
 
+class Wider(Counting):
+    """A model of another size: the packaged vectors followed by as many zeros."""
+
+    def __init__(self, embedder: LocalEmbedder, crash_after: int | None = None) -> None:
+        super().__init__(embedder, crash_after)
+        self.name, self.dim = "wider-model", 2 * embedder.dim
+
+    def embed(self, texts: list[str]) -> object:
+        vectors = np.asarray(super().embed(texts))
+        return np.hstack([vectors, np.zeros_like(vectors)])
+
+
+def test_a_cut_short_reembedding_to_a_model_of_another_size_still_searches_and_says_so(
+    home: Home, index: Index, alice: User, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from charlie.retrieval import index as index_module
+
+    monkeypatch.setattr(index_module, "EMBED_BATCH", 2)
+    with pytest.raises(RuntimeError, match="killed"):  # 2 chunks of the wider size stored
+        Index(home, Wider(embedder, crash_after=2)).refresh()  # type: ignore[arg-type]
+    for model, searched in ((Wider(embedder), 2), (embedder, len(NOTES) - 2)):
+        half = Index(home, model)  # type: ignore[arg-type]
+        assert len(half.vectors().chunk_ids) == searched  # only vectors of its own size
+        result = Searcher(home, half).search("tiled floor", alice)
+        assert "Kitchen plan" in [hit.title for hit in result.hits]  # found by its words
+        assert result.incomplete is not None
+        assert f"embedded again for the model {model.name}" in result.incomplete
+    done = Index(home, Wider(embedder))  # type: ignore[arg-type]
+    assert done.refresh().reembedded == len(NOTES) - 2
+    assert done.incomplete() is None and len(done.vectors().chunk_ids) == len(NOTES)
+
+
 def test_long_notes_are_chunked(home: Home, project: Project, index: Index, alice: User) -> None:
     filler = " ".join(f"Paragraph {i} talks about ordinary things." for i in range(120))
     notes.create_note(project, "Long note", filler + "\n\nThe secret ingredient is cardamom.")

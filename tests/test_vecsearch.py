@@ -119,3 +119,15 @@ def test_the_first_stage_multiplies_8_bit_codes_exactly_in_integers() -> None:
     # Decoded, the codes are the projected rows to half a step of their column's scale.
     decoded = (reduced.codes.astype(np.float32) - 128) * reduced.scales
     assert np.all(np.abs(decoded - matrix @ reduced.basis) <= reduced.scales / 2 + 1e-6)
+
+
+def test_a_broken_row_spoils_neither_the_projection_nor_the_codes_of_the_others() -> None:
+    matrix = unit_rows(3000, dim=64)
+    broken = matrix.copy()
+    broken[::500] = np.nan  # a model that answered garbage for a few texts
+    table = VectorTable(broken, dims=16, exact_below=0, min_shortlist=100)
+    assert table.reduced is not None and np.isfinite(table.reduced.basis).all()
+    assert np.isfinite(table.reduced.scales).all()
+    q = matrix[42]
+    rows, _ = table.top(q, 10)
+    assert rows[0] == 42 and not set(range(0, 3000, 500)) & set(rows.tolist())

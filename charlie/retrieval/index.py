@@ -78,7 +78,7 @@ class RefreshReport:
 
 @dataclass(frozen=True)
 class Vectors:
-    """Every chunk vector in memory, searched by cosine (`table`, see `charlie.vecsearch`).
+    """Every chunk vector in memory, searched by cosine (`table`, see `retrieval.vectors`).
     Rows are grouped by project, so one project's vectors are one contiguous slice
     (`spans`)."""
 
@@ -362,7 +362,18 @@ class Index:
         return report
 
     def incomplete(self) -> str | None:
-        """Why this index's results are incomplete (it is still being filled), or None."""
+        """Why this index's results are incomplete (it is still being filled, or its notes
+        are being embedded again for this model), or None."""
+        after = self._reembed_after()
+        if after is not None:
+            done, total = self.db.execute(
+                "SELECT coalesce(sum(id <= ?), 0), count(*) FROM chunks", (after,)
+            ).fetchone()
+            return (
+                f"The notes are being embedded again for the model {self.embedder.name} "
+                f"({done} of {total} passages so far): until it is done, search results may "
+                "miss some notes or rank them differently. No note is lost."
+            )
         if self.state(index_file.FILLING) is None:
             return None
         notes = int(self.db.execute("SELECT count(*) FROM notes").fetchone()[0])
@@ -613,7 +624,11 @@ class Index:
         generation = self.state("generation") or ""
         kept = self.home.shared.of(NoteIndex)
         cached = kept.vectors
-        if cached is not None and cached[0] == generation:
+        if (
+            cached is not None
+            and cached[0] == generation
+            and cached[1].table.dim == self.embedder.dim
+        ):
             return cached[1]
         with self.lock:
             db = self.db
@@ -628,6 +643,10 @@ class Index:
             finally:
                 if db.in_transaction:
                     db.execute("COMMIT")
+            # A re-embedding to a model of another size, cut short, leaves vectors of both
+            # sizes: this model's are searched, the rest wait for it (their words are found).
+            size = 4 * self.embedder.dim
+            rows = [row for row in rows if row[3] is not None and len(row[3]) == size]
             blob = b"".join(row[3] for row in rows)  # one copy, not one per row
             matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.embedder.dim)
             project_ids = np.array([r[2] for r in rows], dtype=np.int64)

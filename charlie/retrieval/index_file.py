@@ -171,6 +171,7 @@ def what_is_wrong(db: sqlite3.Connection) -> str | None:
 
 
 def connect(path: Path) -> Connection:
+    database.keep_private(path)  # its FTS5 tables hold the words of private channels too
     db = sqlite3.connect(
         path,
         timeout=database.BUSY_TIMEOUT,

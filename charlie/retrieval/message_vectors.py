@@ -212,7 +212,10 @@ def _table(
         "vectors": (np.float32, (count, dim)),
     }
     if tabled:
-        dims = arrays[f"{conversation_id}.basis"].shape[-1]
+        basis = arrays[f"{conversation_id}.basis"]
+        dims = basis.shape[-1] if basis.ndim == 2 else 0
+        if not 1 <= dims <= dim:
+            return None
         expected |= {
             "basis": (np.float32, (dim, dims)),
             "codes": (np.uint8, (tabled, dims)),

@@ -70,6 +70,7 @@ class VectorTable:
         rows, dim = self.matrix.shape
         if first_stage is not None:  # built before from this matrix (`first_stage()`), kept
             self.reduced: Reduced | None = Reduced.restored(*first_stage)
+            self.reduced.check(rows, dim)
         elif rows >= exact_below and dims < dim:
             self.reduced = Reduced(self.matrix, dims, seed)
         else:
@@ -132,7 +133,7 @@ class Reduced:
         rng = np.random.default_rng(seed)
         rows = len(matrix)
         sample = matrix[np.sort(rng.choice(rows, min(rows, SAMPLE_ROWS), replace=False))]
-        sample64 = sample.astype(np.float64)
+        sample64 = sample[np.isfinite(sample).all(axis=1)].astype(np.float64)  # NaN: not one
         # The right-singular vectors are the eigenvectors of the (dim × dim) Gram matrix:
         # 60 ms where the SVD of the sample takes ten times as long.
         values, vectors = np.linalg.eigh(sample64.T @ sample64)
@@ -148,6 +149,18 @@ class Reduced:
         reduced = cls.__new__(cls)
         reduced.basis, reduced.codes, reduced.scales, reduced.lost = basis, codes, scales, lost
         return reduced
+
+    def check(self, rows: int, dim: int) -> None:
+        """Raise ValueError unless this first stage fits a matrix of `rows` × `dim`."""
+        dims = self.basis.shape[-1] if self.basis.ndim == 2 else 0
+        if not (
+            1 <= dims <= dim
+            and self.basis.shape == (dim, dims)
+            and self.codes.shape == (rows, dims)
+            and self.scales.shape == (dims,)
+            and self.lost.shape == (rows,)
+        ):
+            raise ValueError(f"this first stage does not fit a {rows} × {dim} matrix")
 
     def shortlist(self, q: Matrix, spans: list[tuple[int, int]], size: int) -> Rows:
         """Positions (in `spans`' concatenation) of the `size` rows most promising for `q`.
@@ -173,9 +186,10 @@ QUERY_LEVELS = 63
 def _encoded(projected: Matrix) -> tuple[Codes, Matrix]:
     """`projected`'s rows as 8-bit codes with one scale per column (its largest |value| is
     code 255 or 1), and the scales."""
-    top = np.abs(projected).max(axis=0) if len(projected) else np.ones(projected.shape[1])
+    finite = np.nan_to_num(projected, nan=0.0, posinf=0.0, neginf=0.0)  # a broken row: 0s
+    top = np.abs(finite).max(axis=0) if len(finite) else np.ones(finite.shape[1])
     scales = (np.where(top > 0, top, 1.0) / 127).astype(np.float32)
-    codes = np.rint(projected / scales) + CODE_ZERO
+    codes = np.rint(finite / scales) + CODE_ZERO
     return np.ascontiguousarray(codes, dtype=np.uint8), scales
 
 

@@ -147,6 +147,7 @@ def _copy_database(source: Path, copy: Path) -> None:
             src.execute("BEGIN")
             src.execute("SELECT count(*) FROM sqlite_master").fetchone()
         with database.storage_errors(copy):
+            database.keep_private(copy)
             dst = sqlite3.connect(copy, isolation_level=None)
             try:
                 src.backup(dst, pages=PAGES_PER_STEP, progress=_pause)
