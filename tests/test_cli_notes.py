@@ -1,4 +1,5 @@
 import json
+import sqlite3
 from pathlib import Path
 
 from conftest import Cli
@@ -115,3 +116,15 @@ def test_import_folder(charlie: Cli, tmp_path: Path) -> None:
     result = charlie("notes", "import", str(vault), "-p", "vault")
     assert result.stdout == "Imported 2 notes, skipped 0.\n"
     assert charlie("notes", "list", "-p", "vault").stdout == "one\tOne\ntwo\tTwo\n"
+
+
+def test_a_search_after_a_model_change_says_it_embeds_the_notes_again(charlie: Cli) -> None:
+    seed(charlie)
+    assert charlie("search", "oak worktops").stderr == ""
+    with Home.open(load_settings()) as home, sqlite3.connect(home.index_path) as index:
+        index.execute("UPDATE index_state SET value = 'an-older-model' WHERE key = 'embedder'")
+    after = charlie("search", "oak worktops")
+    assert after.stderr.startswith("Embedding 2 passages of your notes again for the model ")
+    assert "Stopping is safe" in after.stderr
+    assert after.stdout.splitlines()[0].startswith("1. Kitchen plan  [home/kitchen-plan]")
+    assert charlie("search", "oak worktops").stderr == ""  # once

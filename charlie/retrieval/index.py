@@ -361,14 +361,23 @@ class Index:
             self._bump()
         return report
 
+    def reembedding(self) -> tuple[int, int] | None:
+        """(passages done, passages in all) while the notes are to be embedded again for
+        this model, or None when every stored vector is this model's."""
+        after = self._reembed_after()
+        if after is None:
+            return None
+        done, total = self.db.execute(
+            "SELECT coalesce(sum(id <= ?), 0), count(*) FROM chunks", (after,)
+        ).fetchone()
+        return int(done), int(total)
+
     def incomplete(self) -> str | None:
         """Why this index's results are incomplete (it is still being filled, or its notes
         are being embedded again for this model), or None."""
-        after = self._reembed_after()
-        if after is not None:
-            done, total = self.db.execute(
-                "SELECT coalesce(sum(id <= ?), 0), count(*) FROM chunks", (after,)
-            ).fetchone()
+        reembedding = self.reembedding()
+        if reembedding is not None:
+            done, total = reembedding
             return (
                 f"The notes are being embedded again for the model {self.embedder.name} "
                 f"({done} of {total} passages so far): until it is done, search results may "

@@ -87,6 +87,15 @@ def distilled_line(result: distill.DistillResult) -> str:
 def open_index(home: Home) -> Index:
     """The notes index, brought up to date with the files (only changed files are read)."""
     index = Index(home, embeddings.from_settings(home.settings))
+    reembedding = index.reembedding()
+    if reembedding is not None:
+        done, total = reembedding
+        click.echo(
+            f"Embedding {total - done} passages of your notes again for the model "
+            f"{index.embedder.name}: once after a model change, about a minute per 10,000 on "
+            "two cores. Stopping is safe: it goes on from there next time.",
+            err=True,
+        )
     report = index.refresh()
     for path, reason in report.problems:
         click.echo(f"Skipped {path}: {reason}", err=True)
