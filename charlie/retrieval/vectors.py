@@ -307,7 +307,8 @@ def _rows_at(spans: list[tuple[int, int]], at: Rows) -> Rows:
 
 
 def _best(sims: Matrix, k: int, rows_at: Callable[[Rows], Rows]) -> tuple[Rows, Matrix]:
-    """The `k` best of `sims`, best first (ties go to the lower row), as matrix rows."""
+    """The `k` best of `sims`, best first, as matrix rows; equal scores in the order of their
+    rows (which of several rows tied at the k-th score are kept is not defined)."""
     at = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
     rows, best = rows_at(at), sims[at]
     order = np.lexsort((rows, -best))
