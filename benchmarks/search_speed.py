@@ -1007,6 +1007,8 @@ def diagnostics(
     out["idf_count_query_ms"] = {"terms": len(counts), "p50": median_ms(counts)}
     out["idf_count_query_ms"]["max"] = round(max(counts) * 1000, 3) if counts else None
 
+    out["bm25_cost"] = bm25_cost(db)
+
     # Loading the vectors: the shipped row-by-row copy against one frombuffer of the blobs.
     start = time.perf_counter()
     rows = db.execute(
@@ -1048,6 +1050,42 @@ def diagnostics(
     files = _scan(home.settings.projects_dir)
     out["scandir_walk_ms"] = {"files": files, "ms": round((time.perf_counter() - start) * 1000, 1)}
     return out
+
+
+def bm25_cost(db: Any, points: int = 12) -> dict[str, Any]:
+    """What FTS5's `bm25()` costs a matched row: single terms of a spread of frequencies
+    (from the vocabulary's 30th percentile to its commonest), each counted and ranked (best
+    of 5 runs), and the least-squares cost per row of ranking over counting."""
+    vocab = db.execute("SELECT term, doc FROM chunks_vocab ORDER BY doc").fetchall()
+    if len(vocab) < points:
+        return {"skipped": "too few terms"}
+    picks = [vocab[int(i)] for i in np.linspace(len(vocab) * 0.3, len(vocab) - 1, points)]
+
+    def best_ms(sql: str, term: str) -> tuple[float, list[Any]]:
+        runs, found = [], []
+        for _ in range(5):
+            start = time.perf_counter()
+            found = db.execute(sql, (f'"{term}"',)).fetchall()
+            runs.append(time.perf_counter() - start)
+        return round(min(runs) * 1000, 3), found
+
+    terms = []
+    for term, _docs in picks:
+        counted, found = best_ms("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", term)
+        ranked, _ = best_ms(
+            "SELECT rowid, bm25(chunks_fts, 2.0, 1.0, 0.0, 0.0) AS rank FROM chunks_fts "
+            "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT 1",
+            term,
+        )
+        matched = int(found[0][0])  # the term as a query matches (its stem stemmed again)
+        terms.append({"term": term, "chunks": matched, "count_ms": counted, "bm25_ms": ranked})
+    terms = [t for t in terms if t["chunks"]]
+    if not terms:
+        return {"skipped": "no term matched"}
+    rows = np.array([t["chunks"] for t in terms], dtype=np.float64)
+    extra = np.array([t["bm25_ms"] - t["count_ms"] for t in terms])
+    slope = float(rows @ extra / (rows @ rows))
+    return {"terms": terms, "us_per_row": round(slope * 1000, 3)}
 
 
 def _bob(home: Any) -> tuple[Any]:
@@ -1600,7 +1638,37 @@ def plot(data: dict[str, Any], folder: Path) -> list[Path]:
     breakdown_path = folder / "search-speed-breakdown.png"
     fig.savefig(breakdown_path)
     plt.close(fig)
-    return [latency_path, breakdown_path]
+    return [latency_path, breakdown_path, *plot_bm25_cost(results, folder)]
+
+
+def plot_bm25_cost(results: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """The keyword side's cost per matched chunk, from the largest size's diagnostics."""
+    import matplotlib.pyplot as plt
+
+    found = [r for r in results if "terms" in r["query"]["diagnostics"].get("bm25_cost", {})]
+    if not found:
+        return []
+    largest = max(found, key=lambda r: r["size"])
+    cost = largest["query"]["diagnostics"]["bm25_cost"]
+    chunks = [t["chunks"] for t in cost["terms"]]
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    ax.plot(chunks, [t["bm25_ms"] for t in cost["terms"]], marker="o", label="ranked: bm25()")
+    ax.plot(chunks, [t["count_ms"] for t in cost["terms"]], marker="x", label="only counted")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks matching the term")
+    ax.set_ylabel("ms, best of 5")
+    ax.set_title(
+        f"FTS5 over {largest['size']:,} notes: {cost['us_per_row']:g} µs a ranked row (2 cores)"
+    )
+    ax.grid(True, which="both", lw=0.3)
+    ax.legend()
+    fig.tight_layout()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "search-speed-bm25-cost.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return [path]
 
 
 def main() -> None:

@@ -200,6 +200,8 @@ def test_search_speed_builds_and_queries_a_small_home(tmp_path: Path) -> None:
     latency = result["query"]["latency_ms"]
     assert set(latency) == {f"{m}/{k}" for m in MODES for k in ("plain", "explain")}
     assert all(row["n"] == 10 and row["p50"] > 0 for row in latency.values())
+    cost = result["query"]["diagnostics"]["bm25_cost"]  # what a ranked chunk costs FTS5
+    assert cost["us_per_row"] > 0 and all(t["chunks"] > 0 for t in cost["terms"])
 
 
 def test_import_speed_keeps_every_shown_message_once(tmp_path: Path) -> None:
