@@ -380,8 +380,9 @@ class Index:
             done, total = reembedding
             return (
                 f"The notes are being embedded again for the model {self.embedder.name} "
-                f"({done} of {total} passages so far): until it is done, search results may "
-                "miss some notes or rank them differently. No note is lost."
+                f"({done} of {total} passage{'' if total == 1 else 's'} so far): until it is "
+                "done, search results may miss some notes or rank them differently. No note is "
+                "lost."
             )
         if self.state(index_file.FILLING) is None:
             return None

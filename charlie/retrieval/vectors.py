@@ -218,6 +218,8 @@ _SESSION_LOCK = threading.Lock()
 
 
 def _integer_session() -> Any:
+    if _SESSION:  # made: no lock taken for it on every search
+        return _SESSION[0]
     with _SESSION_LOCK:
         if not _SESSION:
             import onnxruntime

@@ -89,9 +89,9 @@ def open_index(home: Home) -> Index:
     index = Index(home, embeddings.from_settings(home.settings))
     reembedding = index.reembedding()
     if reembedding is not None:
-        done, total = reembedding
+        left = reembedding[1] - reembedding[0]
         click.echo(
-            f"Embedding {total - done} passages of your notes again for the model "
+            f"Embedding {left} passage{'' if left == 1 else 's'} of your notes again for the model "
             f"{index.embedder.name}: once after a model change, about a minute per 10,000 on "
             "two cores. Stopping is safe: it goes on from there next time.",
             err=True,
