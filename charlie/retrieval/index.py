@@ -50,15 +50,17 @@ from charlie.notes.files import (
     read_note,
 )
 from charlie.projects import Project, list_projects
-from charlie.retrieval import embeddings, index_file
+from charlie.retrieval import embeddings, index_file, postings
 from charlie.retrieval.chunking import chunk_text
 from charlie.retrieval.embeddings import Embedder
+from charlie.retrieval.postings import Postings
 from charlie.retrieval.vectors import VectorTable
 
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
 EMBED_BATCH = 256
 REEMBED = "reembedded_upto"  # index_state: "<model> <last chunk id>" while re-embedding
+WORD_BATCH = 2000  # chunks whose words are kept in one transaction (`_word_chunks`)
 STOP_EVERY = 64  # chunks embedded between two looks at the stop flag
 Matrix = npt.NDArray[np.float32]
 
@@ -168,6 +170,7 @@ class NoteIndex:
     lock: threading.RLock = field(default_factory=threading.RLock)
     embedder: Embedder | None = None  # the embedding model, loaded once
     vectors: tuple[str, Vectors] | None = None  # (the index generation, its vectors)
+    postings: tuple[str, Postings | None] | None = None  # (the generation, its chunks' words)
     stop: threading.Event = field(default_factory=threading.Event)  # set: the server stops
 
 
@@ -352,14 +355,43 @@ class Index:
             for slug, project_id in indexed.fetchall():
                 if (slug, project_id) not in known:
                     self._remove_project(slug, project_id, report)
+        worded = self._word_chunks()
+        if worded is None:
+            return report  # the server stops: the rest is done at the next check
         if self.model != self.embedder.name:
             self.set_state("embedder", self.embedder.name)
         whole = projects is None and not self.home.shared.of(NoteIndex).stop.is_set()
         if whole and self.state(index_file.FILLING) is not None:  # every project is in
             self.db.execute("DELETE FROM index_state WHERE key = ?", (index_file.FILLING,))
-        if report.changed:
+        if report.changed or worded:
             self._bump()
         return report
+
+    def _word_chunks(self) -> int | None:
+        """Keep the words of the chunks stored before their words were kept
+        (`charlie.retrieval.postings`; an index file from an older Charlie), a batch per
+        transaction, so a process stopped mid-way goes on from there. How many chunks; None
+        when the server stopped it."""
+        if self.state(index_file.UNWORDED) is None:
+            return 0
+        stop = self.home.shared.of(NoteIndex).stop
+        done = last = 0
+        while True:
+            if stop.is_set():
+                return None
+            rows = self.db.execute(
+                "SELECT chunks.id, CASE WHEN chunks.ord = 0 THEN notes.title ELSE '' END, "
+                "chunks.text, notes.project_id FROM chunks JOIN notes ON notes.id = chunks.note_id "
+                "LEFT JOIN chunk_terms ON chunk_terms.chunk_id = chunks.id "
+                "WHERE chunks.id > ? AND chunk_terms.chunk_id IS NULL ORDER BY chunks.id LIMIT ?",
+                (last, WORD_BATCH),
+            ).fetchall()
+            if not rows:
+                self.db.execute("DELETE FROM index_state WHERE key = ?", (index_file.UNWORDED,))
+                return done
+            with index_file.transaction(self.db) as db:
+                postings.store(db, [(r[0], r[1], r[2], scope_token(r[3])) for r in rows])
+            done, last = done + len(rows), rows[-1][0]
 
     def reembedding(self) -> tuple[int, int] | None:
         """(passages done, passages in all) while the notes are to be embedded again for
@@ -524,6 +556,7 @@ class Index:
                         ),
                     )
                     note_id = cursor.lastrowid
+                    worded: list[tuple[int, str, str, str]] = []
                     for ord_, chunk in enumerate(chunks or [""]):
                         blob = vectors[row].astype(np.float32).tobytes()
                         row += 1
@@ -531,17 +564,14 @@ class Index:
                             "INSERT INTO chunks (note_id, ord, text, vector) VALUES (?, ?, ?, ?)",
                             (note_id, ord_, chunk, blob),
                         ).lastrowid
+                        title, scope = note.title if ord_ == 0 else "", scope_token(project.id)
                         db.execute(
                             "INSERT INTO chunks_fts (rowid, title, text, project, scope) "
                             "VALUES (?, ?, ?, ?, ?)",
-                            (
-                                chunk_id,
-                                note.title if ord_ == 0 else "",
-                                chunk,
-                                project.slug,
-                                scope_token(project.id),
-                            ),
+                            (chunk_id, title, chunk, project.slug, scope),
                         )
+                        worded.append((int(chunk_id or 0), title, chunk, scope))
+                    postings.store(db, worded)
                     (report.updated if existed else report.added).append(note.key)
 
     def _delete_named(self, project_id: int, name: str) -> bool:
@@ -557,6 +587,10 @@ class Index:
         db = self.db
         db.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE note_id = ?)",
+            (note_id,),
+        )
+        db.execute(
+            "DELETE FROM chunk_terms WHERE chunk_id IN (SELECT id FROM chunks WHERE note_id = ?)",
             (note_id,),
         )
         db.execute("DELETE FROM chunks WHERE note_id = ?", (note_id,))
@@ -675,6 +709,33 @@ class Index:
             )
             kept.vectors = (generation, vectors)
             return vectors
+
+    def postings(self) -> Postings | None:
+        """Every chunk's words as posting lists (`charlie.retrieval.postings`), shared like
+        `vectors` until the index changes; None while some chunk's words are not kept yet
+        (the next refresh keeps them), when searches rank with FTS5's bm25() instead."""
+        generation = self.state("generation") or ""
+        kept = self.home.shared.of(NoteIndex)
+        cached = kept.postings
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        with self.lock:
+            db = self.db
+            db.execute("BEGIN")  # the mark and the rows from one snapshot
+            try:
+                generation = self.state("generation") or ""
+                records = db.execute(
+                    "SELECT chunks.id, chunks.note_id, notes.project_id, chunk_terms.length, "
+                    "chunk_terms.pairs FROM chunks JOIN notes ON notes.id = chunks.note_id "
+                    "JOIN chunk_terms ON chunk_terms.chunk_id = chunks.id ORDER BY chunks.id"
+                ).fetchall()
+                rows = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            finally:
+                if db.in_transaction:
+                    db.execute("COMMIT")
+            built = Postings.build(records) if len(records) == rows else None
+            kept.postings = (generation, built)
+            return built
 
     def problems(self) -> list[tuple[str, str]]:
         return [

@@ -22,6 +22,7 @@ from charlie.db import now, run_script, transaction
 from charlie.errors import CharlieError
 from charlie.retrieval import message_vectors
 from charlie.retrieval.keywords import FTS5_TOKENIZE
+from charlie.retrieval.postings import TERM_SCHEMA
 
 INDEX_VERSION = "2"  # 2: chunks_fts gained `scope`, the project as one indexed token
 SQLITE_ERROR = 1  # the primary code of "no such table", "vtable constructor failed"…
@@ -84,6 +85,8 @@ PROBES = [
     "SELECT path FROM note_problems LIMIT 1",
     "SELECT id, conversation_id, at, vector FROM messages LIMIT 1",
     "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'probe'",
+    "SELECT id, term FROM terms LIMIT 1",
+    "SELECT chunk_id, length, pairs FROM chunk_terms LIMIT 1",
 ]
 # The tables an older Charlie kept in charlie.db (FTS5's own shadow tables included).
 LEGACY_TABLES = ["chunks_vocab", "chunks_fts", "chunks", "notes", "note_problems", "index_state"]
@@ -192,6 +195,9 @@ def connect(path: Path) -> Connection:
     return db
 
 
+# index_state key: set while some chunks may lack their words in `chunk_terms` (a file from
+# before they were kept, an index carried over), gone once the refresh has kept them all.
+UNWORDED = "unworded"
 FILLING = "filling"  # index_state key: set when a file is made, gone once every project is in
 
 
@@ -199,7 +205,7 @@ def create(db: sqlite3.Connection) -> None:
     """Create the tables of a new (or emptied) index file, marked as still filling: until a
     check of every project's files has finished, searches say their results are incomplete."""
     with transaction(db):
-        run_script(db, SCHEMA + MESSAGE_SCHEMA)
+        run_script(db, SCHEMA + MESSAGE_SCHEMA + TERM_SCHEMA)
         db.execute(
             "INSERT INTO index_state VALUES ('version', ?) ON CONFLICT(key) DO NOTHING",
             (INDEX_VERSION,),
@@ -226,6 +232,7 @@ def open_index_file(path: Path, *, locked: bool = False) -> Connection:
                 continue
             try:
                 add_message_tables(db)
+                add_term_tables(db)
                 if what_is_wrong(db) is not None:
                     create(db)  # a new file; or a damaged one, which stays damaged
                 problem = what_is_wrong(db)
@@ -256,6 +263,24 @@ def add_message_tables(db: sqlite3.Connection) -> None:
         if "index_state" in names and not names & {"messages", "messages_fts"}:
             with transaction(db):
                 run_script(db, MESSAGE_SCHEMA)
+    except sqlite3.DatabaseError:
+        return
+
+
+def add_term_tables(db: sqlite3.Connection) -> None:
+    """Give an index file of this version made before each chunk's words were kept
+    (`charlie.retrieval.postings`) its two empty tables: the next refresh fills them from the
+    chunks, embedding nothing. A file with only one of the two lost the other: the words
+    kept name their terms by id, so both start again empty, and are filled the same way."""
+    try:
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        present = names & {"terms", "chunk_terms"}
+        if "index_state" in names and len(present) < 2:
+            with transaction(db):
+                for name in sorted(present):
+                    db.execute(f"DROP TABLE {name}")
+                run_script(db, TERM_SCHEMA)
+                db.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (UNWORDED, now()))
     except sqlite3.DatabaseError:
         return
 
@@ -298,6 +323,7 @@ def carry_over(db: sqlite3.Connection, legacy: Path) -> str | None:
                 "INSERT INTO main.chunks SELECT id, note_id, ord, text, vector FROM legacy.chunks"
             )
             db.execute(FTS_FROM_CHUNKS)
+            db.execute("INSERT OR REPLACE INTO index_state VALUES (?, ?)", (UNWORDED, now()))
             db.execute(
                 "INSERT OR REPLACE INTO main.index_state SELECT key, value FROM "
                 "legacy.index_state WHERE key = 'embedder'"

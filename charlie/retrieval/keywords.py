@@ -158,13 +158,14 @@ def match_expression(items: Iterable[str]) -> str | None:
     (`"`, `*`, `^`, `:`, parentheses, `NEAR`, `AND`, `NOT`…) is read as query syntax: each
     item becomes a phrase of the words the table's tokenizer finds in it.
     """
-    quoted: list[str] = []
-    for item in items:
-        text = item.replace("\x00", " ").strip()
-        phrase = '"' + text.replace('"', '""') + '"'
-        if text and phrase not in quoted:
-            quoted.append(phrase)
+    quoted = ['"' + text.replace('"', '""') + '"' for text in phrases(items)]
     return " OR ".join(quoted) if quoted else None
+
+
+def phrases(items: Iterable[str]) -> list[str]:
+    """The distinct phrases `match_expression` makes of `items`, in order (NULs as spaces,
+    trimmed, empty ones left out)."""
+    return list(dict.fromkeys(t for t in (i.replace("\x00", " ").strip() for i in items) if t))
 
 
 def _normalize(word: str) -> str:

@@ -39,7 +39,14 @@ from charlie.projects import Project
 from charlie.retrieval.deferred import Deferred
 from charlie.retrieval.embeddings import Embedder
 from charlie.retrieval.index import Index, NoteIndex, Vectors, embedder_of, lock_of, scope_token
-from charlie.retrieval.keywords import literals, match_expression, top_terms, with_parts
+from charlie.retrieval.keywords import (
+    literals,
+    match_expression,
+    phrases,
+    top_terms,
+    with_parts,
+)
+from charlie.retrieval.postings import Postings, Rows, Scores, ranked, term_ids, tokenizer
 from charlie.retrieval.usage import DEFAULT_WEIGHT, UsageModel, Use
 from charlie.users import User
 
@@ -219,7 +226,12 @@ class Searcher:
         if term not in counts:
             expression = match_expression([term])
             count = 0
-            if expression is not None and len(vectors.chunk_ids):
+            lists = self.index.postings()
+            tokens = tokenizer().items([term])[0] if lists is not None else ()
+            if lists is not None and len(tokens) == 1:  # one word: its posting list's length
+                found = term_ids(self.index.db, tokens, add=False).get(tokens[0])
+                count = 0 if found is None else lists.hits(found)
+            elif expression is not None and len(vectors.chunk_ids):
                 count = self.index.db.execute(
                     "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
                     (in_text(expression),),
@@ -265,6 +277,54 @@ class Searcher:
         return found
 
     def _keyword_side(
+        self, terms: list[str], project_ids: Sequence[int]
+    ) -> dict[int, tuple[float, int]]:
+        """The best notes by BM25 of `terms` (chunks with a term that is not common; every
+        term scored), each with its score and best chunk: from the posting lists in memory
+        (`charlie.retrieval.postings`), or FTS5's bm25() while they are not all kept."""
+        lists = self.index.postings()
+        if lists is None:
+            return self._keyword_side_fts(terms, project_ids)
+        common = set(self.common(terms))
+        items = phrases(terms)
+        weight = self.config.title_weight
+        tokenized = tokenizer().items(items)
+        ids = term_ids(self.index.db, (t for tokens in tokenized for t in tokens), add=False)
+        scoring: list[tuple[Rows, Scores]] = []
+        also: list[tuple[Rows, Scores] | int] = []
+        for item, tokens in zip(items, tokenized, strict=True):
+            if len(tokens) == 1:
+                if tokens[0] not in ids:
+                    continue
+                part: tuple[Rows, Scores] | int = ids[tokens[0]]
+            elif tokens:  # a phrase: FTS5 finds it, and scores it alone
+                part = self._phrase_part(lists, item)
+            else:
+                continue
+            if item in common:
+                also.append(part)
+            else:
+                scoring.append(lists.part(part, weight) if isinstance(part, int) else part)
+        best = ranked(lists, scoring, also, weight, project_ids, self.config.candidates * 4)
+        found: dict[int, tuple[float, int]] = {}
+        for row, score in best:
+            note_id = int(lists.note_ids[row])
+            if note_id not in found or score > found[note_id][0]:
+                found[note_id] = (score, int(lists.chunk_ids[row]))
+        return dict(list(found.items())[: self.config.candidates])
+
+    def _phrase_part(self, lists: Postings, phrase: str) -> tuple[Rows, Scores]:
+        """The chunks with this phrase of several words, and its part of their BM25."""
+        expression = match_expression([phrase])
+        rows = self.index.db.execute(
+            "SELECT rowid, -bm25(chunks_fts, ?, 1.0, 0.0, 0.0) FROM chunks_fts "
+            "WHERE chunks_fts MATCH ?",
+            (self.config.title_weight, in_text(expression or '""')),
+        ).fetchall()
+        chunk_ids = np.array([r[0] for r in rows], dtype=np.int64)
+        return lists.numbers(chunk_ids), np.array([r[1] for r in rows], dtype=np.float64)
+
+    def _keyword_side_fts(
         self, terms: list[str], project_ids: Sequence[int]
     ) -> dict[int, tuple[float, int]]:
         common = self.common(terms)
@@ -445,15 +505,11 @@ class Searcher:
     ) -> list[Hit]:
         if not similarity:
             return []
-        ids = list(similarity)
-        rows = {
-            row["id"]: row
-            for row in self.index.db.execute(
-                f"SELECT id, project, name, title, tags, path FROM notes WHERE id IN "
-                f"({', '.join('?' for _ in ids)})",
-                ids,
-            )
-        }
+        ids = self._contenders(similarity, limit)
+        rows = self._note_rows(ids)
+        if len(rows) < len(ids) < len(similarity):  # a contender's note is gone meanwhile:
+            ids = list(similarity)  # one that was left out may take its place
+            rows = self._note_rows(ids)
         keys = {i: f"{rows[i]['project']}/{rows[i]['name']}" for i in ids if i in rows}
         tags = {i: rows[i]["tags"].split() for i in keys}
         boosts = self.usage.boosts(
@@ -494,6 +550,27 @@ class Searcher:
         if explain:
             self._explain(hits, candidates, scored, terms)
         return hits
+
+    def _contenders(self, similarity: dict[int, float], limit: int) -> list[int]:
+        """The candidates that can still be among the `limit` best once boosted. A boost
+        multiplies a similarity by 1 to 1 + weight, so one under the `limit`-th best
+        similarity ÷ (1 + weight) can never pass it: its note and its uses are not read."""
+        weight = self.usage.weight
+        if weight < 0 or len(similarity) <= limit:
+            return list(similarity)
+        floor = sorted(similarity.values(), reverse=True)[limit - 1] / (1 + weight)
+        floor -= abs(floor) * 1e-9  # a tie after rounding stays in
+        return [i for i, value in similarity.items() if value >= floor]
+
+    def _note_rows(self, ids: list[int]) -> dict[int, sqlite3.Row]:
+        return {
+            row["id"]: row
+            for row in self.index.db.execute(
+                f"SELECT id, project, name, title, tags, path FROM notes WHERE id IN "
+                f"({', '.join('?' for _ in ids)})",
+                ids,
+            )
+        }
 
     def _explain(
         self,
