@@ -88,6 +88,20 @@ def test_batching_and_length_sorting_keep_each_text_with_its_vector(
     assert np.diag(similarity).min() > 0.98
 
 
+def test_one_text_runs_in_a_one_thread_session_with_the_same_vector() -> None:
+    embedder = LocalEmbedder()  # its own: the session for one text is made at the first
+    text = "where did we put the spare key for the shed"
+    pair = embedder.embed([text, text])  # two texts: the session of every core
+    assert embedder._one_session is None
+    alone = embedder.embed([text])
+    assert embedder._one_session is not None and embedder._one_session is not embedder._session
+    assert embedder._one_session.get_session_options().intra_op_num_threads == 1
+    np.testing.assert_allclose(alone[0], pair[0], atol=1e-5)
+    one_thread = LocalEmbedder(threads=1)
+    one_thread.embed([text])
+    assert one_thread._one_text_session() is one_thread._session  # no second copy
+
+
 def test_long_text_is_truncated_not_rejected(local: LocalEmbedder) -> None:
     vectors = local.embed(["word " * 5000])
     assert vectors.shape == (1, 384)

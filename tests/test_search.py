@@ -13,7 +13,7 @@ from charlie.projects import Project, create_project
 from charlie.retrieval import usage
 from charlie.retrieval.embeddings import LocalEmbedder
 from charlie.retrieval.index import Index
-from charlie.retrieval.search import QueryError, SearchConfig, Searcher
+from charlie.retrieval.search import Mode, QueryError, SearchConfig, Searcher
 from charlie.users import User, ensure_user
 
 NOTES = {
@@ -121,8 +121,19 @@ def test_keyword_terms_are_few_and_meaningful(home: Home, index: Index, alice: U
     result = Searcher(home, index).search(
         "what did we say about the tomatoes and the roses in the garden", alice, mode="keyword"
     )
-    assert set(result.terms) <= {"tomatoes", "roses", "garden"}
+    assert set(result.terms) <= {"tomatoes", "roses", "garden"} and "roses" in result.terms
     assert result.hits[0].title == "Garden"
+
+
+@pytest.mark.parametrize("mode", ["vector", "keyword", "fallback", "fusion"])
+@pytest.mark.parametrize("parallel", [True, False])
+def test_every_mode_names_the_query_terms_it_weighed(
+    home: Home, index: Index, alice: User, mode: Mode, parallel: bool
+) -> None:
+    config = SearchConfig(parallel=parallel)
+    query = "what did we say about the tomatoes and the roses in the garden"
+    result = Searcher(home, index, config).search(query, alice, mode=mode)
+    assert "roses" in result.terms and "the" not in result.terms
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
 import re
+import threading
 from pathlib import Path
 from pydoc_data.topics import topics
 
@@ -131,3 +132,72 @@ def test_a_broken_row_spoils_neither_the_projection_nor_the_codes_of_the_others(
     q = matrix[42]
     rows, _ = table.top(q, 10)
     assert rows[0] == 42 and not set(range(0, 3000, 500)) & set(rows.tolist())
+
+
+def test_halves_cut_the_spans_into_two_ordered_runs_of_about_as_many_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from charlie.retrieval import vectors
+
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 10)
+    for _ in range(300):
+        cuts = np.sort(rng.choice(400, size=2 * int(rng.integers(1, 6)), replace=False))
+        spans = [(int(a), int(b)) for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
+        total = sum(b - a for a, b in spans)
+        first, second = vectors._halves(spans)
+        rows = [r for a, b in spans for r in range(a, b)]
+        assert [r for a, b in first + second for r in range(a, b)] == rows
+        assert all(a < b for a, b in first + second)  # no empty span handed on
+        if total < 10:
+            assert (first, second) == (spans, [])
+        else:
+            assert sum(b - a for a, b in first) == total // 2
+
+
+def test_the_product_in_two_threads_ranks_exactly_as_in_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from charlie.retrieval import vectors
+
+    matrix = unit_rows(6000, dim=64, seed=9)
+    table = VectorTable(matrix, dims=16, exact_below=0, min_shortlist=300)
+    spans = [(0, 1700), (2100, 4999), (5200, 6000)]  # as if three projects were asked
+    queries = unit_rows(20, dim=64, seed=10)
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 10**9)
+    monkeypatch.setattr(vectors, "SPLIT_SHORTLIST", 10**9)
+    alone = [table.top(q, 30, spans) for q in queries]
+    threads: set[str] = set()
+    product = vectors.integer_product
+
+    def noted(codes: np.ndarray, q7: np.ndarray) -> np.ndarray:
+        threads.add(threading.current_thread().name)
+        return product(codes, q7)
+
+    monkeypatch.setattr(vectors, "integer_product", noted)
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 100)
+    monkeypatch.setattr(vectors, "SPLIT_SHORTLIST", 100)
+    for q, (rows, sims) in zip(queries, alone, strict=True):
+        split_rows, split_sims = table.top(q, 30, spans)
+        np.testing.assert_array_equal(split_rows, rows)
+        np.testing.assert_allclose(split_sims, sims, rtol=1e-6)  # BLAS sums in blocks
+    assert any(name.startswith("charlie-vectors") for name in threads) and len(threads) == 2
+
+
+def test_a_failure_in_the_helper_thread_reaches_the_caller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from charlie.retrieval import vectors
+
+    table = VectorTable(unit_rows(3000, dim=64), dims=16, exact_below=0, min_shortlist=100)
+    product = vectors.integer_product
+
+    def failing(codes: np.ndarray, q7: np.ndarray) -> np.ndarray:
+        if threading.current_thread().name.startswith("charlie-vectors"):
+            raise MemoryError("no room for the second half")
+        return product(codes, q7)
+
+    monkeypatch.setattr(vectors, "integer_product", failing)
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 100)
+    with pytest.raises(MemoryError, match="second half"):
+        table.top(unit_rows(1, dim=64, seed=2)[0], 10)

@@ -20,8 +20,10 @@ caller keeps whatever they stand for.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import numpy as np
@@ -114,7 +116,7 @@ class VectorTable:
             return _best(sims, k, lambda at: _rows_at(spans, at))
         short = _rows_at(spans, self.reduced.shortlist(q, spans, shortlist))
         short.sort()  # rows in order read the matrix in order
-        return _best(_dot(self.matrix[short], q), k, lambda at: short[at])
+        return _best(_cosines(self.matrix, short, q), k, lambda at: short[at])
 
 
 class Reduced:
@@ -199,9 +201,74 @@ def _coded_product(codes: Codes, spans: list[tuple[int, int]], q: Matrix) -> Mat
     top = float(np.abs(q).max())
     step = top / QUERY_LEVELS if top > 0 else 1.0
     q7 = np.rint(q / step).astype(np.int8).reshape(-1, 1)
-    parts = [integer_product(codes[a:b], q7) for a, b in spans]
+    first, second = _halves(spans)
+    later = _helper().submit(_integer_parts, codes, second, q7) if second else None
+    parts = _integer_parts(codes, first, q7)
+    if later is not None:
+        parts += later.result()
     summed = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return cast(Matrix, summed.astype(np.float32) * np.float32(step))
+
+
+SPLIT_ROWS = 40_000
+"""Rows from which the first stage's product runs in two halves, one in a helper thread:
+by the time it runs the keyword side beside it is mostly done, and the second core is
+free (1.9 → 1.1 ms at 157,205 rows on 2 cores). On a busy machine the halves only take
+turns, as the whole product would."""
+
+
+def _halves(spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """`spans` cut in two runs of about as many rows each, in order; all in the first when
+    there are under `SPLIT_ROWS`."""
+    total = sum(b - a for a, b in spans)
+    if total < SPLIT_ROWS:
+        return spans, []
+    first: list[tuple[int, int]] = []
+    left = total // 2
+    for at, (a, b) in enumerate(spans):
+        if b - a >= left:
+            first.append((a, a + left))
+            return first, [(a + left, b), *spans[at + 1 :]] if a + left < b else spans[at + 1 :]
+        first.append((a, b))
+        left -= b - a
+    return first, []
+
+
+SPLIT_SHORTLIST = 2_000  # shortlisted rows from which their cosines are taken in two halves
+
+
+def _cosines(matrix: Matrix, rows: Rows, q: Matrix) -> Matrix:
+    """`matrix[rows] @ q`: the rows copied out with `take` (0.74 ms for 4,000 rows where
+    `[]` takes 0.96), in two halves, one in the helper thread, from `SPLIT_SHORTLIST`
+    rows."""
+    if len(rows) < SPLIT_SHORTLIST:
+        return _dot(matrix.take(rows, axis=0), q)
+    half = len(rows) // 2
+    later = _helper().submit(lambda: _dot(matrix.take(rows[half:], axis=0), q))
+    first = _dot(matrix.take(rows[:half], axis=0), q)
+    return np.concatenate([first, later.result()])
+
+
+def _integer_parts(
+    codes: Codes, spans: list[tuple[int, int]], q7: npt.NDArray[np.int8]
+) -> list[npt.NDArray[np.int32]]:
+    return [integer_product(codes[a:b], q7) for a, b in spans]
+
+
+_HELPER: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child makes its own
+
+
+def _helper() -> ThreadPoolExecutor:
+    """The one helper thread of the process that runs half of a first-stage product or of
+    the shortlist's cosines."""
+    pid = os.getpid()
+    helper = _HELPER.get(pid)
+    if helper is not None:
+        return helper
+    with _SESSION_LOCK:
+        if pid not in _HELPER:
+            _HELPER[pid] = ThreadPoolExecutor(1, thread_name_prefix="charlie-vectors")
+        return _HELPER[pid]
 
 
 def integer_product(codes: Codes, q7: npt.NDArray[np.int8]) -> npt.NDArray[np.int32]:
