@@ -1741,7 +1741,8 @@ def main() -> None:
             home = workdir / f"home-{size}"
             built = args.out.parent / f"search-speed-{size}-build-shipped.json"
             print(f"{size:,} notes in {home}", file=sys.stderr)
-            if args.reuse and home.exists() and built.exists():
+            reused = args.reuse and home.exists() and built.exists()
+            if reused:
                 build = json.loads(built.read_text(encoding="utf-8"))  # queries only
             else:
                 if home.exists():
@@ -1752,7 +1753,7 @@ def main() -> None:
             for variant in args.variants:
                 result[f"query_{variant}"] = child("query", size, home, args, variant)
             results.append(result)
-            if not args.keep:
+            if not args.keep and not reused:  # a home kept for reuse stays, --keep or not
                 shutil.rmtree(home)
     finally:
         if not args.keep and not args.workdir:

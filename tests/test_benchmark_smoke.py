@@ -191,7 +191,7 @@ def test_search_speed_builds_and_queries_a_small_home(tmp_path: Path) -> None:
     run(
         "search_speed",
         *["--sizes", "30", "--queries", "10", "--variants", "--ab-texts", "8", "--no-plot"],
-        *["--workdir", str(tmp_path / "work"), "--out", str(out)],
+        *["--workdir", str(tmp_path / "work"), "--out", str(out), "--keep"],
     )
     (result,) = json.loads(out.read_text())["results"]
     refresh = result["build"]["refresh"]
@@ -202,6 +202,15 @@ def test_search_speed_builds_and_queries_a_small_home(tmp_path: Path) -> None:
     assert all(row["n"] == 10 and row["p50"] > 0 for row in latency.values())
     cost = result["query"]["diagnostics"]["bm25_cost"]  # what a ranked chunk costs FTS5
     assert cost["us_per_row"] > 0 and all(t["chunks"] > 0 for t in cost["terms"])
+    # Queried again with --reuse alone: the kept home is not built again, nor thrown away.
+    again = tmp_path / "out" / "again.json"
+    run(
+        "search_speed",
+        *["--sizes", "30", "--queries", "10", "--variants", "--no-plot", "--reuse"],
+        *["--workdir", str(tmp_path / "work"), "--out", str(again)],
+    )
+    (reused,) = json.loads(again.read_text())["results"]
+    assert reused["build"] == result["build"] and (tmp_path / "work" / "home-30").is_dir()
 
 
 def test_import_speed_keeps_every_shown_message_once(tmp_path: Path) -> None:

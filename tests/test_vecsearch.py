@@ -201,3 +201,23 @@ def test_a_failure_in_the_helper_thread_reaches_the_caller(
     monkeypatch.setattr(vectors, "SPLIT_ROWS", 100)
     with pytest.raises(MemoryError, match="second half"):
         table.top(unit_rows(1, dim=64, seed=2)[0], 10)
+
+
+def test_a_process_shutting_down_still_gets_the_whole_product(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from charlie.retrieval import vectors
+
+    table = VectorTable(unit_rows(3000, dim=64), dims=16, exact_below=0, min_shortlist=100)
+    q = unit_rows(1, dim=64, seed=4)[0]
+    whole = table.top(q, 10)
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()  # as at interpreter exit: submit raises RuntimeError
+    monkeypatch.setattr(vectors, "_helper", lambda: closed)
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 100)
+    monkeypatch.setattr(vectors, "SPLIT_SHORTLIST", 100)
+    rows, sims = table.top(q, 10)
+    np.testing.assert_array_equal(rows, whole[0])
+    np.testing.assert_allclose(sims, whole[1], rtol=1e-6)

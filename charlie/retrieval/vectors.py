@@ -24,7 +24,8 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from functools import partial
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +42,7 @@ SHORTLIST_PER_RESULT = 10
 RESIDUAL_WEIGHT = 0.4
 
 FirstStage = tuple[Matrix, Codes, Matrix, Matrix]  # basis, codes, scales, lost
+T = TypeVar("T")
 
 
 class VectorTable:
@@ -202,10 +204,10 @@ def _coded_product(codes: Codes, spans: list[tuple[int, int]], q: Matrix) -> Mat
     step = top / QUERY_LEVELS if top > 0 else 1.0
     q7 = np.rint(q / step).astype(np.int8).reshape(-1, 1)
     first, second = _halves(spans)
-    later = _helper().submit(_integer_parts, codes, second, q7) if second else None
+    later = _beside(partial(_integer_parts, codes, second, q7)) if second else None
     parts = _integer_parts(codes, first, q7)
     if later is not None:
-        parts += later.result()
+        parts += later()
     summed = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return cast(Matrix, summed.astype(np.float32) * np.float32(step))
 
@@ -244,15 +246,25 @@ def _cosines(matrix: Matrix, rows: Rows, q: Matrix) -> Matrix:
     if len(rows) < SPLIT_SHORTLIST:
         return _dot(matrix.take(rows, axis=0), q)
     half = len(rows) // 2
-    later = _helper().submit(lambda: _dot(matrix.take(rows[half:], axis=0), q))
+    later = _beside(lambda: _dot(matrix.take(rows[half:], axis=0), q))
     first = _dot(matrix.take(rows[:half], axis=0), q)
-    return np.concatenate([first, later.result()])
+    return np.concatenate([first, later()])
 
 
 def _integer_parts(
     codes: Codes, spans: list[tuple[int, int]], q7: npt.NDArray[np.int8]
 ) -> list[npt.NDArray[np.int32]]:
     return [integer_product(codes[a:b], q7) for a, b in spans]
+
+
+def _beside(call: Callable[[], T]) -> Callable[[], T]:
+    """`call` started in the helper thread; what it returns (or raises) once asked for. While
+    the interpreter shuts down, when a thread can take no more work, it runs when asked."""
+    try:
+        future = _helper().submit(call)
+    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+        return call
+    return future.result
 
 
 _HELPER: dict[int, ThreadPoolExecutor] = {}  # by process id: a forked child makes its own
