@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -326,8 +327,17 @@ def test_a_recall_while_messages_are_still_being_indexed_says_so(
 
     home, alice, _, boat = household
     monkeypatch.setattr(message_index, "BATCH", 2)  # a request indexes two; the rest wait
+    answered = threading.Event()  # the catch-up may not finish before the recall has looked
+    catch_up_all = message_index._catch_up_all
+
+    def after_the_recall(*args: object) -> None:
+        answered.wait(60)
+        catch_up_all(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(message_index, "_catch_up_all", after_the_recall)
     recaller = recaller_for(home)
     result = recaller.recall(alice, conversations_for(home, alice, boat), "hull paint")
+    answered.set()
     assert result.incomplete is not None and "still catching up" in result.incomplete
     catcher = home.shared.of(message_index.KeptMessages).catcher
     catcher.join(60)
