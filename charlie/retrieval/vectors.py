@@ -228,9 +228,10 @@ def _halves(spans: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[t
     first: list[tuple[int, int]] = []
     left = total // 2
     for at, (a, b) in enumerate(spans):
-        if b - a >= left:
+        if b - a >= left:  # the cut falls in this span
             first.append((a, a + left))
-            return first, [(a + left, b), *spans[at + 1 :]] if a + left < b else spans[at + 1 :]
+            rest = [(a + left, b)] if a + left < b else []
+            return first, rest + spans[at + 1 :]
         first.append((a, b))
         left -= b - a
     return first, []
@@ -317,7 +318,7 @@ def _integer_session() -> Any:
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
             model.ir_version = 8
             options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = 1  # one core: the keyword side has the other
+            options.intra_op_num_threads = 1  # each call one core: the halves are two calls
             options.inter_op_num_threads = 1
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             _SESSION.append(
