@@ -1,30 +1,39 @@
-"""Memory fidelity: does what Charlie distils stay true over many rounds?
+"""Memory fidelity: does what Charlie distils stay true, on conversations nobody tuned it on?
 
-    .venv/bin/python benchmarks/memory_fidelity.py           # the scripted double
-    ./scripts/real-llm --model qwen serve                    # then, in another terminal:
-    CHARLIE_LLM_BASE_URL=http://127.0.0.1:PORT/v1 .venv/bin/python \
-        benchmarks/memory_fidelity.py --server --conversations 3
+    .venv/bin/python benchmarks/memory_fidelity.py                 # the scripted double
+    ~/.cache/charlie/llama/venv/bin/python benchmarks/serve_gguf.py MODEL.gguf --port 8089 &
+    CHARLIE_LLM_BASE_URL=http://127.0.0.1:8089/v1 .venv/bin/python \
+        benchmarks/memory_fidelity.py --server --part heldout
 
-Ten scripted household conversations (40–60 messages each, two or three speakers and
-Charlie) plant what a memory must get right: decisions, a revision of one of them,
-suggestions and questions that are not decisions, lines worth quoting, a decision the
-person writes into memory.md by hand between rounds, and a secret that is forgotten after
-it was distilled. Each conversation is distilled every 5 messages, as a project is (about
-10 distillations).
+The conversations live apart from this code, in `benchmarks/data/memory_fidelity/`: 24
+household conversations (2–4 speakers and Charlie, 20–64 messages, every topic and name
+different) in two parts, `tune.json` (what the distillation may be tuned on) and
+`heldout.json` (never tuned on; reported beside the other). Each plants decisions, revisions
+of some of them, suggestions and questions that are not decisions, lines worth quoting, and
+*trap sentences*: ordinary talk that says forget / drop / remove / clear / reset / change /
+cancel / actually / never mind / scrap without revising anything. The run adds, in every
+conversation alike: a decision and a summary sentence a person writes into memory.md by hand
+after the first distillation, and a secret said, distilled and forgotten.
 
-Scored by string checks, per conversation:
-- decisions: each planted decision is held (its key words in one decision)
-- revision: the new value is held and the old one is among the earlier decisions, and no held
-  decision says the old value without the new one
-- not decisions: no suggestion or question became a decision
-- hand edit: the person's decision is intact after every later distillation
-- quotes: every quote is verbatim and said by a person
+Each conversation is distilled every 5 messages, as a project is. Scored by string checks:
+- decisions held: each planted decision still held *at the end* (its key words in one)
+- revisions applied: the new value held, and no held decision says the old value alone
+- traps that retired anything: trap messages that changed a decision (want 0)
+- not decisions: no suggestion's key words in a held decision
+- hand decision: the person's decision held at the end, never superseded
+- hand summary: the person's summary sentence in the summary after every distillation
+- summary repeats: sentences said twice in one summary, over every distillation (want 0)
+- summary bound: the most sentences Charlie's part of a summary had (want ≤ 3)
+- summary about Charlie: sentences naming the assistant or a tool (want 0)
+- quotes: every quote verbatim and a person's; quotes that are questions (want 0)
 - forgotten: the secret is found nowhere — memory.md, charlie.db, index.db, an export
 
-`--server` sends the distillations to a real OpenAI-compatible server; without it they go
-to the scripted double (tests/llm_double.py), playing a careless model: it drops earlier
-decisions, rewrites a person's, calls suggestions decisions and quotes Charlie — Charlie's
-checks must hold against that. `--quick` runs one conversation (the suite's smoke run).
+`--server` sends the distillations to a real OpenAI-compatible server; without it they go to
+the scripted double (tests/llm_double.py), playing a careless, hostile model: it finds the
+decisions, but names every held decision superseded by every message (traps included), drops
+and rewrites decisions, repeats and pads the summary with tool narration, and quotes Charlie
+and questions — Charlie's checks must hold against that (it answers the question "does this
+message change that decision?" honestly). `--quick` runs one conversation (the smoke run).
 Writes benchmarks/out/memory_fidelity.json.
 """
 
@@ -48,11 +57,12 @@ from support import machine
 from charlie import conversations
 from charlie.chat import turn as chat
 from charlie.config import load_settings
+from charlie.conversations import Message
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import forget
 from charlie.llm.client import LLMClient
-from charlie.memory import batches, steps
+from charlie.memory import batches, steps, summary
 from charlie.memory import layers as memory
 from charlie.projects import create_project, update_project
 from charlie.transfer import export as archive
@@ -62,267 +72,61 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 from llm_double import ScriptedLLMServer  # noqa: E402
 
+DATA = ROOT / "benchmarks" / "data" / "memory_fidelity"
+PARTS = ("tune", "heldout")
 DEFAULT_OUT = ROOT / "benchmarks" / "out" / "memory_fidelity.json"
 EVERY = 5
 
 
-@dataclass(frozen=True)
-class Plan:
-    """One conversation's plants."""
-
-    topic: str
-    speakers: tuple[str, ...]
-    decisions: tuple[tuple[str, str], ...]  # (what is said, the key words a decision holds)
-    revision: tuple[str, str, str, str]  # (decided first, the change, old words, new words)
-    suggestions: tuple[str, ...]  # said, never decisions (their key words must not appear)
-    quotable: tuple[str, ...]
-    hand: str  # a decision the person writes by hand
-    secret: str  # forgotten after it was distilled
+def load_part(part: str) -> list[dict[str, Any]]:
+    conversations_ = json.loads((DATA / f"{part}.json").read_text())["conversations"]
+    return [{**c, "part": part} for c in conversations_]
 
 
-PLANS = [
-    Plan(
-        "kitchen",
-        ("sam", "alex"),
-        (
-            ("We decided: the worktops are solid oak.", "oak"),
-            ("Let's go with green metro tiles for the splashback.", "metro"),
-            ("Final answer: the budget is 18,000 pounds.", "18,000"),
-        ),
-        (
-            "We decided the plumber comes on Tuesday 9 December.",
-            "Change of plan: the plumber comes on Thursday 11 December, not Tuesday 9 December.",
-            "tuesday 9",
-            "thursday 11",
-        ),
-        ("Maybe we should paint the ceiling yellow?", "What if we moved the fridge to the hall?"),
-        ("If it's not oak, it's not our kitchen.",),
-        "The cabinets are dusty blue",
-        "The alarm code is 4471.",
-    ),
-    Plan(
-        "garden",
-        ("jo", "max"),
-        (
-            ("We agreed the hedge gets trimmed in April.", "april"),
-            ("Let's go with a Bramley apple tree by the fence.", "bramley"),
-            ("Decided: the shed gets a green roof.", "roof"),
-        ),
-        (
-            "We decided the pond is 3 metres wide.",
-            "Change of plan: the pond is 2 metres wide, not 3 metres.",
-            "3 metres",
-            "2 metres",
-        ),
-        ("Should we get chickens?", "Maybe a trampoline for the kids?"),
-        ("A garden is a conversation with the weather.",),
-        "The compost heap stays behind the shed",
-        "The gate padlock code is 9026.",
-    ),
-    Plan(
-        "holiday",
-        ("ana", "ben", "cleo"),
-        (
-            ("We decided on Lisbon for the spring trip.", "lisbon"),
-            ("Let's go with the flat in Alfama.", "alfama"),
-            ("Final: we fly from Bristol.", "bristol"),
-        ),
-        (
-            "We decided we leave on 12 April.",
-            "Change of plan: we leave on 14 April, not 12 April.",
-            "12 april",
-            "14 april",
-        ),
-        ("Should we hire a car there?", "What if we added a day in Porto?"),
-        ("Holidays are for naps, not itineraries.",),
-        "Passports are in the blue folder",
-        "The booking PIN is 5583.",
-    ),
-    Plan(
-        "party",
-        ("kim", "lee"),
-        (
-            ("We decided the party is a picnic in the park.", "picnic"),
-            ("Let's go with a chocolate cake from the bakery.", "chocolate"),
-            ("Agreed: twenty children are invited.", "twenty"),
-        ),
-        (
-            "We decided the party starts at 11am.",
-            "Change of plan: the party starts at 2pm, not 11am.",
-            "11am",
-            "2pm",
-        ),
-        ("Maybe a magician?", "Should we rent a bouncy castle?"),
-        ("Nobody remembers the cake, everyone remembers the games.",),
-        "Grandma brings the lemonade",
-        "The park gate code is 3319.",
-    ),
-    Plan(
-        "car",
-        ("pat", "sam"),
-        (
-            ("We decided to keep the Skoda another year.", "skoda"),
-            ("Let's go with winter tyres in November.", "winter tyres"),
-            ("Final: the MOT is booked at Kwik Fit.", "kwik fit"),
-        ),
-        (
-            "We decided the service is on 3 March.",
-            "Change of plan: the service is on 5 March, not 3 March.",
-            "3 march",
-            "5 march",
-        ),
-        ("Should we get an electric car next?", "What if we sold it in spring?"),
-        ("A car is a hole you pour money into.",),
-        "The spare key hangs by the door",
-        "The app password is orchid-lantern-42.",
-    ),
-    Plan(
-        "school",
-        ("mia's mum", "mia's dad"),
-        (
-            ("We decided Mia starts piano lessons.", "piano"),
-            ("Let's go with the Tuesday swimming class.", "swimming"),
-            ("Agreed: homework before screens.", "homework"),
-        ),
-        (
-            "We decided pickup is at 3:15pm.",
-            "Change of plan: pickup is at 3:30pm, not 3:15pm.",
-            "3:15pm",
-            "3:30pm",
-        ),
-        ("Maybe karate as well?", "Should she walk to school alone?"),
-        ("She reads like other children breathe.",),
-        "Lunch money goes in on Mondays",
-        "The school portal password is maple-42-river.",
-    ),
-    Plan(
-        "money",
-        ("nia", "omar"),
-        (
-            ("We decided to save 300 pounds a month.", "300"),
-            ("Let's go with the fixed-rate energy deal.", "fixed-rate"),
-            ("Final: the holiday budget is 2,000 pounds.", "2,000"),
-        ),
-        (
-            "We decided the savings go in on the 1st.",
-            "Change of plan: the savings go in on the 28th, not the 1st.",
-            "the 1st",
-            "28th",
-        ),
-        ("Should we switch banks?", "Maybe we could cancel the gym?"),
-        ("A budget is telling your money where to go.",),
-        "The emergency fund stays untouched",
-        "The bank login is 77-plum-77.",
-    ),
-    Plan(
-        "move",
-        ("ruth", "tom"),
-        (
-            ("We decided to hire Swift Movers.", "swift"),
-            ("Let's go with packing the books first.", "books"),
-            ("Agreed: the piano goes to Ruth's sister.", "sister"),
-        ),
-        (
-            "We decided we move on 13 June.",
-            "Change of plan: we move on 20 June, not 13 June.",
-            "13 june",
-            "20 june",
-        ),
-        ("Should we paint before moving in?", "What if we kept the old sofa?"),
-        ("Home is wherever the kettle is.",),
-        "The cat travels with Tom",
-        "The storage unit code is 6402.",
-    ),
-    Plan(
-        "health",
-        ("eve", "finn"),
-        (
-            ("We decided on the Smile Studio dentist.", "smile studio"),
-            ("Let's go with walking to work on Fridays.", "walking"),
-            ("Final: flu jabs in October.", "flu"),
-        ),
-        (
-            "We decided the check-up is on 8 January.",
-            "Change of plan: the check-up is on 12 January, not 8 January.",
-            "8 january",
-            "12 january",
-        ),
-        ("Should we join a running club?", "Maybe a standing desk?"),
-        ("Sleep is the best medicine nobody takes.",),
-        "Finn takes his tablets at breakfast",
-        "The surgery PIN is 1207.",
-    ),
-    Plan(
-        "pets",
-        ("gus", "ivy", "jay"),
-        (
-            ("We decided to adopt the grey cat from the shelter.", "grey cat"),
-            ("Let's go with the vet on Mill Road.", "mill road"),
-            ("Agreed: the cat sleeps downstairs.", "downstairs"),
-        ),
-        (
-            "We decided to call the cat Pepper.",
-            "Change of plan: we call the cat Biscuit, not Pepper.",
-            "pepper",
-            "biscuit",
-        ),
-        ("Should we get a dog too?", "What if we got pet insurance?"),
-        ("Cats don't have owners, they have staff.",),
-        "Mrs Hughes feeds the cat when we travel",
-        "The microchip account password is tabby-tabby-9.",
-    ),
-]
-FILLER = [
-    "The weather is grim again today.",
-    "I'll be late tonight, traffic.",
-    "Did anyone see my keys?",
-    "Dinner is pasta, as usual.",
-    "The neighbours are loud again.",
-    "I found an old photo of us, so funny.",
-    "Remind me to call my mother.",
-    "The post came early today.",
-]
-CHARLIE = [
-    "Noted.",
-    "That sounds good.",
-    "I'll keep that in mind.",
-    "Charlie can help plan the next step.",
-]
+def has(texts: list[str], words: list[str]) -> bool:
+    """Whether one of `texts` holds every key word ("a|b": either)."""
+    return any(
+        all(any(alt.lower() in text.lower() for alt in word.split("|")) for word in words)
+        for text in texts
+    )
 
 
-def script(plan: Plan, rng: random.Random) -> list[tuple[str, str]]:
-    """The conversation: (speaker, text), Charlie's turns as "Charlie". 40–60 messages."""
-    told = [*(d for d, _ in plan.decisions), *plan.suggestions, *plan.quotable]
-    rng.shuffle(told)
-    first, change = plan.revision[:2]
-    lines: list[str] = [first, *told[:3], plan.secret, *told[3:5], change, *told[5:]]
-    out: list[tuple[str, str]] = []
-    speakers = list(plan.speakers)
-    filler = iter(rng.sample(FILLER * 6, len(FILLER) * 6))
-    for at, line in enumerate(lines):
-        for _ in range(rng.randint(1, 2) if at % 2 else 1):
-            out.append((rng.choice(speakers), next(filler)))
-            out.append(("Charlie", rng.choice(CHARLIE)))
-        out.append((speakers[at % len(speakers)], line))
-        out.append(("Charlie", rng.choice(CHARLIE)))
-    while len(out) < 40:
-        out.append((rng.choice(speakers), next(filler)))
-        out.append(("Charlie", rng.choice(CHARLIE)))
-    return out[:60]
+def secret_of(plan: dict[str, Any]) -> str:
+    return str(1000 + sum(map(ord, plan["id"])) * 7 % 9000)
 
 
 # ---------------------------------------------------------------- the careless double
 
 
 NEW = re.compile(r"^\[(\d+)\] (.+?): (.*)$", re.M)
-DECIDED = re.compile(
-    r"^(we decided[:,]? |let's go with |final answer: |final: |decided: |agreed: |we agreed )", re.I
-)
 
 
-def careless(request: dict[str, Any], rng: random.Random) -> str:
-    """A small model's distillation, at its worst: it finds the decisions, but drops the
-    earlier ones, rewrites a person's, calls a suggestion a decision and quotes Charlie."""
+@dataclass
+class Oracle:
+    """What the double knows of the conversation it plays: which texts are decisions (with
+    their key words), which are revisions (old words → new words), which are traps."""
+
+    decided: dict[str, str] = field(default_factory=dict)  # message text → decision text
+    changes: dict[str, list[str]] = field(default_factory=dict)  # message text → old words
+
+    @classmethod
+    def of(cls, plan: dict[str, Any]) -> Oracle:
+        oracle = cls()
+        said = [m["text"] for m in plan["messages"]]
+        for decision in plan["decisions"]:
+            oracle.decided[said[decision["at"]]] = said[decision["at"]].rstrip(".!")
+        for revision in plan["revisions"]:
+            oracle.decided[said[revision["decided_at"]]] = said[revision["decided_at"]].rstrip(".!")
+            oracle.decided[said[revision["changed_at"]]] = said[revision["changed_at"]].rstrip(".!")
+            oracle.changes[said[revision["changed_at"]]] = revision["old"]
+        return oracle
+
+    def changes_it(self, old: str, message: str) -> bool:
+        wanted = self.changes.get(message)
+        return wanted is not None and has([old], wanted)
+
+
+def careless_whole(request: dict[str, Any], oracle: Oracle, rng: random.Random) -> str:
     user = request["messages"][-1]["content"]
     current = json.loads(user.split("Current memory:\n", 1)[1].split("\n\nNew messages", 1)[0])
     new = NEW.findall(user)
@@ -330,32 +134,23 @@ def careless(request: dict[str, Any], rng: random.Random) -> str:
     superseded: list[dict[str, Any]] = []
     quotes: list[dict[str, str]] = []
     for number, speaker, text in new:
-        if speaker != "Charlie" and DECIDED.match(text):
-            decisions.append(
-                {"text": DECIDED.sub("", text).rstrip(".").capitalize(), "messages": [int(number)]}
-            )
-        if speaker != "Charlie" and text.startswith("Change of plan: "):
-            value = text.removeprefix("Change of plan: ").split(",")[0].split(" instead of ")[0]
-            decisions.append({"text": value.rstrip(".").capitalize(), "messages": [int(number)]})
-            said = set(re.findall(r"[a-z]{4,}", value.lower()))
-            alike = [
-                (len(said & set(re.findall(r"[a-z]{4,}", d.lower()))), d)
-                for d in current.get("decisions", [])
-            ]
-            best = max(alike, default=(0, ""))
-            if best[0]:
-                superseded.append({"decision": best[1], "message": int(number)})
-        if speaker != "Charlie" and text.endswith("?") and rng.random() < 0.7:
-            decisions.append({"text": text.rstrip("?"), "messages": [int(number)]})  # a suggestion
-        if rng.random() < 0.2:
-            quotes.append({"speaker": speaker, "text": text})  # Charlie's own words included
+        if speaker != "Charlie":
+            if text in oracle.decided:
+                decisions.append({"text": oracle.decided[text], "messages": [int(number)]})
+            elif text.endswith("?") and rng.random() < 0.5:
+                decisions.append({"text": text.rstrip("?"), "messages": [int(number)]})
+            for held in current.get("decisions", []):  # everything, by everyone
+                superseded.append({"decision": held, "message": int(number)})
+        if rng.random() < 0.3:
+            quotes.append({"speaker": speaker, "text": text})  # Charlie's and questions too
     kept = [d for d in current.get("decisions", []) if rng.random() < 0.4]  # drops the rest
     if kept and rng.random() < 0.5:
         kept[0] = kept[0] + " (maybe)"  # rewrites one
-    summary = (current.get("summary") or "") + " More was said about the " + "plan."
+    old = current.get("summary") or ""
+    padded = f"{old} {old} Charlie loaded the projects tools: list_projects. More was said."
     return json.dumps(
         {
-            "summary": summary.strip(),
+            "summary": padded.strip(),
             "decisions": [*kept, *decisions],
             "superseded": superseded,
             "quotes": quotes[:3],
@@ -371,35 +166,32 @@ STEP_PROMPTS = {
 }
 
 
-def careless_step(request: dict[str, Any], rng: random.Random) -> str:
-    """A small model's answer to one step of a stepwise distillation (`distill_mode =
-    steps`): mostly right, but now and then unreadable, and it offers Charlie's messages
-    and unknown numbers as quotes."""
+def careless_step(request: dict[str, Any], oracle: Oracle, rng: random.Random) -> str:
     system, user = (str(m["content"]) for m in request["messages"][:2])
     step = next(name for name, prompt in STEP_PROMPTS.items() if system == prompt)
     if rng.random() < 0.05:
         return "Let me think about that."  # no JSON: asked again
     said = user.rsplit("\n", 1)[-1].split(": ", 1)[-1]
     if step == "decision":
-        if DECIDED.match(said):
-            return json.dumps({"decision": True, "what": DECIDED.sub("", said)})
-        if said.startswith("Change of plan: "):
-            value = said.removeprefix("Change of plan: ").split(", not ")[0]
-            return json.dumps({"decision": True, "what": value})
-        return json.dumps({"decision": rng.random() < 0.1, "what": ""})  # now and then a remark
+        if said in oracle.decided:
+            return json.dumps({"decision": True, "what": oracle.decided[said]})
+        return json.dumps({"decision": rng.random() < 0.3, "what": said})  # traps too
     if step == "change":
-        return json.dumps({"changes": said.startswith("Change of plan: ")})
+        old = user.split("Earlier decision: ", 1)[1].split("\n", 1)[0]
+        return json.dumps({"changes": oracle.changes_it(old, said)})
     if step == "summary":
-        return json.dumps({"summary": "The household plans the " + "project together."})
+        old = json.loads(user.split("Current memory:\n", 1)[1].split("\n\nNew messages")[0])
+        text = f"{old['summary']} {old['summary']} Charlie searched the notes. They plan."
+        return json.dumps({"summary": text.strip()})
     numbers = [int(n) for n in re.findall(r"^\[(\d+)\]", user, re.M)]
     return json.dumps({"quotes": [*rng.sample(numbers, min(2, len(numbers))), 99999]})
 
 
-def careless_model(request: dict[str, Any], rng: random.Random) -> str:
+def careless_model(request: dict[str, Any], oracle: Oracle, rng: random.Random) -> str:
     system = str(request["messages"][0]["content"])
     if system in STEP_PROMPTS.values():
-        return careless_step(request, rng)
-    return careless(request, rng)
+        return careless_step(request, oracle, rng)
+    return careless_whole(request, oracle, rng)
 
 
 # ---------------------------------------------------------------- one conversation
@@ -407,134 +199,246 @@ def careless_model(request: dict[str, Any], rng: random.Random) -> str:
 
 @dataclass
 class Score:
-    topic: str
-    decisions: str  # held / planted
-    revision: bool
-    no_false_decisions: bool
-    hand_edit: bool
+    id: str
+    part: str
+    speakers: int
+    messages: int
+    decisions: str  # held at the end / planted
+    revisions: str  # applied / planted
+    superseded_properly: int  # revisions whose old value is among the earlier decisions
+    traps: int
+    traps_retiring: int
+    false_decisions: int
+    hand_decision: bool
+    hand_summary: str  # distillations it was in the summary after / distillations since
+    summary_repeats: int
+    summary_most_sentences: int  # Charlie's part
+    summary_about_charlie: int
+    quotes: int
     quotes_true: bool
+    quote_questions: int
     forgotten: bool
     distillations: int
     failures: int
     seconds: float
     held: list[str] = field(default_factory=list)
     earlier: list[str] = field(default_factory=list)
+    summary: str = ""
     problems: list[str] = field(default_factory=list)
-    noise: int = 0  # held decisions that are none of the plants: remarks kept as decisions
-
-    @property
-    def points(self) -> tuple[int, int]:
-        held, planted = (int(x) for x in self.decisions.split("/"))
-        checks = [
-            self.revision,
-            self.no_false_decisions,
-            self.hand_edit,
-            self.quotes_true,
-            self.forgotten,
-        ]
-        return held + sum(checks), planted + len(checks)
+    noise: int = 0  # held decisions that are none of the plants
 
 
-def _has(texts: list[str], words: str) -> bool:
-    return any(words.lower() in t.lower() for t in texts)
+def _repeats(text: str) -> int:
+    said = [memory.normalise(s).lower().rstrip(".!") for s in summary.sentences(text)]
+    return len(said) - len(set(said))
 
 
-def run_one(plan: Plan, llm: LLMClient, root: Path, seed: int, mode: str | None = None) -> Score:
-    rng = random.Random(seed)
-    folder = root / plan.topic
+def _about_charlie(text: str) -> int:
+    backing = summary.Backing(text, ())
+    return sum(
+        summary.why_left_out(s, backing) == "about the assistant or its tools"
+        for s in summary.sentences(text)
+    )
+
+
+def run_one(plan: dict[str, Any], llm: LLMClient, root: Path, mode: str | None) -> Score:
+    folder = root / plan["id"]
     os.environ["CHARLIE_HOME"] = str(folder)
     started = time.perf_counter()
-    distillations = failures = 0
+    distillations = failures = repeats = about_charlie = most = 0
+    hand_rounds = hand_kept = 0
     problems: list[str] = []
+    secret = secret_of(plan)
+    lines: list[dict[str, Any]] = list(plan["messages"])
+    third = len(lines) // 3
+    lines.insert(third, {"speaker": plan["speakers"][0], "text": f"The alarm code is {secret}."})
     with Home.open(load_settings()) as home:
-        project = create_project(home, plan.topic.title(), distill_every=EVERY)
+        project = create_project(home, plan["id"].replace("-", " ").title(), distill_every=EVERY)
         if mode is not None:
             project = update_project(home, project.slug, distill_mode=mode)
         channel = conversations.shared_channel(home, project)
         memory.ensure_file(home, channel)
-        people = {
-            name: ensure_user(home.db, re.sub(r"[^a-z]", "", name) or "someone")
-            for name in plan.speakers
-        }
-        secret_id, author = 0, None
-        for number, (speaker, text) in enumerate(script(plan, rng), start=1):
-            person = people.get(speaker)
-            role = "user" if person else "assistant"
-            added = conversations.add_message(home, channel, role, text, user=person)
-            if text == plan.secret:
-                secret_id, author = added.id, person
-            for event in chat.distill_due(home, llm, channel):
+        people = {name: ensure_user(home.db, name) for name in plan["speakers"]}
+        added: list[Message] = []
+        hand_written = False
+
+        def after_distillation() -> None:
+            nonlocal repeats, about_charlie, most, hand_rounds, hand_kept
+            now = memory.load(home, channel)
+            repeats += _repeats(now.summary)
+            about_charlie += _about_charlie(now.summary)
+            ours = [s for s in summary.sentences(now.summary) if s not in plan["hand_summary"]]
+            most = max(most, len(ours))
+            if hand_written:
+                hand_rounds += 1
+                hand_kept += plan["hand_summary"] in memory.normalise(now.summary)
+
+        def distilled(events: Any) -> bool:
+            nonlocal distillations, failures
+            any_ = False
+            for event in events:
                 if isinstance(event, chat.Distilled):
                     distillations += 1
+                    any_ = True
+                    after_distillation()
                 elif isinstance(event, chat.Notice):
                     failures += 1
                     problems.append(event.text[:160])
-            if number == 15:  # the person writes a decision by hand
-                path = project.memory_path
-                path.write_text(
-                    path.read_text().replace(
-                        "## Recent quotes", f"- {plan.hand}\n\n## Recent quotes", 1
-                    )
-                )
-            if number == 30 and author is not None:  # and its author forgets the secret
-                forget.forget(home, channel, author, secret_id)
+            return any_
+
+        for line in lines:
+            person = people.get(line["speaker"])
+            role = "user" if person else "assistant"
+            added.append(conversations.add_message(home, channel, role, line["text"], user=person))
+            if distilled(chat.distill_due(home, llm, channel)) and not hand_written:
+                path = project.memory_path  # the person writes a decision and a sentence
+                edited = memory.parse(path.read_text())
+                edited.summary = f"{plan['hand_summary']} {edited.summary}".strip()
+                edited.decisions.append(memory.Decision(plan["hand_decision"]))
+                path.write_text(memory.render(edited, project.config.name))
+                hand_written = True
+            if len(added) == 2 * third:
+                told = next(m for m in added if m.content.endswith(f"{secret}."))
+                forget.forget(home, channel, people[plan["speakers"][0]], told.id)
         try:  # what the cadence left: `charlie distill`
             for _ in batches.distill_all(home, channel, llm):
                 distillations += 1
-        except CharlieError as exc:  # counted, as a failure at the cadence is
+                after_distillation()
+        except CharlieError as exc:
             failures += 1
             problems.append(str(exc)[:160])
         list(chat.index_messages(home))
         held = memory.load(home, channel)
         texts, earlier = held.texts, [e.text for e in held.earlier]
-        planted = sum(_has(texts, words) for _, words in plan.decisions)
-        _, _, old, new = plan.revision
-        # the old value superseded: no held decision says it without the new one
-        # ("Thursday 11 December, not Tuesday 9 December" states the revision)
-        stale = [t for t in texts if _has([t], old) and not _has([t], new)]
-        revision = _has(texts, new) and _has(earlier, old) and not stale
-        wanted = [*(w for _, w in plan.decisions), new, old, plan.hand]
-        noise = sum(not any(w.lower() in t.lower() for w in wanted) for t in texts)
-        false = [s.rstrip("?") for s in plan.suggestions if _has(texts, s.rstrip("?")[:25])]
+        ids = {
+            n: m.id
+            for n, m in enumerate(m for m in added if m.content != f"The alarm code is {secret}.")
+        }
+        planted = sum(has(texts, d["holds"]) for d in plan["decisions"])
+        applied = proper = 0
+        for revision in plan["revisions"]:
+            stale = [
+                t for t in texts if has([t], revision["old"]) and not has([t], revision["new"])
+            ]
+            if has(texts, revision["new"]) and not stale:
+                applied += 1
+                proper += has(earlier, revision["old"])
+        trap_ids = {ids[n] for n in plan["traps"]}
+        retiring = {e.changed_by for e in held.earlier if e.changed_by in trap_ids}
+        false = sum(has(texts, d["words"]) for d in plan["not_decisions"])
+        wanted = [
+            *(d["holds"] for d in plan["decisions"]),
+            *(r["new"] for r in plan["revisions"]),
+            *(r["old"] for r in plan["revisions"]),
+        ]
+        noise = sum(
+            not any(has([t], w) for w in wanted) and t != plan["hand_decision"] for t in texts
+        )
         said = [m.content for m in conversations.recent(home, channel, 1000) if m.role == "user"]
         quotes_true = all(
             q.speaker != "Charlie"
             and any(memory.normalise(q.text) in memory.normalise(s) for s in said)
             for q in held.quotes
         )
+        questions = sum(q.text.rstrip().endswith("?") for q in held.quotes)
         export = folder / "export.zip"
         archive.export_archive(home, export, exporter=next(iter(people.values())).name)
         home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    secret = plan.secret.split()[-1].rstrip(".").encode()
     places = [p for p in folder.rglob("*") if p.is_file() and p != export]
-    found = [str(p.relative_to(folder)) for p in places if secret in p.read_bytes()]
+    found = [str(p.relative_to(folder)) for p in places if secret.encode() in p.read_bytes()]
     with zipfile.ZipFile(export) as z:
-        found += [f"export:{n}" for n in z.namelist() if secret in z.read(n)]
+        found += [f"export:{n}" for n in z.namelist() if secret.encode() in z.read(n)]
     if found:
         problems.append(f"the secret is still in {', '.join(found)}")
     return Score(
-        plan.topic,
-        f"{planted}/{len(plan.decisions)}",
-        revision,
-        not false,
-        _has(texts, plan.hand),
+        plan["id"],
+        plan["part"],
+        len(plan["speakers"]),
+        len(lines),
+        f"{planted}/{len(plan['decisions'])}",
+        f"{applied}/{len(plan['revisions'])}",
+        proper,
+        len(plan["traps"]),
+        len(retiring),
+        false,
+        plan["hand_decision"] in texts,
+        f"{hand_kept}/{hand_rounds}",
+        repeats,
+        most,
+        about_charlie,
+        len(held.quotes),
         quotes_true,
+        questions,
         not found,
         distillations,
         failures,
         round(time.perf_counter() - started, 1),
         texts,
         earlier,
+        held.summary,
         problems,
         noise,
     )
 
 
-CHECKS = ("decisions", "revision", "no_false_decisions", "hand_edit", "quotes_true", "forgotten")
+def _ratio(scores: list[Score], name: str) -> str:
+    pairs = [getattr(s, name).split("/") for s in scores]
+    return f"{sum(int(a) for a, _ in pairs)}/{sum(int(b) for _, b in pairs)}"
 
 
-def plot(runs: list[Path], path: Path, label: str = "") -> bool:
-    """Each run's share of every check, side by side (runs from `--out`)."""
+def totals(scores: list[Score]) -> dict[str, Any]:
+    return {
+        "conversations": len(scores),
+        "messages": sum(s.messages for s in scores),
+        "decisions_held": _ratio(scores, "decisions"),
+        "revisions_applied": _ratio(scores, "revisions"),
+        "revisions_superseded_properly": sum(s.superseded_properly for s in scores),
+        "traps": sum(s.traps for s in scores),
+        "traps_retiring": sum(s.traps_retiring for s in scores),
+        "false_decisions": sum(s.false_decisions for s in scores),
+        "hand_decision": f"{sum(s.hand_decision for s in scores)}/{len(scores)}",
+        "hand_summary_kept": _ratio(scores, "hand_summary"),
+        "summary_repeats": sum(s.summary_repeats for s in scores),
+        "summary_most_sentences": max((s.summary_most_sentences for s in scores), default=0),
+        "summary_about_charlie": sum(s.summary_about_charlie for s in scores),
+        "quotes": sum(s.quotes for s in scores),
+        "quotes_true": f"{sum(s.quotes_true for s in scores)}/{len(scores)}",
+        "quote_questions": sum(s.quote_questions for s in scores),
+        "forgotten": f"{sum(s.forgotten for s in scores)}/{len(scores)}",
+        "noise": sum(s.noise for s in scores),
+        "distillations": sum(s.distillations for s in scores),
+        "failed": sum(s.failures for s in scores),
+        "seconds": round(sum(s.seconds for s in scores), 1),
+    }
+
+
+def all_hold(total: dict[str, Any]) -> bool:
+    """Every check that Charlie holds whatever the model says: what the double must give.
+    (Which revisions are found and which remarks are taken for decisions is the model's.)"""
+    whole = [total[k] for k in ("decisions_held", "hand_decision", "hand_summary_kept")]
+    whole += [total[k] for k in ("quotes_true", "forgotten")]
+    zero = ("traps_retiring", "summary_repeats", "summary_about_charlie", "quote_questions")
+    return (
+        all(a == b for a, b in (w.split("/") for w in whole))
+        and all(total[k] == 0 for k in zero)
+        and total["summary_most_sentences"] <= summary.MOST_SENTENCES
+    )
+
+
+PLOTTED = (  # (label, total's key, better when: "all" of a ratio, or "zero")
+    ("decisions held", "decisions_held", "all"),
+    ("revisions applied", "revisions_applied", "all"),
+    ("hand decision", "hand_decision", "all"),
+    ("hand summary kept", "hand_summary_kept", "all"),
+    ("forgotten", "forgotten", "all"),
+    ("traps that retired", "traps_retiring", "zero"),
+    ("repeated sentences", "summary_repeats", "zero"),
+    ("quoted questions", "quote_questions", "zero"),
+)
+
+
+def plot(run: Path, path: Path, label: str = "") -> bool:
+    """Each part's checks side by side, as shares (a ratio) or counts (want 0)."""
     try:
         import matplotlib
 
@@ -543,29 +447,35 @@ def plot(runs: list[Path], path: Path, label: str = "") -> bool:
     except ImportError:
         print("matplotlib is not installed: no plot", file=sys.stderr)
         return False
-    results = [json.loads(run.read_text()) for run in runs]
-    summaries = [result["summary"] for result in results]
-    fig, ax = plt.subplots(figsize=(11, 5))
-    width = 0.8 / len(summaries)
-    for n, (result, summary) in enumerate(zip(results, summaries, strict=True)):
-        count = summary["conversations"]
-        shares = []
-        for check in CHECKS:
-            value = summary[check]  # "held/planted", or how many conversations passed
-            held, total = value.split("/") if check == "decisions" else (value, count)
-            shares.append(100 * int(held) / int(total))
-        topics = " ".join(score["topic"] for score in result["scores"])
-        legend = (
-            f"{summary.get('distill_mode', '?')}, {topics}: {summary['points']} points, "
-            f"{summary.get('seconds', '?')} s"
+    result = json.loads(run.read_text())["summary"]
+    parts = [p for p in PARTS if p in result and result[p]["conversations"]]
+    fig, (shares, counts) = plt.subplots(1, 2, figsize=(12, 4.5), width_ratios=[5, 3])
+    width = 0.8 / max(1, len(parts))
+    ratios = [p for p in PLOTTED if p[2] == "all"]
+    zeros = [p for p in PLOTTED if p[2] == "zero"]
+    for n, part in enumerate(parts):
+        total = result[part]
+        values = []
+        for _, name, _ in ratios:
+            held, of = (int(x) for x in total[name].split("/"))
+            values.append(100 * held / of if of else 0)
+        bars = shares.bar([x + n * width for x in range(len(ratios))], values, width, label=part)
+        shares.bar_label(bars, fmt="%.0f", fontsize=7)
+        bars = counts.bar(
+            [x + n * width for x in range(len(zeros))],
+            [total[z[1]] for z in zeros],
+            width,
+            label=part,
         )
-        ax.bar([x + n * width for x in range(len(CHECKS))], shares, width, label=legend)
-    ax.set_xticks([x + width * (len(summaries) - 1) / 2 for x in range(len(CHECKS))])
-    ax.set_xticklabels([c.replace("_", " ") for c in CHECKS])
-    ax.set_ylabel("held (%)")
-    ax.set_ylim(0, 105)
-    ax.set_title(f"Memory fidelity, {label or summaries[0]['model']}")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), fontsize=8, ncol=2)
+        counts.bar_label(bars, fontsize=7)
+    for axis, chosen in ((shares, ratios), (counts, zeros)):
+        axis.set_xticks([x + width * (len(parts) - 1) / 2 for x in range(len(chosen))])
+        axis.set_xticklabels([c[0] for c in chosen], rotation=20, fontsize=8)
+        axis.legend(fontsize=8)
+    shares.set_ylabel("held (%)")
+    shares.set_ylim(0, 110)
+    counts.set_ylabel("count (want 0)")
+    fig.suptitle(f"Memory fidelity, {label or result['model']} ({result['distill_mode']})")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -575,10 +485,9 @@ def plot(runs: list[Path], path: Path, label: str = "") -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--server", action="store_true", help="the configured real server")
-    parser.add_argument("--conversations", type=int, default=len(PLANS))
-    parser.add_argument(
-        "--topics", default="", help="only these conversations, comma-separated (e.g. party,car)"
-    )
+    parser.add_argument("--part", choices=[*PARTS, "both"], default="both")
+    parser.add_argument("--ids", default="", help="only these conversations, comma-separated")
+    parser.add_argument("--limit", type=int, default=0, help="at most this many per part")
     parser.add_argument("--quick", action="store_true", help="one conversation: a smoke run")
     parser.add_argument(
         "--distill-mode",
@@ -588,85 +497,80 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--plot", type=Path, help="draw the runs of --from here, run nothing")
-    parser.add_argument("--from", dest="runs", type=Path, nargs="*", default=[])
+    parser.add_argument("--plot", type=Path, help="draw the run of --from here, run nothing")
+    parser.add_argument("--from", dest="run", type=Path, help="a run's JSON (--out)")
     parser.add_argument("--label", default="", help="the model, as the plot names it")
     args = parser.parse_args()
     if args.plot:
-        if plot(args.runs, args.plot, args.label):
+        if args.run is None:
+            parser.error("--plot needs --from RUN.json")
+        if plot(args.run, args.plot, args.label):
             print(f"wrote {args.plot}")
         return
-    plans = PLANS[: 1 if args.quick else args.conversations]
-    if args.topics:
-        wanted = args.topics.split(",")
-        plans = [p for p in PLANS if p.topic in wanted]
+    parts = PARTS if args.part == "both" else (args.part,)
+    plans: list[dict[str, Any]] = []
+    for part in parts:
+        found = load_part(part)
+        plans += found[: args.limit] if args.limit else found
+    if args.ids:
+        wanted = args.ids.split(",")
+        plans = [p for p in plans if p["id"] in wanted]
         if len(plans) != len(wanted):
-            parser.error(f"--topics: known ones are {', '.join(p.topic for p in PLANS)}")
+            parser.error("--ids: unknown conversation")
+    if args.quick:
+        plans = load_part("tune")[:1]
     double: ScriptedLLMServer | None = None
+    rng = random.Random(args.seed)
     if args.server:
         settings = load_settings()
         llm = LLMClient.from_settings(settings)
         where = settings.llm_base_url
     else:
         double = ScriptedLLMServer(model="careless").start()
-        rng = random.Random(args.seed)
-        double.default = lambda request: careless_model(request, rng)
         llm = LLMClient(double.base_url, "careless", retries=0)
-        where = "the scripted double (a careless model)"
+        where = "the scripted double (a careless, hostile model)"
     scores: list[Score] = []
     try:
         with tempfile.TemporaryDirectory(prefix="charlie-fidelity-") as root:
-            for number, plan in enumerate(plans):
-                try:
-                    score = run_one(plan, llm, Path(root), args.seed + number, args.distill_mode)
-                except CharlieError as exc:
-                    print(f"{plan.topic}: {exc}", file=sys.stderr)
-                    raise
+            for plan in plans:
+                if double is not None:
+                    oracle = Oracle.of(plan)
+                    double.default = lambda r, o=oracle: careless_model(r, o, rng)  # type: ignore[misc]
+                score = run_one(plan, llm, Path(root), args.distill_mode)
                 scores.append(score)
-                got, total = score.points
                 print(
-                    f"{plan.topic:<8} decisions {score.decisions} revision={score.revision} "
-                    f"no-false={score.no_false_decisions} hand={score.hand_edit} "
-                    f"quotes={score.quotes_true} forgotten={score.forgotten} noise={score.noise} "
-                    f"({got}/{total}; {score.distillations} distillations, {score.failures} "
-                    f"failed, {score.seconds}s) {'; '.join(score.problems)[:200]}",
+                    f"{score.part:<7} {score.id:<28} decisions {score.decisions} revisions "
+                    f"{score.revisions} traps-retiring {score.traps_retiring}/{score.traps} "
+                    f"false {score.false_decisions} hand {score.hand_decision} "
+                    f"hand-summary {score.hand_summary} repeats {score.summary_repeats} "
+                    f"quotes-q {score.quote_questions} forgotten {score.forgotten} "
+                    f"({score.distillations} distillations, {score.failures} failed, "
+                    f"{score.seconds}s) {'; '.join(score.problems)[:200]}",
                     flush=True,
                 )
     finally:
         llm.close()
         if double is not None:
             double.stop()
-    got = sum(s.points[0] for s in scores)
-    total = sum(s.points[1] for s in scores)
-    held = sum(int(s.decisions.split("/")[0]) for s in scores)
-    planted = sum(int(s.decisions.split("/")[1]) for s in scores)
-    summary = {
+    result: dict[str, Any] = {
         "model": where,
-        "conversations": len(scores),
-        "points": f"{got}/{total}",
-        "decisions": f"{held}/{planted}",
-        "revision": sum(s.revision for s in scores),
-        "no_false_decisions": sum(s.no_false_decisions for s in scores),
-        "hand_edit": sum(s.hand_edit for s in scores),
-        "quotes_true": sum(s.quotes_true for s in scores),
-        "forgotten": sum(s.forgotten for s in scores),
-        "distillations": sum(s.distillations for s in scores),
-        "failed": sum(s.failures for s in scores),
-        "noise": sum(s.noise for s in scores),
         "distill_mode": args.distill_mode or os.environ.get("CHARLIE_DISTILL_MODE", "auto"),
-        "seconds": round(sum(s.seconds for s in scores), 1),
     }
-    print(json.dumps(summary, indent=1))
+    for part in parts:
+        result[part] = totals([s for s in scores if s.part == part])
+    print(json.dumps(result, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(
-            {"summary": summary, "machine": machine(), "scores": [asdict(s) for s in scores]},
+            {"summary": result, "machine": machine(), "scores": [asdict(s) for s in scores]},
             indent=1,
             ensure_ascii=False,
         )
     )
     print(f"wrote {args.out}")
-    if got < total and not args.server:
+    if not args.server and not all(
+        all_hold(result[p]) for p in parts if result[p]["conversations"]
+    ):
         raise SystemExit(1)  # against the double every check must hold
 
 

@@ -37,9 +37,14 @@ def run(script: str, *arguments: str) -> str:
 
 
 def test_memory_fidelity_holds_every_check_against_a_careless_model(tmp_path: Path) -> None:
+    """The run exits 0 only when every check Charlie holds whatever the model says held."""
     out = tmp_path / "fidelity.json"
-    printed = run("memory_fidelity", "--quick", "--out", str(out))
-    assert '"points": "8/8"' in printed and out.is_file()
+    run("memory_fidelity", "--quick", "--out", str(out))
+    tune = json.loads(out.read_text())["summary"]["tune"]
+    assert tune["conversations"] == 1 and tune["traps"] >= 3
+    assert (tune["traps_retiring"], tune["summary_repeats"], tune["quote_questions"]) == (0, 0, 0)
+    held, planted = tune["decisions_held"].split("/")
+    assert held == planted and tune["hand_summary_kept"].split("/")[0] != "0"
 
 
 def test_weak_hits_tells_answering_notes_from_small_talk(tmp_path: Path) -> None:

@@ -439,7 +439,9 @@ def test_distill_now(household: Home, auth: projects.Project, llm: ScriptedLLMSe
         assert said.startswith("🧠 Memory of Auth updated from messages ")
         assert said.endswith(": 1 decisions, 1 quotes.")
         again = await h.command(ALICE_ID, KITCHEN, ["distill"])
-        assert again == "⚠️ There are no new messages to distill in project auth."
+        assert again == (
+            "🧠 There are no new messages to distill in project auth: its memory is up to date."
+        )
 
     play(scenario)
     assert memory.load(household, conversations.shared_channel(household, auth)).texts == [

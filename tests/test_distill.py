@@ -109,13 +109,13 @@ def test_hand_edits_win(
 ) -> None:
     channel, alice, client = setup
     conversations.add_message(home, channel, "user", "Let's plan it: oak worktops.", user=alice)
-    llm.reply(distill_answer(summary="Charlie's summary.", decisions=("Oak worktops",)))
+    llm.reply(distill_answer(summary="The first summary.", decisions=("Oak worktops",)))
     distill.distill(home, channel, client)
 
     path = channel.project.memory_path  # type: ignore[union-attr]
     edited = (
         path.read_text()
-        .replace("Charlie's summary.", "MY summary, written by hand.")
+        .replace("The first summary.", "MY summary, written by hand.")
         .replace("- Oak worktops", "- Oak worktops\n- Budget is 12k, hard limit")
         + "\n## My links\n- the supplier's page\n"
     )
@@ -127,7 +127,7 @@ def test_hand_edits_win(
     distill.distill(home, channel, client)
 
     after = memory.parse(path.read_text())
-    assert after.summary == "MY summary, written by hand."
+    assert after.summary == "MY summary, written by hand. Rewritten."  # theirs stays
     assert after.texts == ["Oak worktops", "Budget is 12k, hard limit", "Tiled floor"]
     assert "## My links\n- the supplier's page" in path.read_text()
     prompt = llm.requests[-1]["messages"][1]["content"]
@@ -135,11 +135,13 @@ def test_hand_edits_win(
     sources = [r.source for r in memory.revisions(home, channel)]
     assert sources[:3] == ["distill", "hand_edit", "distill"]
 
-    # Once the person's edit has been folded in, the next distillation may update the summary.
+    # The next distillation rewrites Charlie's sentences; the person's sentence stays theirs.
     conversations.add_message(home, channel, "user", "Cabinets are white.", user=alice)
     llm.reply(distill_answer(summary="Kitchen plan, white cabinets.", decisions=("Oak",)))
     distill.distill(home, channel, client)
-    assert memory.load(home, channel).summary == "Kitchen plan, white cabinets."
+    assert memory.load(home, channel).summary == (
+        "MY summary, written by hand. Kitchen plan, white cabinets."
+    )
 
 
 def test_malformed_answer_gets_one_repair(

@@ -64,8 +64,10 @@ def test_nothing_to_distill_is_said_plainly(
 ) -> None:
     kitchen(home)
     result = charlie("distill", "-p", "kitchen")
-    assert result.exit_code == 1
-    assert result.output == "Error: There are no new messages to distill in project kitchen.\n"
+    assert result.exit_code == 0
+    assert result.output == (
+        "There are no new messages to distill in project kitchen: its memory is up to date.\n"
+    )
     assert llm.requests == []
 
 

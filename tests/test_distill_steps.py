@@ -133,9 +133,10 @@ def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(
     talk(home, channel, (sam, "We decided: the cabinet handles are oak too."))
     llm.default = step_answer
     result = distill.distill(home, channel, client)
-    assert "change" in steps_asked(llm)  # asked: "oak" is shared …
+    # "oak" is shared, but the message does not name the person's decision: not even asked
+    assert "change" not in steps_asked(llm)
     assert result.memory.texts == ["The worktops are oak", "the cabinet handles are oak too."]
-    assert result.memory.earlier == []  # … and kept, as the model said
+    assert result.memory.earlier == []
 
 
 def test_a_quote_is_the_persons_own_message_by_number(

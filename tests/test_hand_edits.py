@@ -49,11 +49,11 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
     charlie: Cli, llm: ScriptedLLMServer, charlie_home: Path
 ) -> None:
     assert charlie("projects", "create", "Kitchen", "--every", "50").exit_code == 0
-    chat_and_distill(charlie, llm, "Oak worktops.", distill_answer(summary="Charlie's summary."))
+    chat_and_distill(charlie, llm, "Oak worktops.", distill_answer(summary="The first summary."))
     path = memory_file(charlie_home)
     path.write_text(
         path.read_text()
-        .replace("Charlie's summary.", "MY summary, by hand.")
+        .replace("The first summary.", "MY summary, by hand.")
         .replace("- Oak worktops", "- Oak worktops\n- Budget is 12k, hard limit")
     )
     mine, source = newest_revision(charlie)  # `history` records the hand edit
@@ -62,8 +62,8 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
     # Two rounds later the model has rewritten the summary and left out the budget: a
     # person's decision is theirs, and it stays (issue 22: it was gone at the second round).
     chat_and_distill(charlie, llm, "Tiles.", distill_answer(summary="Round two."))
-    chat_and_distill(charlie, llm, "White.", distill_answer(summary="Charlie rewrote it."))
-    assert "Charlie rewrote it." in path.read_text()
+    chat_and_distill(charlie, llm, "White.", distill_answer(summary="The model rewrote it."))
+    assert "The model rewrote it." in path.read_text()
     kept = memory.parse(path.read_text()).decisions
     budget = next(d for d in kept if d.text == "Budget is 12k, hard limit")
     assert budget.by == memory.HAND  # typed into the file: the person's, by hand
@@ -77,7 +77,7 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
         distill_answer(summary="The model's summary.", decisions=("Oak worktops", "Brass")),
     )
     after = memory.parse(path.read_text())
-    assert after.summary == "MY summary, by hand."
+    assert after.summary == "MY summary, by hand. The model's summary."  # theirs, then news
     assert after.texts == ["Oak worktops", "Budget is 12k, hard limit", "Brass"]
 
 
@@ -150,7 +150,7 @@ def kitchen_with_memory(home: Home, llm: ScriptedLLMServer) -> Path:
     channel = shared_channel(home, create_project(home, "Kitchen"))
     alice = ensure_user(home.db, "alice")
     conversations.add_message(home, channel, "user", "Oak worktops, and a gas hob.", user=alice)
-    llm.reply(distill_answer(summary="Charlie's summary.", decisions=("Oak worktops", "Gas hob")))
+    llm.reply(distill_answer(summary="The first summary.", decisions=("Oak worktops", "Gas hob")))
     client = LLMClient(llm.base_url, "test-model")
     distill.distill(home, channel, client)
     client.close()
@@ -165,13 +165,13 @@ def test_a_hand_edit_saved_while_the_model_thinks_wins(home: Home, llm: Scripted
     def edit_by_hand() -> None:
         path.write_text(
             path.read_text()
-            .replace("Charlie's summary.", "Edited while Charlie thought.")
+            .replace("The first summary.", "Edited while Charlie thought.")
             .replace("- Gas hob", "- Induction hob, not gas")
         )
 
     result = distill_while(home, llm, edit_by_hand)
     after = memory.parse(path.read_text())
-    assert after.summary == "Edited while Charlie thought."
+    assert after.summary == "Edited while Charlie thought. The model's summary."
     assert after.texts == ["Oak worktops", "Induction hob, not gas", "Tiled floor"]
     assert result.memory == after
     channel = shared_channel(home, get_project(home, "kitchen"))
@@ -194,10 +194,10 @@ def test_an_api_edit_saved_while_the_model_thinks_wins(home: Home, llm: Scripted
 
         distill_while(home, llm, edit_through_the_api)
         after = client.get("/api/channels/kitchen/memory").json()
-    assert after["summary"] == "Typed in the app."
+    assert after["summary"] == "Typed in the app. The model's summary."
     texts = [d["text"] for d in after["decisions"]]
     assert texts == ["Oak worktops", "Tiled floor"]  # "Gas hob" stays deleted
-    assert memory.parse(path.read_text()).summary == "Typed in the app."
+    assert memory.parse(path.read_text()).summary == "Typed in the app. The model's summary."
 
 
 def test_an_api_edit_during_the_chat_streams_distillation_wins(
@@ -230,9 +230,9 @@ def test_an_api_edit_during_the_chat_streams_distillation_wins(
             thread.join(30)
         kinds = events(streamed["response"])
         distilled = [data for kind, data in kinds if kind == "distilled"]
-        assert distilled and distilled[0]["memory"]["summary"] == "Mine."
+        assert distilled and distilled[0]["memory"]["summary"] == "Mine. The model's summary."
         after = editing.get("/api/channels/kitchen/memory").json()
-    assert after["summary"] == "Mine."
+    assert after["summary"] == "Mine. The model's summary."
     assert [d["text"] for d in after["decisions"]] == ["Budget 12k", "Oak worktops"]
 
 
@@ -248,7 +248,7 @@ def test_a_hand_edit_saved_at_the_moment_charlie_writes_wins(
     def person_saves_first(target: Path, text: str, **kwargs: Any) -> str:
         if target == path and not saves:
             saves.append(target)
-            path.write_text(path.read_text().replace("Charlie's summary.", "Saved that moment."))
+            path.write_text(path.read_text().replace("The first summary.", "Saved that moment."))
         return real_write(target, text, **kwargs)
 
     monkeypatch.setattr(memory, "write_atomic", person_saves_first)
@@ -260,7 +260,7 @@ def test_a_hand_edit_saved_at_the_moment_charlie_writes_wins(
         client.close()
     assert saves == [path]
     after = memory.parse(path.read_text())
-    assert after.summary == "Saved that moment."
+    assert after.summary == "Saved that moment. The model's summary."
     sources = [
         r.source for r in memory.revisions(home, shared_channel(home, get_project(home, "kitchen")))
     ]

@@ -356,7 +356,8 @@ def test_distill_folds_each_conversation_in_order_and_resumes(
         calls.append(str(request["messages"]))
         if len(calls) == failing["on"]:
             return _broken_reply()
-        return naming_answer(request, summary=f"Summary {len(calls)}.")
+        ordinal = ["first", "second", "third", "fourth", "fifth"][len(calls) - 1]
+        return naming_answer(request, summary=f"The {ordinal} summary.")
 
     llm.default = answer
     first = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--distill")
@@ -380,7 +381,7 @@ def test_distill_folds_each_conversation_in_order_and_resumes(
         conversations.undistilled(kitchen, t) == []
         for t in conversations.thread_channels(kitchen, channel)
     )
-    assert "Summary 3." in charlie("memory", "show", "-p", "kitchen").stdout
+    assert "The third summary." in charlie("memory", "show", "-p", "kitchen").stdout
 
 
 def _broken_reply() -> Any:

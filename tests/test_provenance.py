@@ -10,6 +10,7 @@ from datetime import date
 import pytest
 from conftest import Cli
 from llm_double import ScriptedLLMServer
+from support.distilling import is_distillation, judge_says
 
 from charlie import conversations
 from charlie.conversations import Channel, Message, shared_channel
@@ -99,6 +100,7 @@ def test_a_model_that_drops_and_rewrites_decisions_changes_none_of_them(
     """Scripted as careless models answer (issue 22): the person's budget survived one
     distillation and was gone at the second; a dropped decision vanished."""
     channel, alice = kitchen
+    llm.default = judge_says(False)
     said = say(home, channel, alice, "We go with oak worktops.")
     llm.reply(answer(["Oak worktops"]))
     distill.distill(home, channel, client)
@@ -116,21 +118,18 @@ def test_a_model_that_drops_and_rewrites_decisions_changes_none_of_them(
     assert held.texts[:2] == ["Oak worktops", "Budget is 18,000"]
     assert "Walnut worktops" not in held.texts and "Budget is 25,000" not in held.texts
     assert held.decisions[1].by == HAND and held.decisions[0].sources == (said[0].id,)
-    refused = [
-        json.loads(r[0])
-        for r in home.db.execute("SELECT refused_decisions FROM distillations ORDER BY id")
+    asked = [str(r["messages"][1]["content"]) for r in llm.requests if not is_distillation(r)]
+    assert asked == [  # the message names the budget: the model judged it, side by side
+        "Earlier decision: Budget is 18,000\nNew decision: Budget is 25,000\n"
+        "New message from alice: Round 1: the budget came up: 25,000."
     ]
-    assert any(
-        r["decision"] == "Budget is 25,000" and "a person's decision" in r["why"]
-        for run in refused
-        for r in run
-    )
 
 
 def test_a_revision_named_by_the_model_supersedes_and_keeps_the_old_one(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User]
 ) -> None:
     channel, alice = kitchen
+    llm.default = judge_says(True)
     first = say(home, channel, alice, "The plumber comes on Tuesday 9 December.")
     llm.reply(
         answer([{"text": "The plumber comes on Tuesday 9 December", "messages": [first[0].id]}])
@@ -155,7 +154,7 @@ def test_a_revision_named_by_the_model_supersedes_and_keeps_the_old_one(
     )
     text = channel.project.memory_path.read_text()  # type: ignore[union-attr]
     assert "## Earlier decisions" in text and f"changed by message {moved[0].id}" in text
-    prompt = llm.requests[-1]["messages"][1]["content"]
+    prompt = [r for r in llm.requests if is_distillation(r)][-1]["messages"][1]["content"]
     assert "Tuesday 9 December" in prompt  # the model is shown what held
 
 
@@ -184,8 +183,10 @@ def test_a_revision_by_a_message_about_something_else_is_refused(
 def test_a_revision_the_model_does_not_name_still_supersedes_a_distilled_decision(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User]
 ) -> None:
-    """Qwen 1.5B kept "Tuesday 9 December" beside the new day; a new value replaces it."""
+    """Qwen 1.5B kept "Tuesday 9 December" beside the new day; a new value replaces it once
+    the model, asked with both side by side, says it changes it."""
     channel, alice = kitchen
+    llm.default = judge_says(True)
     first = say(home, channel, alice, "The plumber comes on Tuesday 9 December.")
     llm.reply(answer(["The plumber comes on Tuesday 9 December"]))
     distill.distill(home, channel, client)
@@ -247,15 +248,21 @@ def test_the_summary_is_rewritten_within_a_bound_never_appended(
 ) -> None:
     channel, alice = kitchen
     say(home, channel, alice, "We are doing the kitchen.")
-    old = " ".join(f"Sentence {i} of the old summary." for i in range(25))
+    colours = ["red", "blue", "green", "grey", "pink"]
+    old = " ".join(f"The kitchen has a {w} corner." for w in colours)
     llm.reply(answer(summary=old))
     distill.distill(home, channel, client)
+    kept = memory.load(home, channel).summary
+    assert kept == "The kitchen has a red corner. The kitchen has a blue corner. " + (
+        "The kitchen has a green corner."
+    )
     say(home, channel, alice, "The tiles arrived.")
-    llm.reply(answer(summary=memory.load(home, channel).summary + " The tiles arrived today."))
+    llm.reply(answer(summary=kept + " The tiles arrived today."))
     distill.distill(home, channel, client)
     summary = memory.load(home, channel).summary
-    assert len(summary.split()) <= distill.SUMMARY_WORDS
-    assert summary.endswith("The tiles arrived today.")  # the newest kept, the oldest cut
+    assert summary == (  # what is new kept, the oldest repeated ones cut: 3 sentences
+        "The kitchen has a red corner. The kitchen has a blue corner. The tiles arrived today."
+    )
 
 
 def test_a_memory_md_from_before_provenance_reads_and_is_not_rewritten(

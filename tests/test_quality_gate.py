@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from llm_double import ScriptedLLMServer
+from support.distilling import is_distillation, judge_says
 
 from charlie import conversations
 from charlie.conversations import Channel, shared_channel
@@ -47,10 +48,15 @@ def kitchen(home: Home, llm: ScriptedLLMServer) -> Iterator[tuple[Channel, User,
     channel = shared_channel(home, create_project(home, "Kitchen"))
     alice = ensure_user(home.db, "alice")
     client = LLMClient(llm.base_url, "test-model", retries=0)
-    said = "We are doing the kitchen: oak worktops, white cabinets, a tiled floor, budget 12k."
+    said = (
+        "Bob and I are doing the kitchen of our 1930s house before the end of March: oak "
+        "worktops, white cabinets, a tiled floor, budget 12k with a hard limit; the "
+        "electrician first, then the joiner."
+    )
     conversations.add_message(home, channel, "user", said, user=alice)
     llm.reply(answer())
     distill.distill(home, channel, client)
+    llm.default = judge_says(False)  # asked whether a new decision changes a held one: no
     yield channel, alice, client
     client.close()
 
@@ -78,7 +84,7 @@ def refused_twice(
     assert row["status"] == "failed"
     assert len(llm.requests) == 3  # the fixture's distillation, the answer, the repair
     assert row["error"] == str(raised.value)
-    repair = llm.requests[-1]["messages"][-1]["content"]
+    repair = [r for r in llm.requests if is_distillation(r)][-1]["messages"][-1]["content"]
     assert repair.startswith("That answer was not usable: ")
     return str(row["error"])
 
@@ -142,10 +148,10 @@ def test_a_summary_shrunk_without_reason_is_refused(
     short = "Kitchen renovation, oak and white."  # 34 characters, under 30% of 252
     error = refused_twice(home, llm, kitchen, "Tiles arrive Monday.", answer(summary=short))
     assert error.endswith(
-        "(the summary shrank from 252 to 34 characters although nothing asked to forget; keep "
-        "what still holds and add what is new; then the summary shrank from 252 to 34 "
-        "characters although nothing asked to forget; keep what still holds and add what is "
-        "new). The memory was left as it was; it will be tried again after the next message."
+        "(the summary shrank from 252 to 34 characters; keep what still holds and add what is "
+        "new; then the summary shrank from 252 to 34 characters; keep what still holds and add "
+        "what is new). The memory was left as it was; it will be tried again after the next "
+        "message."
     )
     assert len(LONG_SUMMARY) == 252
 
@@ -162,19 +168,17 @@ def test_decisions_the_model_leaves_out_are_kept(
     assert result.attempts == 1 and result.memory.texts == list(DECISIONS)
 
 
-def test_a_memory_may_shrink_when_the_conversation_asks_to_forget(
+def test_words_of_forgetting_in_a_message_never_empty_the_memory(
     home: Home, llm: ScriptedLLMServer, kitchen: tuple[Channel, User, LLMClient]
 ) -> None:
-    channel, alice, client = kitchen
+    """A start-over is asked for plainly (`charlie memory start-over`), never read into a
+    message: a model that empties the memory on such words is refused, and every decision
+    stays."""
+    channel, _, _ = kitchen
     text = "Forget the kitchen, we are starting over with the garden."
-    conversations.add_message(home, channel, "user", text, user=alice)
-    llm.reply(answer(summary="Planning the garden.", decisions=()))
-    result = distill.distill(home, channel, client)
-    assert (result.attempts, result.memory.summary) == (1, "Planning the garden.")
-    assert result.memory.texts == []  # superseded by the message that asked to start over
-    asked = conversations.recent(home, channel, 1)[0]
-    assert [e.text for e in result.memory.earlier] == list(DECISIONS)
-    assert {e.changed_by for e in result.memory.earlier} == {asked.id}
+    error = refused_twice(home, llm, kitchen, text, answer(summary="Planning.", decisions=()))
+    assert "the summary shrank from 252 to 9 characters" in error
+    assert memory.load(home, channel).texts == list(DECISIONS)
 
 
 def test_a_refused_answer_is_repaired_with_the_reason(
@@ -187,7 +191,7 @@ def test_a_refused_answer_is_repaired_with_the_reason(
     result = distill.distill(home, channel, client)
     assert result.attempts == 2
     assert result.memory.texts[-1] == "Tiles arrive Monday"
-    repair = llm.requests[-1]["messages"][-1]["content"]
+    repair = [r for r in llm.requests if is_distillation(r)][-1]["messages"][-1]["content"]
     assert repair.startswith(
         "That answer was not usable: the summary '...' is empty or a placeholder."
     )

@@ -34,6 +34,7 @@ from charlie.household.removal import forget_messages
 from charlie.memory import decisions as decided
 from charlie.memory import distill
 from charlie.memory import layers as memory
+from charlie.memory import summary as summary_layer
 from charlie.memory.layers import Decision, Earlier, Memory, normalise
 from charlie.retrieval.recall import recaller_for
 from charlie.retrieval.usage import message_key
@@ -142,7 +143,7 @@ def forget_messages_of(
             gone = _gone(home, messages)
             done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, gone)
             done.revisions = _from_revisions(home, channel, ids, gone)
-            _from_the_rest(home, ids, gone.said)
+            _from_the_rest(home, ids, gone)
             _delete(home, ids)
             home.db.execute(
                 "INSERT INTO forget_log (at, by_user_id, place, messages) VALUES (?, ?, ?, ?)",
@@ -232,13 +233,6 @@ def _gone(home: Home, messages: list[Message]) -> Gone:
     return Gone(said, frozenset(only))
 
 
-def _without_theirs(summary: str, gone: Gone) -> str:
-    """A summary Charlie wrote, less the sentences holding a word only the forgotten
-    messages hold ("Pat set the app password to orchid-lantern-42.")."""
-    sentences = re.split(r"(?<=[.!?…])\s+", summary.strip())
-    return " ".join(s for s in sentences if not gone.holds_theirs(s))
-
-
 def _said_in(text: str, said: list[str]) -> bool:
     quoted = normalise(text)
     return bool(quoted) and any(quoted in message for message in said)
@@ -258,14 +252,14 @@ def restates(decision: str, said: list[str]) -> bool:
 
 
 def _scrubbed(
-    layers: Memory, ids: set[int], gone: Gone, *, flag: bool = True, charlies: bool = False
+    layers: Memory, ids: set[int], gone: Gone, *, flag: bool = True, charlies: list[str]
 ) -> tuple[Memory, int, list[str], int]:
     """`layers` without the quotes said in the forgotten messages and without their ids in
     the provenance; a decision left with no source is flagged (when `flag`: the current
     memory, not its history) — or, when it only restated a forgotten message or holds a
-    word only they held, taken out with them as a quote of them is. A summary Charlie wrote
-    (`charlies`) loses its sentences holding such a word. Also returns the quotes taken, the
-    decisions flagged and the decisions taken."""
+    word only they held, taken out with them as a quote of them is. The summary's sentences
+    Charlie wrote (`charlies`; a person's are theirs) lose those holding such a word. Also
+    returns the quotes taken, the decisions flagged and the decisions taken."""
     said = gone.said
     quotes = [q for q in layers.quotes if not _said_in(q.text, said)]
     flagged: list[str] = []
@@ -294,9 +288,29 @@ def _scrubbed(
         )
     ]
     taken = len(layers.decisions) - len(decisions)
-    summary = _without_theirs(layers.summary, gone) if charlies else layers.summary
-    scrubbed = replace(layers, summary=summary, quotes=quotes, decisions=decisions, earlier=earlier)
+    own = {normalise(c).lower() for c in charlies}
+    summary = " ".join(
+        sentence
+        for sentence in summary_layer.sentences(layers.summary)
+        if normalise(sentence).lower() not in own or not gone.holds_theirs(sentence)
+    )
+    summary = summary if summary != normalise(layers.summary) else layers.summary
+    recorded = layers.charlie_sentences
+    if recorded is not None:
+        recorded = [c for c in recorded if not gone.holds_theirs(c)]
+    scrubbed = replace(
+        layers,
+        summary=summary,
+        quotes=quotes,
+        decisions=decisions,
+        earlier=earlier,
+        charlie_sentences=recorded,
+    )
     return scrubbed, len(layers.quotes) - len(quotes), flagged, taken
+
+
+def _changed(scrubbed: Memory, layers: Memory) -> bool:
+    return scrubbed != layers or scrubbed.charlie_sentences != layers.charlie_sentences
 
 
 def _from_memory(
@@ -306,9 +320,9 @@ def _from_memory(
         memory.sync_hand_edits(home, channel)  # a hand edit is kept, and scrubbed too
     current = memory.load(home, channel)
     written = memory.last_charlie_revision(home, channel)
-    charlies = written is not None and written.memory.summary == current.summary
+    charlies = summary_layer.charlies(written.memory if written else None)
     scrubbed, quotes, flagged, taken = _scrubbed(current, set(ids), gone, charlies=charlies)
-    if scrubbed != current:
+    if _changed(scrubbed, current):
         memory.save(home, channel, scrubbed, "forget")
     return quotes, flagged, taken
 
@@ -318,10 +332,12 @@ def _from_revisions(home: Home, channel: Channel, ids: list[int], gone: Gone) ->
     of those Charlie wrote, too: a person's own summary is theirs)."""
     changed = 0
     for revision in memory.revisions(home, channel):
-        charlies = revision.source not in memory.PERSON_SOURCES  # nor an undo to one of theirs
-        charlies = charlies and not revision.source.startswith("undo:")
+        theirs = revision.source in memory.PERSON_SOURCES  # or an undo to one of theirs
+        theirs = theirs or revision.source.startswith("undo:")
+        recorded = revision.memory.charlie_sentences
+        charlies = (recorded or []) if theirs else summary_layer.charlies(revision.memory)
         scrubbed, *_ = _scrubbed(revision.memory, set(ids), gone, flag=False, charlies=charlies)
-        if scrubbed != revision.memory:
+        if _changed(scrubbed, revision.memory):
             home.db.execute(
                 "UPDATE memory_revisions SET layers = ? WHERE id = ?",
                 (scrubbed.to_json(), revision.id),
@@ -337,9 +353,10 @@ def _marks(values: Iterable[object]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _from_the_rest(home: Home, ids: list[int], said: list[str]) -> None:
+def _from_the_rest(home: Home, ids: list[int], gone: Gone) -> None:
     """Suggestions and usage left by the messages, search hits of them in other replies'
-    traces, and quotes refused from them in distillation records."""
+    traces, and what distillation records refused or left out of them."""
+    said = gone.said
     marks = _marks(ids)
     home.db.execute(
         "DELETE FROM discord_suggestion_messages WHERE suggestion_id IN "
@@ -368,6 +385,23 @@ def _from_the_rest(home: Home, ids: list[int], said: list[str]) -> None:
             home.db.execute(
                 "UPDATE distillations SET rejected_quotes = ? WHERE id = ?",
                 (json.dumps(kept_quotes, ensure_ascii=False), row["id"]),
+            )
+    for row in home.db.execute(  # what a distillation refused or left out, and why
+        "SELECT id, refused_decisions FROM distillations WHERE refused_decisions <> '[]'"
+    ).fetchall():
+        refused = json.loads(row["refused_decisions"])
+        kept = [
+            r
+            for r in refused
+            if not any(
+                isinstance(v, str) and (_said_in(v, said) or gone.holds_theirs(v))
+                for v in r.values()
+            )
+        ]
+        if kept != refused:
+            home.db.execute(
+                "UPDATE distillations SET refused_decisions = ? WHERE id = ?",
+                (json.dumps(kept, ensure_ascii=False), row["id"]),
             )
 
 

@@ -1,28 +1,34 @@
 """How a distillation changes the decisions: what it may add, what it may supersede, and
 what it can never do — drop a decision, or rewrite a person's.
 
-Every decision the memory holds stays, whoever made it, unless the new messages revise it.
-A revision is explicit: the model names the decision it supersedes and the person's
-message that changed it (a message about something else — no word of what the decision
-is about — changes nothing) (a distilled decision is also superseded by a new one that says
-the same with another number, day or name: "the plumber comes on Thursday" replaces "…
-on Tuesday"). The old one moves to the earlier decisions, with the day it stopped holding
-and that message. A new decision must come from a person's message — a question is none,
-and neither is anything Charlie said — and one that repeats a decision already held is
-not added twice. What was refused, and why, is returned to be logged with the run.
+Every decision the memory holds stays, whoever made it, unless a person's message changes
+it. What a message means is judged by meaning, never by a word: "don't forget the float"
+or "Bob will remove the old cabinets" change nothing. A change (`changes`) is a person's
+statement — never a question — about the same thing as the held decision (its words, or
+the words of the decision it states, name what the old one is about), judged by the model
+with the old and the new decision side by side (`Judge`); a person's own decision changes
+only when the message names it in its own words; one message changes at most one
+decision. The old one moves to the earlier decisions, with the day it stopped holding and
+that message. A new decision must come from a person's message — a question is none, and
+neither is anything Charlie said — and one that repeats a decision already held is not
+added twice. What was refused, and why, is returned to be logged with the run.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from charlie.conversations import ASSISTANT, Message
+from charlie.errors import DistillationError
 from charlie.memory.layers import DISTILLED, Decision, Earlier, key, normalise
+from charlie.retrieval import keywords
 
 SAME = 0.8  # content words in common: the same decision said again
 RELATED = 0.5  # … enough to be about the same thing (a revision, if a value differs)
+MOST_CANDIDATES = 3  # held decisions checked against each new one
 VALUE = re.compile(
     r"^(\d[\d.,:/-]*|\d+(st|nd|rd|th)|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
     r"|january|february|march|april|may|june|july|august|september|october|november|december"
@@ -36,7 +42,10 @@ STOP = frozenset({
     "then", "than", "as", "so", "not", "no", "yes", "do", "does", "did", "have", "has", "had",
     "can", "could", "should", "may", "might", "must", "shall", "let", "lets", "let's", "all",
     "any", "each", "more", "most", "some", "such", "into", "over", "under", "about", "after",
-    "before", "also", "just", "only",
+    "before", "also", "just", "only", "we're", "we'll", "we've", "we'd", "i'm", "i'll",
+    "i've", "i'd", "it's", "that's", "there's", "they're", "they'll", "you're", "you'll",
+    "don't", "doesn't", "didn't", "won't", "can't", "isn't", "aren't", "what's", "he's",
+    "she's", "he'll", "she'll", "now", "too", "very", "still", "get", "got", "make", "made",
 })  # fmt: skip
 
 
@@ -66,7 +75,8 @@ class Outcome:
 def words(text: str) -> set[str]:
     """The content words of a decision, lower-cased and roughly stemmed ("tiles", "tiled"
     and "tile" are one), values such as days and numbers kept."""
-    found = (w.strip(".,'-") for w in re.findall(r"\d[\d,.:/]*\d|[\w'£$€%.-]+", text.lower()))
+    text = re.sub(r"['’]s\b", "", text.lower())  # "Josh's" is Josh
+    found = (w.strip(".,'-") for w in re.findall(r"\d[\d,.:/]*\d|[\w'£$€%.-]+", text))
     return {_stem(w) for w in found if w and w not in STOP}
 
 
@@ -93,7 +103,32 @@ TELLING = frozenset(words(
 def about(text: str, names: frozenset[str] = frozenset()) -> set[str]:
     """A decision's content words less its values (days, numbers), the words of telling
     ("decided", "change", "plan") and the speakers' `names`: what it is about."""
-    return {w for w in words(text) if not VALUE.match(w) and w not in TELLING and w not in names}
+    common = keywords.stop_words()
+    return {
+        w
+        for w in words(text)
+        if not VALUE.match(w) and w not in TELLING and w not in names and w not in common
+    }
+
+
+def forms(text: str, names: frozenset[str] = frozenset()) -> set[str]:
+    """What `text` is about (`about`), with the forms a compound takes: "set-up", "set up"
+    and "setup" all give "setup"; "car park" gives "carpark" too."""
+    found = about(text, names)
+    common = keywords.stop_words()
+    bare = re.sub(r"['’]s\b", "", text.lower())
+    tokens = [w.strip(".,'-") for w in re.findall(r"[\w'-]+", bare)]
+    for token in tokens:
+        if "-" in token:
+            found |= {_stem(part) for part in token.split("-") if len(part) > 2}
+            found.add(_stem(token.replace("-", "")))
+    telling = TELLING | names
+    for one, two in itertools.pairwise(tokens):
+        plain = one.isalpha() and one not in common and two.isalpha()
+        plain = plain and _stem(one) not in telling and _stem(two) not in telling
+        if plain and (two == "up" or two not in common):  # "set up", "car park"
+            found.add(_stem(one + two))
+    return found - names
 
 
 def overlap(one: str, other: str) -> float:
@@ -145,58 +180,181 @@ def _sources(proposed: Proposed, people: dict[int, Message]) -> tuple[int, ...]:
     return (best[1],) if best[0] >= max(1, len(wanted) / 2) else ()
 
 
+def is_question(message: Message) -> bool:
+    """A message that asks rather than states: it never decides or changes a decision."""
+    return message.content.rstrip().rstrip("\"'”’)").endswith("?")
+
+
+def candidates(
+    text: str, held: list[Decision], names: frozenset[str] = frozenset()
+) -> list[Decision]:
+    """The held decisions a new one may change: about something in common (`forms`), not
+    the same one said again; the most alike first, at most `MOST_CANDIDATES`."""
+    plain = forms(text, names)
+    scored = []
+    for old in held:
+        other = forms(old.text, names)
+        if key(old.text) == key(text) or not plain or not other:
+            continue
+        if overlap(old.text, text) >= SAME and not revises(text, old.text):
+            continue  # the same decision said again
+        shared = len(plain & other) / min(len(plain), len(other))
+        if shared > 0:  # anything in common: the model judges, the most alike first
+            scored.append((shared, old))
+    return [old for _, old in sorted(scored, key=lambda s: -s[0])[:MOST_CANDIDATES]]
+
+
+def names_explicitly(decision: str, said: str, names: frozenset[str] = frozenset()) -> bool:
+    """Whether `said` names `decision` outright: two thirds of what it is about, in words."""
+    wanted = about(decision, names)
+    return bool(wanted) and 3 * len(wanted & about(said, names)) >= 2 * len(wanted)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A held decision that a person's message may change: the decision, the message, the
+    message just before it when that one asked the question it answers ("Sunday instead?" —
+    "Fine by me, Sunday it is."), and the new decision the message states ("" when it
+    states none: it cancels)."""
+
+    old: Decision
+    message: Message
+    asked: Message | None = None
+    new: str = ""
+    names: frozenset[str] = frozenset()  # the speakers' names: words of who, not of what
+
+
+Judge = Callable[[Change], bool]
+
+
+def _question_before(message: Message, messages: list[Message]) -> Message | None:
+    at = messages.index(message)
+    before = messages[at - 1] if at else None
+    return before if before is not None and before.role == "user" and is_question(before) else None
+
+
+def _why_not(change: Change, names: frozenset[str]) -> str:
+    """Why `change` may not be made whatever the model says, or "" when it may be asked."""
+    message = change.message
+    if is_question(message):
+        return "a question changes no decision"
+    if not change.new:
+        return "the message states no decision of its own"
+    said = message.content + (" " + change.asked.content if change.asked else "")
+    told = f"{said}\n{change.new}"
+    old_values, new_values = _values(change.old.text), _values(told)
+    moved = bool(old_values & new_values) and bool(new_values - old_values)  # October 12 → 19
+    if not forms(change.old.text, names) & forms(told, names) and not moved:
+        return "the message names something else"
+    if change.old.by != DISTILLED and not names_explicitly(change.old.text, message.content, names):
+        return "a person's decision changes only when a message names it"
+    if change.new and key(change.new) == key(change.old.text):
+        return "the message says the same again"
+    return ""
+
+
+def changes(
+    held: list[Decision],
+    proposed: list[Proposed],
+    revisions: list[Revision],
+    messages: list[Message],
+    judge: Judge,
+) -> tuple[list[Change], list[dict[str, str]]]:
+    """Which held decisions the new messages change, each judged by `judge` (the model,
+    shown the old and the new side by side) after the checks no answer can pass: the
+    message is a person's statement, not a question; it or the decision it states names
+    what the old one is about (a person's decision: by its own words); one message changes
+    at most one decision. Candidates are the ones the model named (`revisions`), then the
+    held decisions most alike each new one (`candidates`). What was refused is returned
+    with why, to be logged with the run."""
+    people = {m.id: m for m in messages if m.role == "user"}
+    names = frozenset(words(" ".join({m.speaker for m in people.values()})))
+    stated: dict[int, list[str]] = {}
+    for offer in proposed:
+        for source in _sources(offer, people):
+            stated.setdefault(source, []).append(normalise(offer.text))
+    asked: list[tuple[Change, bool]] = []  # (a change to ask about, named by the model)
+    refused: list[dict[str, str]] = []
+    for revision in revisions:
+        target = _match(revision.decision, held)
+        changer = people.get(revision.message or -1)
+        if target is None or changer is None:
+            refused.append(
+                {"superseded": revision.decision, "why": "no such decision, or no person's message"}
+            )
+            continue
+        told = stated.get(changer.id, [])
+        new = max(told, key=lambda t: overlap(t, target.text), default="")
+        before = _question_before(changer, messages)
+        asked.append((Change(target, changer, before, new, names), True))
+    for source, told in stated.items():
+        for text in told:
+            for old in candidates(text, held, names):
+                before = _question_before(people[source], messages)
+                change = Change(old, people[source], before, text, names)
+                asked.append((change, False))
+    confirmed: list[Change] = []
+    judged: dict[int, int] = {}  # questions asked about each message
+    for change, named in asked:
+        old, message = change.old, change.message
+        done = {key(c.old.text) for c in confirmed}
+        if key(old.text) in done:
+            continue
+        why = _why_not(change, names)
+        if not why and any(c.message.id == message.id for c in confirmed):
+            why = "one message changes one decision at a time"
+        if not why and judged.get(message.id, 0) >= MOST_CANDIDATES:
+            why = f"asked about {MOST_CANDIDATES} decisions for this message already"
+        if not why:
+            judged[message.id] = judged.get(message.id, 0) + 1
+            try:
+                if not judge(change):
+                    why = "the model judged that the message does not change it"
+            except DistillationError as exc:  # kept, and said why: no answer is no change
+                why = f"kept: the model's answer about it was unusable ({exc})"
+        if why:
+            if named or why != "the model judged that the message does not change it":
+                entry = {"superseded": old.text, "message": str(message.id), "why": why}
+                if entry not in refused:
+                    refused.append(entry)
+            continue
+        confirmed.append(change)
+    return confirmed, refused
+
+
 def apply(
     held: list[Decision],
     earlier: list[Earlier],
     proposed: list[Proposed],
-    revisions: list[Revision],
+    confirmed: list[Change],
     messages: list[Message],
     removed: set[str],
-    *,
-    start_over: Message | None = None,
 ) -> Outcome:
-    """The decisions after a distillation of `messages`: `held` (every one stays unless
-    revised), less those revised, plus the new ones `proposed` that come from a person.
-    `removed` are keys the person deleted by hand meanwhile: never added back. With
-    `start_over` (a person's message asking to forget, or to start again), the distilled
-    decisions the model did not repeat are superseded by it."""
+    """The decisions after a distillation of `messages`: `held` (every one stays unless a
+    `confirmed` change, see `changes`, supersedes it), plus the new ones `proposed` that come
+    from a person's statement. `removed` are keys the person deleted by hand meanwhile:
+    never added back. No word and no likeness alone ever supersedes a decision."""
     people = {m.id: m for m in messages if m.role == "user"}
     kept, before = list(held), list(earlier)
     outcome = Outcome(kept, before)
-
-    def supersede(old: Decision, by: Message) -> None:
+    retired: set[str] = set()
+    for change in confirmed:
+        old = next((d for d in kept if key(d.text) == key(change.old.text)), None)
+        by = people.get(change.message.id)
+        if old is None or by is None:
+            continue  # deleted by hand, or the message forgotten, while the model thought
         kept.remove(old)
+        retired.add(key(old.text))
         before.append(Earlier(old.text, old.since, old.by, old.sources, _day(by), changed_by=by.id))
-
-    if start_over is not None:
-        repeated = {key(p.text) for p in proposed}
-        for old in [d for d in kept if d.by == DISTILLED and key(d.text) not in repeated]:
-            supersede(old, start_over)
-    names = frozenset(words(" ".join({m.speaker for m in people.values()})))
-    for revision in revisions:
-        target = _match(revision.decision, kept)
-        changer = people.get(revision.message or -1)
-        if target is None or changer is None:
-            outcome.refused.append(
-                {"superseded": revision.decision, "why": "no such decision, or no person's message"}
-            )
-            continue
-        said = [changer.content, *(p.text for p in proposed if changer.id in p.messages)]
-        if not any(about(target.text, names) & about(text, names) for text in said):
-            outcome.refused.append(
-                {"superseded": target.text, "why": "the message names something else"}
-            )
-            continue
-        supersede(target, changer)
     for offer in proposed:
         text = normalise(offer.text)
-        if not text or key(text) in removed:
-            continue
+        if not text or key(text) in removed or key(text) in retired:
+            continue  # deleted by hand meanwhile, or the old value repeated beside the new
         sources = _sources(offer, people)
         if not sources:
             outcome.refused.append({"decision": text, "why": "not from a person's message"})
             continue
-        if all(people[i].content.rstrip().endswith("?") for i in sources):
+        if all(is_question(people[i]) for i in sources):
             outcome.refused.append({"decision": text, "why": "a question, not a decision"})
             continue
         same = [d for d in kept if key(d.text) == key(text) or overlap(d.text, text) >= SAME]
@@ -205,14 +363,11 @@ def apply(
             merged = tuple(sorted({*old.sources, *sources})) if old.by == DISTILLED else old.sources
             kept[kept.index(old)] = replace(old, sources=merged)
             continue
-        newest = max((people[i] for i in sources), key=lambda m: m.id)
-        changed = [d for d in kept if revises(text, d.text)]
-        if any(d.by != DISTILLED for d in changed):  # a person's is revised only when named
-            outcome.refused.append(
+        if any(d.by != DISTILLED and revises(text, d.text) for d in kept):
+            outcome.refused.append(  # a person's decision is changed only when named
                 {"decision": text, "why": "it would change a person's decision unasked"}
             )
             continue
-        for old in changed:
-            supersede(old, newest)
+        newest = max((people[i] for i in sources), key=lambda m: m.id)
         kept.append(Decision(text, _day(newest), DISTILLED, tuple(sorted(sources))))
     return outcome

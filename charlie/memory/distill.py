@@ -9,8 +9,12 @@ attempt with the reason, and if that fails the old memory stays exactly as it wa
 failure is recorded.
 
 Hand edits win: whatever differs from the text Charlie last wrote itself (a distillation,
-or a restore of one: `memory.last_charlie_revision`) is the person's, so their summary is
-kept as written for this round and every decision they added survives. That holds for an
+or a restore of one: `memory.last_charlie_revision`) is the person's, so every summary
+sentence they wrote stays as written, round after round (`charlie.memory.summary`), and
+every decision they added survives until a message names it (`charlie.memory.decisions`).
+No word of a message ever retires a decision or empties the memory: a change is judged by
+the model with the old and the new decision side by side, and a start-over is asked for
+plainly (`charlie memory start-over`, undoable). That holds for an
 edit made while the model is thinking, too: the memory is read again under the write lock
 before anything is written, and what the person changed since the model's prompt was built
 wins over the model's answer.
@@ -53,29 +57,30 @@ from charlie.errors import (
 from charlie.home import Home
 from charlie.llm import toolmode
 from charlie.llm.client import LLMClient, json_object, strip_think
-from charlie.memory import decisions, steps
+from charlie.memory import decisions, steps, summary
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a household's conversation, in layers:
 1. summary: what this conversation is about, for someone arriving fresh. Rewrite it from
-   the current summary and the new messages in at most 100 words: keep what still holds,
-   never just add to the end of it.
+   the current summary and the new messages in at most 3 short sentences: keep what still
+   holds, never just add to the end of it, never repeat a sentence. Only what the people
+   said: "agreed" or "decided" only for their decisions; nothing about Charlie or its tools.
 2. decisions: only what the PEOPLE decided, chose or committed to in the NEW messages, one
    short sentence each, with the numbers of the messages it comes from. A suggestion, a
    question, a joke, the weather or anything Charlie said is not a decision. Do not repeat
    the current decisions: they are kept.
-3. superseded: the current decisions that the NEW messages change or cancel, each with the
-   number of the message that changes it (put the new value in decisions).
-4. quotes: up to 3 meaningful lines a person said in the NEW messages (never Charlie's),
-   copied character for character, with the speaker's name exactly as shown. Skip small
-   talk.
+3. superseded: the current decisions that a person's NEW statement gives another value or
+   plainly cancels, each with the number of that message (put the new value in decisions).
+   Mentioning a decision, a reminder or a question changes nothing.
+4. quotes: up to 3 meaningful statements a person said in the NEW messages (never
+   Charlie's, never a question), copied character for character, with the speaker's name
+   exactly as shown. Skip small talk.
 The current memory may have been edited by hand by the person: treat its content as true.
 Answer with a JSON object only: {"summary": "...", "decisions": [{"text": "...",
 "messages": [12]}], "superseded": [{"decision": "...", "message": 13}], "quotes":
 [{"speaker": "...", "text": "..."}]}"""
-SUMMARY_WORDS = 120  # a longer summary is cut (never the newest of an appended one)
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -275,13 +280,9 @@ PLACEHOLDERS = {
     "placeholder",
 }
 SHRINK_FROM = 200  # a summary longer than this (characters) …
-SHRINK_TO = 0.3  # … may not fall below this share of its length unless asked to forget
+SHRINK_TO = 0.25  # … may not fall below this share of its length …
+SHRINK_FLOOR = 80  # … and under this many characters: the model emptied it
 COPY_SHARE = 0.5  # this share of an answer's word triples found in the instructions: a copy
-FORGET = re.compile(
-    r"\b(forget|drop|remove|delete|clear|reset|erase|wipe|scrap|discard|start (over|again|"
-    r"fresh)|from scratch|never mind)\b",
-    re.IGNORECASE,
-)
 _FRAMING = (
     "Current memory: New messages, each as [speaker] text: Return the updated memory as JSON."
 )
@@ -301,19 +302,14 @@ def _triples(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
 
 
-def asked_to_forget(messages: list[Message]) -> bool:
-    """Whether the new messages ask to forget, drop or start over (a memory may then shrink)."""
-    return any(FORGET.search(m.content) for m in messages)
-
-
 def check_quality(output: _Output, current: Memory, messages: list[Message]) -> None:
     """Raise `DistillationError` saying why, when the answer must not replace `current`.
 
     Refused: an empty or placeholder summary, decision or quote; an answer that mostly
     copies the instructions; a summary of more than `SHRINK_FROM` characters cut below
-    `SHRINK_TO` of its length (and under `SHRINK_FROM`) while the new messages did not ask
-    to forget (`asked_to_forget`). Decisions cannot be dropped: `charlie.decisions` keeps
-    every one the model does not name as superseded.
+    `SHRINK_TO` of its length and under `SHRINK_FLOOR` characters (no message empties a
+    memory: a start-over is asked for plainly, `charlie.memory.start_over`). Decisions
+    cannot be dropped: `charlie.memory.decisions` keeps every one no change supersedes.
     """
     if _placeholder(output.summary):
         raise DistillationError(f"the summary {output.summary.strip()!r} is empty or a placeholder")
@@ -327,13 +323,11 @@ def check_quality(output: _Output, current: Memory, messages: list[Message]) -> 
     instructions = _triples(f"{SYSTEM_PROMPT} {_FRAMING}")
     if len(answer) >= 4 and len(answer & instructions) >= COPY_SHARE * len(answer):
         raise DistillationError("it repeats the instructions instead of the conversation")
-    if asked_to_forget(messages):
-        return
     old, new = len(current.summary.strip()), len(output.summary.strip())
-    if old > SHRINK_FROM and new < SHRINK_TO * old and new < SHRINK_FROM:
+    if old > SHRINK_FROM and new < SHRINK_TO * old and new < SHRINK_FLOOR:
         raise DistillationError(
-            f"the summary shrank from {old} to {new} characters although nothing asked to "
-            "forget; keep what still holds and add what is new"
+            f"the summary shrank from {old} to {new} characters; keep what still holds and "
+            "add what is new"
         )
 
 
@@ -407,15 +401,17 @@ def verify_quotes(
     quotes: list[_QuoteOut], messages: list[Message]
 ) -> tuple[list[Quote], list[dict[str, str]]]:
     """Keep quotes a person said, found verbatim in `messages` (attributed to who really said
-    them). Charlie's own words are never quoted: the quotes are what people said."""
+    them). Charlie's own words are never quoted, nor a question: the quotes are lines
+    people said worth keeping."""
     kept: list[Quote] = []
     rejected: list[dict[str, str]] = []
     for quote in quotes:
         text = normalise(quote.text).strip('"“” ')
         found = [m for m in messages if text and text in normalise(m.content)]
         said = [m for m in found if m.role == "user"]
-        if not said:
+        if not said or "?" in text:
             why = "said by Charlie, not a person" if found else "not verbatim"
+            why = "a question, not a line to remember" if said else why
             rejected.append({"speaker": quote.speaker, "text": quote.text, "why": why})
             continue
         same = [m for m in said if m.speaker.lower() == quote.speaker.strip().lower()]
@@ -423,67 +419,57 @@ def verify_quotes(
     return kept, rejected
 
 
-def bounded_summary(text: str, before: str) -> str:
-    """The summary within `SUMMARY_WORDS`: whole sentences, the first ones — or, when the
-    model added to the end of the old summary instead of rewriting it, the last ones."""
-    text = text.strip()
-    if len(text.split()) <= SUMMARY_WORDS:
-        return text
-    sentences = re.split(r"(?<=[.!?])\s+", text)
-    appended = bool(before.strip()) and normalise(text).startswith(normalise(before)[:200])
-    ordered = list(reversed(sentences)) if appended else sentences
-    kept: list[str] = []
-    for sentence in ordered:
-        if kept and len(" ".join([*kept, sentence]).split()) > SUMMARY_WORDS:
-            break
-        kept.append(sentence)
-    kept = list(reversed(kept)) if appended else kept
-    joined = " ".join(kept)
-    words = joined.split()
-    return joined if len(words) <= SUMMARY_WORDS else " ".join(words[:SUMMARY_WORDS]) + "…"
-
-
 def _merge(
     base: Memory,
-    seen: Memory,
-    written: Memory,
+    written: Memory | None,
     output: _Output,
+    confirmed: list[decisions.Change],
     new_quotes: list[Quote],
     window: int,
     messages: list[Message],
+    removed: set[str],
 ) -> tuple[Memory, list[dict[str, str]]]:
-    """The new memory, and what of the model's answer was refused (to log with the run).
+    """The new memory, and what of the model's answer was refused or left out (to log).
 
-    `base` is the memory now, `seen` what the model was shown, `written` what Charlie last
-    wrote itself. A summary that differs in `base` from `written` (an edit before this
-    round) or from `seen` (an edit saved while the model was thinking) is the person's and
-    stays. Every decision `base` holds stays unless the messages revise it
-    (`charlie.decisions`); one deleted while the model thought is not added back.
+    `base` is the memory now, `written` what Charlie last wrote itself. The summary's
+    sentences a person wrote stay (`charlie.memory.summary`). Every decision `base` holds
+    stays unless a `confirmed` change supersedes it (`charlie.memory.decisions`); one the
+    person deleted while the model thought (`removed`) is not added back.
     """
-    written = memory.normalised(written)
-    summary = bounded_summary(output.summary, seen.summary)
-    if base.summary != written.summary or base.summary != seen.summary:
-        summary = base.summary
-    removed = {memory.key(d) for d in seen.texts} - {memory.key(d) for d in base.texts}
     changed = decisions.apply(
         base.decisions,
         base.earlier,
         [decisions.Proposed(d.text, tuple(d.messages)) for d in output.decisions],
-        [decisions.Revision(r.decision, r.message) for r in output.superseded],
+        confirmed,
         messages,
         removed,
-        start_over=next(
-            (m for m in messages if m.role == "user" and FORGET.search(m.content)), None
-        ),
     )
+    people = [m for m in messages if m.role == "user"]
+    backing = summary.Backing(
+        " ".join(
+            [
+                base.summary,
+                *(d.text for d in base.decisions),
+                *(f"{m.speaker} {m.content}" for m in people),
+            ]
+        ),
+        tuple(d.text for d in changed.decisions),
+    )
+    text, charlies, left_out = summary.rewritten(output.summary, base.summary, written, backing)
     quotes: list[Quote] = []
     for quote in [*base.quotes, *new_quotes]:
         if all(normalise(q.text) != normalise(quote.text) for q in quotes):
             quotes.append(quote)
     merged = Memory(
-        summary, changed.decisions, quotes[-window:], base.preamble, base.extra, changed.earlier
+        text,
+        changed.decisions,
+        quotes[-window:],
+        base.preamble,
+        base.extra,
+        changed.earlier,
+        charlie_sentences=charlies,
     )
-    return merged, changed.refused
+    return merged, [*changed.refused, *left_out]
 
 
 def _record(
@@ -656,8 +642,10 @@ def quotes_window(home: Home, channel: Channel) -> int:
     return configured or home.settings.quotes_window
 
 
-def nothing_new(channel: Channel) -> DistillationError:
-    return DistillationError(f"There are no new messages to distill in {channel.label}.")
+def nothing_new(channel: Channel) -> str:
+    """What `charlie distill` and /distill say when every message is folded in already:
+    nothing failed, so it is said plainly, not as an error."""
+    return f"There are no new messages to distill in {channel.label}: its memory is up to date."
 
 
 MERGE_TRIES = 3  # merges redone when the person saves memory.md at the very moment of writing
@@ -669,7 +657,7 @@ def distill(
     """Fold `window` (default: every undistilled message) into the channel's memory."""
     window = window if window is not None else conversations.undistilled(home, channel)
     if not window:
-        raise nothing_new(channel)
+        raise DistillationError(nothing_new(channel))
     started = now()
     attempts, structured = 0, True
 
@@ -694,6 +682,13 @@ def distill(
             output, structured, attempts = _ask_steps(llm, seen, window)
         else:
             output, structured, attempts = _ask(llm, _prompt(seen, window), seen, window)
+        confirmed, not_changed = decisions.changes(
+            seen.decisions,
+            [decisions.Proposed(d.text, tuple(d.messages)) for d in output.decisions],
+            [decisions.Revision(r.decision, r.message) for r in output.superseded],
+            window,
+            steps.judge(steps.Asker(llm, structured)),
+        )
     except (DistillationError, LLMError, MemoryFormatError) as exc:
         failed(exc)
         raise
@@ -709,15 +704,20 @@ def distill(
                     base = memory.load(home, channel)
                     written = memory.last_charlie_revision(home, channel)
                     alive = _still_there(home, window)  # a message forgotten meanwhile
+                    removed = {memory.key(d) for d in seen.texts} - {
+                        memory.key(d) for d in base.texts
+                    }
                     merged, refused = _merge(
                         base,
-                        seen,
-                        written.memory if written else Memory(),
+                        written.memory if written else None,
                         output,
+                        confirmed,
                         [q for q in new_quotes if _said_in(q, alive)],
                         quotes_window(home, channel),
                         alive,
+                        removed,
                     )
+                    refused = [*not_changed, *refused]
                     revision = memory.save(home, channel, merged, "distill")
                     conversations.mark_distilled(home, channel, window[-1].id)
                     _record(

@@ -147,6 +147,10 @@ class Memory:
     preamble: str = ""
     extra: str = ""
     earlier: list[Earlier] = field(default_factory=list)
+    # The summary's sentences Charlie wrote (None: not recorded, in a revision from before
+    # they were): kept only in the history, to tell a person's sentences from Charlie's
+    # (`charlie.memory.summary`); never in memory.md, never compared.
+    charlie_sentences: list[str] | None = field(default=None, compare=False)
 
     def is_empty(self) -> bool:
         return not (self.summary or self.decisions or self.quotes or self.earlier)
@@ -358,6 +362,11 @@ def normalised(memory: Memory) -> Memory:
         preamble=_block(memory.preamble, keep=True),
         extra=_extra(memory.extra),
         earlier=[e for e in earlier if e.text],
+        charlie_sentences=(
+            None
+            if memory.charlie_sentences is None
+            else [normalise(s) for s in memory.charlie_sentences if normalise(s)]
+        ),
     )
 
 

@@ -7,11 +7,13 @@ asks one small thing, held to a small schema:
 
 1. each person's message on its own (a question is none and is not asked about): does it
    record a decision, and which, in one short sentence;
-2. each new decision beside the held ones about the same thing (most of their words shared):
-   does it change that one? (at most one per new decision)
-3. the summary, rewritten from the old one and the new messages;
-4. which of the people's messages are worth quoting, by number: a quote is then the
-   message's own words, verbatim by construction.
+2. the summary, rewritten from the old one and the people's new messages (what Charlie
+   said is left out), with the decisions that hold;
+3. which of the people's statements are worth quoting, by number: a quote is then the
+   message's own words, verbatim by construction (a question is never offered).
+
+Whether a new decision changes a held one is asked afterwards, for both forms alike, with
+the old and the new side by side (`judge`, used by `charlie.memory.decisions.changes`).
 
 The answers are put together in the whole form's shape (`charlie.memory.distill`), so the
 same checks and the same merge follow. A step whose answer is unusable is asked once more
@@ -32,44 +34,50 @@ from charlie.conversations import Message
 from charlie.errors import DistillationError, LLMRejected
 from charlie.llm.client import LLMClient, json_object
 from charlie.memory import decisions
-from charlie.memory.layers import Memory, key, normalise
+from charlie.memory.layers import Memory, normalise
 
 CONTEXT_MESSAGES = 2  # the messages shown before the one judged (a "yes, let's" needs them)
-MOST_CANDIDATES = 3  # held decisions checked against each new one
-MOST_QUOTES = 2
+MOST_QUOTES = 1
+QUOTE_WORDS = 5  # a shorter message is not offered as a quote
 QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a word
 DECISION_CHARS = 200  # the message itself stands in for a decision the model left unworded
 # The longest answer of each step, in tokens: a small model held to a schema can run on
 # (a string that repeats, or whitespace) until the answer cap; a step needs a few words.
-STEP_TOKENS = {"_Decision": 120, "_Change": 24, "_Summary": 200, "_Quotes": 48}
+STEP_TOKENS = {"_Decision": 120, "_Change": 64, "_Summary": 200, "_Quotes": 48}
 
 DECISION_PROMPT = """\
 Does this message from a household's conversation record a decision: something the
-people decided, chose, agreed, settled or booked, or a change to such a plan? News,
-feelings, small talk, questions, requests, reminders and ideas nobody settled on
-("maybe", "how about", "we could") are not decisions.
+people decided, chose, agreed, settled or booked, or a change to such a plan? A plain
+answer that settles what was just asked ("Outside, under the green gazebo." to "Are we
+outside or in the hall?") is one. News and what already happened, feelings, small talk,
+questions, requests, reminders and ideas nobody settled on ("maybe", "how about", "we
+could") are not decisions.
 Answer with a JSON object only: {"decision": true or false, "what": "the decision in one \
 short sentence with its names, numbers and dates, or empty"}"""
 
 CHANGE_PROMPT = """\
-You check whether a new message changes an earlier decision of a household.
-It changes it when it gives the same thing another value (another day, number, name or
-place) or cancels it. It does not change it when it repeats it, adds something separate,
-or is about something else.
-Answer with a JSON object only: {"changes": true} or {"changes": false}"""
+You compare an earlier decision of a household with a new message.
+earlier_is_about: in two or three words, the thing the earlier decision settles.
+new_is_about: in two or three words, the thing the new message settles.
+changes: does the new message give that very thing another value (another day, time,
+price, number, name or place) or call it off? A reminder, a remark, praise or a question
+changes nothing.
+Answer with a JSON object only: {"earlier_is_about": "...", "new_is_about": "...", \
+"changes": true or false}"""
 
 SUMMARY_PROMPT = """\
 You keep the summary of a household's conversation: what it is about and where it stands,
 for someone arriving fresh. Rewrite it from the current summary and the new messages in at
 most 3 short sentences. Keep what still holds and bring in what is new: plans, decisions,
-open questions. Leave out small talk and what Charlie said; never just add to the end of
-the old summary.
+open questions. Say only what the people said: "agreed" or "decided" only for the
+decisions listed. Leave out small talk and the assistant; never repeat a sentence, never
+just add to the end of the old summary.
 Answer with a JSON object only: {"summary": "..."}"""
 
 QUOTE_PROMPT = """\
-From a household's conversation, pick at most 2 messages worth remembering in the
-speaker's own words: a saying, a strong feeling, a vivid way of putting something. Not
-decisions, questions, reminders, news or small talk. Most messages are not worth quoting:
+From a household's conversation, pick the one message most worth remembering in the
+speaker's own words, if any: a saying, a strong feeling, a vivid way of putting something.
+Not decisions, plans, reminders, news or small talk. Most messages are not worth quoting:
 an empty list is a good answer.
 Answer with a JSON object only: {"quotes": [message numbers]}"""
 
@@ -80,7 +88,16 @@ class _Decision(BaseModel):
 
 
 class _Change(BaseModel):
+    earlier_is_about: str = ""  # the thing each settles, in the model's words: compared by
+    new_is_about: str = ""  # Charlie (`same_thing`), not taken on the model's word
     changes: bool
+
+    def same_thing(self, names: frozenset[str] = frozenset()) -> bool:
+        """Whether the two things the model named are one: words in common (compounds
+        said either way, the speakers' `names` aside), or either named by a value alone."""
+        earlier = decisions.forms(self.earlier_is_about, names)
+        new = decisions.forms(self.new_is_about, names)
+        return not earlier or not new or bool(earlier & new)  # "Sunday" names a value only
 
 
 class _Summary(BaseModel):
@@ -210,7 +227,7 @@ def _decided(asker: Asker, messages: list[Message]) -> list[tuple[Message, str]]
     """The decisions the people's messages state: (message, the decision in a sentence)."""
     found: list[tuple[Message, str]] = []
     for at, message in enumerate(messages):
-        if message.role != "user" or message.content.rstrip().endswith("?"):
+        if message.role != "user" or decisions.is_question(message):
             continue
         before = messages[max(0, at - CONTEXT_MESSAGES) : at]
         context = "\n".join(f"{m.speaker}: {m.content}" for m in before)
@@ -272,40 +289,32 @@ def _cut(text: str, size: int = DECISION_CHARS) -> str:
     return cut[: cut.rfind(" ")] if cut.rfind(" ") > size // 2 else cut
 
 
-def _candidates(text: str, held: list[str], names: frozenset[str] = frozenset()) -> list[str]:
-    """The held decisions a new one may change: about the same thing (at least half of
-    the fewer's plain words shared, `decisions.RELATED`), most alike first."""
-    plain = decisions.about(text, names)
-    scored = []
-    for old in held:
-        other = decisions.about(old, names)
-        if key(old) == key(text) or not plain or not other:
-            continue
-        shared = len(plain & other) / min(len(plain), len(other))
-        if shared >= decisions.RELATED:
-            scored.append((shared, old))
-    return [old for _, old in sorted(scored, key=lambda s: -s[0])[:MOST_CANDIDATES]]
+def judge(asker: Asker) -> decisions.Judge:
+    """The model as the judge of a change (`charlie.memory.decisions.changes`): shown the
+    earlier decision and the new one side by side, with the message (and the question it
+    answers), it names the thing each settles and says whether the new gives it another
+    value or calls it off. A yes counts only when the two things it named are one: a small
+    model says "changes" too readily, and names what a message is about far better."""
 
+    def changes(change: decisions.Change) -> bool:
+        lines = [f"Earlier decision: {change.old.text}"]
+        if change.new:
+            lines.append(f"New decision: {change.new}")
+        if change.asked is not None:
+            lines.append(f"Just before, {change.asked.speaker} asked: {change.asked.content}")
+        lines.append(f"New message from {change.message.speaker}: {change.message.content}")
+        answer = asker.ask(_Change, CHANGE_PROMPT, "\n".join(lines))
+        return answer.changes and answer.same_thing(change.names)
 
-def _changes(
-    asker: Asker, found: list[tuple[Message, str]], held: list[str]
-) -> list[dict[str, Any]]:
-    """The held decisions the new ones change: each new one changes at most one, the most
-    alike the model says it changes."""
-    superseded: list[dict[str, Any]] = []
-    names = frozenset(decisions.words(" ".join({m.speaker for m, _ in found})))
-    for message, text in found:
-        for old in _candidates(text, held, names):
-            user = f"Earlier decision: {old}\nNew message from {message.speaker}: {message.content}"
-            if asker.ask(_Change, CHANGE_PROMPT, user).changes:
-                superseded.append({"decision": old, "message": message.id})
-                held = [h for h in held if h != old]
-                break
-    return superseded
+    return changes
 
 
 def _quotes(asker: Asker, messages: list[Message]) -> list[dict[str, str]]:
-    people = {m.id: m for m in messages if m.role == "user"}
+    people = {
+        m.id: m
+        for m in messages
+        if m.role == "user" and "?" not in m.content and len(m.content.split()) >= QUOTE_WORDS
+    }
     if not people:
         return []
     user = "Messages, each as [number] speaker: text:\n" + "\n".join(
@@ -323,22 +332,26 @@ def ask(
     check_summary: Callable[[str], None],
 ) -> tuple[dict[str, Any], Asker]:
     """The distillation of `messages` into `current`, asked step by step, in the whole
-    form's shape: {"summary", "decisions", "superseded", "quotes"}."""
+    form's shape: {"summary", "decisions", "superseded", "quotes"}. Which held decisions
+    the new ones change is judged afterwards, for both forms alike (`judge`)."""
     asker = Asker(llm)
     found = _decided(asker, messages)
-    superseded = _changes(asker, found, current.texts)
-    layers = {"summary": current.summary, "decisions that hold": current.texts}
+    layers = {
+        "summary": current.summary,
+        "decisions that hold": [*current.texts, *(text for _, text in found)],
+    }
+    people = [m for m in messages if m.role == "user"]  # what Charlie said is not summed up
     user = (
         "Current memory:\n"
         + json.dumps(layers, ensure_ascii=False, indent=1)
         + "\n\nNew messages, each as [number] speaker: text:\n"
-        + "\n".join(line(m) for m in messages)
+        + ("\n".join(line(m) for m in people) or "(none from the people)")
     )
     summary = asker.ask(_Summary, SUMMARY_PROMPT, user, lambda s: check_summary(s.summary))
     answer = {
         "summary": summary.summary,
         "decisions": [{"text": text, "messages": [m.id]} for m, text in found],
-        "superseded": superseded,
+        "superseded": [],
         "quotes": _quotes(asker, messages),
     }
     return answer, asker

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from playwright.sync_api import Page, expect
+from support.distilling import judge_says
 
 from .pwa import Server, open_chat, send, sign_in, wait_for_reply
 
@@ -157,6 +158,7 @@ def test_where_each_decision_came_from_the_earlier_ones_and_forgetting_a_message
         "quotes": [],
     }
     server.llm.reply(json.dumps(second))
+    server.llm.default = judge_says(True)  # asked: does it change Tuesday's? yes
     send(page, "Change of plan: the plumber comes on Thursday 11 December.")
     wait_for_reply(page)
     expect(panel.locator("#memory-decisions li .decision-text").first).to_have_text(

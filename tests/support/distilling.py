@@ -6,6 +6,8 @@ import json
 import re
 from typing import Any
 
+from llm_double import ErrorReply, Responder
+
 
 def is_distillation(request: dict[str, Any]) -> bool:
     return str(request["messages"][0]["content"]).startswith("You maintain the long-term memory")
@@ -45,7 +47,7 @@ def naming_answer(request: dict[str, Any], **layers: Any) -> str:
 
 STEP_PROMPTS = {
     "decision": "Does this message from a household's conversation record a decision",
-    "change": "You check whether a new message changes an earlier decision",
+    "change": "You compare an earlier decision of a household with a new message",
     "summary": "You keep the summary of a household's conversation",
     "quotes": "From a household's conversation, pick",
 }
@@ -88,3 +90,15 @@ def step_answer(request: dict[str, Any], quotable: str = "If it's not oak") -> s
         ]
         return json.dumps({"quotes": numbers})
     raise AssertionError(f"not a step of a stepwise distillation: {request['messages'][0]}")
+
+
+def judge_says(changes: bool) -> Responder:
+    """A model that answers only the question whether a message changes a held decision
+    (with `changes`); anything else finds no scripted response, as the empty queue does."""
+
+    def respond(request: dict[str, Any]) -> ErrorReply | str:
+        if step_of(request) == "change":
+            return json.dumps({"changes": changes})
+        return ErrorReply(500, "ScriptedLLMServer: no scripted response left")
+
+    return respond

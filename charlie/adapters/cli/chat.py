@@ -25,14 +25,15 @@ from charlie.conversations import Channel
 from charlie.errors import CharlieError, LLMError
 from charlie.home import Home
 from charlie.llm.client import LLMClient
-from charlie.memory import batches, distill
+from charlie.memory import batches, distill, start_over
 from charlie.memory import layers as memory
 from charlie.retrieval import suggestions
 from charlie.users import User
 
 HELP_TEXT = """Commands: /memory shows the memory, /distill folds the conversation into memory now,
-/accept N and /dismiss N answer a suggested note, /pins lists pinned notes, /unpin NOTE
-takes one out, /quit leaves (so does Ctrl-D). Anything else is sent to Charlie."""
+/start-over begins the memory again (/undo takes that back), /accept N and /dismiss N answer
+a suggested note, /pins lists pinned notes, /unpin NOTE takes one out, /quit leaves (so does
+Ctrl-D). Anything else is sent to Charlie."""
 
 
 def trace_line(step: trace.Step) -> str | None:
@@ -284,9 +285,19 @@ def _interactive(
             try:
                 results = list(batches.distill_all(home, channel, llm))
                 if not results:
-                    raise distill.nothing_new(channel)
+                    click.echo(distill.nothing_new(channel), err=True)
                 for result in results:
                     click.echo(distilled_line(result), err=True)
+            except CharlieError as exc:
+                click.echo(f"Error: {exc}", err=True)
+            continue
+        if command in {"/start-over", "/undo"}:
+            try:
+                if command == "/undo":
+                    revision = memory.undo(home, channel)
+                    click.echo(f"The memory is back as it was (new revision {revision.id}).")
+                else:
+                    click.echo(start_over.start_over(home, channel).said(channel, "/undo"))
             except CharlieError as exc:
                 click.echo(f"Error: {exc}", err=True)
             continue

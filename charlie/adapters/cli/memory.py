@@ -17,7 +17,7 @@ from charlie.adapters.cli.common import (
 )
 from charlie.chat import turn as chat
 from charlie.errors import CharlieError
-from charlie.memory import batches, distill, why
+from charlie.memory import batches, distill, start_over, why
 from charlie.memory import layers as memory
 
 
@@ -116,6 +116,27 @@ def undo_command(project: str | None, private: bool, user_name: str | None, to: 
         )
 
 
+@memory_group.command("start-over")
+@channel_options
+@click.option("--yes", is_flag=True, help="Do not ask first.")
+def start_over_command(
+    project: str | None, private: bool, user_name: str | None, yes: bool
+) -> None:
+    """Begin the memory again: summary and quotes emptied, every decision moved to the earlier
+    ones. One revision: `charlie memory undo` takes it back."""
+    with opened_home() as home:
+        channel, _ = resolve_channel(home, project, private, user_name, create=False)
+        if not yes:
+            click.confirm(f"Start the memory of {channel.label} over?", abort=True)
+        done = start_over.start_over(home, channel)
+        click.echo(done.said(channel, f"charlie memory undo {undo_options(project, private)}"))
+
+
+def undo_options(project: str | None, private: bool) -> str:
+    """The channel options that name this channel again, for a hint to the person."""
+    return "--private" if private else f"-p {project}" if project else ""
+
+
 @click.command("distill")
 @channel_options
 @click.option(
@@ -146,7 +167,7 @@ def distill_command(
             click.echo(distilled_line(result))  # one line a batch: each fits the model
             done += 1
         if not done:
-            raise distill.nothing_new(channel)
+            click.echo(distill.nothing_new(channel))
 
 
 @memory_group.command("why")

@@ -69,7 +69,7 @@ def distill_text(home: Home, llm: LLMClient, place: Place, discord_id: int) -> s
     channel = channel_for(home, place, user)
     results = list(batches.distill_all(home, channel, llm))  # in batches that fit the model
     if not results:
-        raise distill.nothing_new(channel)
+        return f"🧠 {distill.nothing_new(channel)}"
     result = results[-1]
     first = results[0].first_message_id
     m = result.memory

@@ -1,4 +1,4 @@
-"""A channel's memory: read, edit, history and undo (docs/api.md)."""
+"""A channel's memory: read, edit, history, undo and start over (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from charlie.adapters.web.deps import (
 from charlie.adapters.web.shapes import channel_for, memory_json
 from charlie.errors import MemoryFormatError
 from charlie.memory import layers as memory
+from charlie.memory import start_over
 from charlie.memory.layers import Memory
 
 router = APIRouter()
@@ -95,3 +96,16 @@ def memory_undo(channel: str, body: UndoBody, session: SessionDep, home: HomeDep
     found = channel_for(home, channel, session.user)
     revision = memory.undo(home, found, body.to)
     return memory_json(revision.memory) | {"revision_id": revision.id}
+
+
+@router.post("/channels/{channel}/memory/start-over", response_model=schemas.MemoryStartedOver)
+def memory_start_over(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+    """Begin the memory again (asked for plainly): one revision, undone by `…/memory/undo`."""
+    found = channel_for(home, channel, session.user)
+    done = start_over.start_over(home, found)
+    said = done.said(found, f"POST /api/channels/{channel}/memory/undo")
+    return memory_json(done.revision.memory) | {
+        "revision_id": done.revision.id,
+        "retired": done.retired,
+        "message": said,
+    }

@@ -128,6 +128,11 @@ class MemoryUndone(MemoryOut):
     revision_id: int
 
 
+class MemoryStartedOver(MemoryUndone):
+    retired: int  # decisions moved to the earlier ones
+    message: str  # what happened, and how to undo it
+
+
 class RevisionOut(Out):
     id: int
     source: str

@@ -1,0 +1,125 @@
+"""The summary layer after a distillation: rewritten, never appended, and the person's own.
+
+The model rewrites the summary from the old one and the new messages. What it answers is
+not taken as it is:
+
+- a sentence a person wrote stays as they wrote it, whatever the model did with it: the
+  person's sentences are those of the summary that Charlie did not write itself (each
+  revision Charlie writes records its own sentences, `Memory.charlie_sentences`);
+- Charlie's part is at most `MOST_SENTENCES` sentences (fewer beside the person's, one at
+  least) and `MOST_WORDS` words, and no sentence of the summary says the same as another;
+- a sentence about the assistant itself (its tools, its notices, "Charlie found that…") or
+  naming a tool is left out;
+- a sentence the conversation does not back is left out: a number or a name that appears
+  in neither the old memory nor the messages, or an agreement ("agreed", "decided") that no
+  held decision records.
+
+When nothing of the model's sentences is left, Charlie's sentences of the old summary stay.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from charlie.conversations import ASSISTANT
+from charlie.memory import decisions
+from charlie.memory.layers import Memory, normalise
+
+MOST_SENTENCES = 3
+MOST_WORDS = 80
+SAME = 0.8  # content words in common: two sentences that say the same
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“‘(]?[A-Z0-9])")
+CLAIM = re.compile(
+    r"\b(agree[sd]?|agreeing|decided?|decides|confirmed|settled|committed|chose|chosen)\b", re.I
+)
+TOOLISH = re.compile(r"\b[a-z]+_[a-z_]+\b")  # list_projects, search_notes: a tool's name
+NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]{2,}\b")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a summary, each one line."""
+    flat = normalise(text)
+    return [s.strip() for s in SENTENCE_END.split(flat) if s.strip()] if flat else []
+
+
+def _same(one: str, other: str) -> bool:
+    if normalise(one).lower() == normalise(other).lower():
+        return True
+    return decisions.overlap(one, other) >= SAME
+
+
+def charlies(written: Memory | None) -> list[str]:
+    """The sentences Charlie wrote in its last revision: recorded there, or (a revision
+    from before they were recorded) all of its summary."""
+    if written is None:
+        return []
+    if written.charlie_sentences is not None:
+        return list(written.charlie_sentences)
+    return sentences(written.summary)
+
+
+def persons(current: str, written: Memory | None) -> list[str]:
+    """The sentences of `current` that a person wrote: every one Charlie did not."""
+    own = {normalise(s).lower() for s in charlies(written)}
+    return [s for s in sentences(current) if normalise(s).lower() not in own]
+
+
+@dataclass(frozen=True)
+class Backing:
+    """What the summary may say: the text it may draw names and numbers from, and the
+    decisions that hold (an agreement must be one of them)."""
+
+    said: str
+    decided: tuple[str, ...]
+
+
+def why_left_out(sentence: str, backing: Backing) -> str:
+    """Why a sentence of the model's summary is not kept, or "" when it is."""
+    if re.search(rf"\b{re.escape(ASSISTANT)}\b", sentence, re.I) or TOOLISH.search(sentence):
+        return "about the assistant or its tools"
+    said = backing.said.lower()
+    numbers = set(re.findall(r"\d+", sentence)) - set(re.findall(r"\d+", said))
+    if numbers:
+        return f"the number {sorted(numbers)[0]} was never said"
+    for name in NAME.findall(sentence):
+        if name.lower() not in said:
+            return f"the name {name} was never said"
+    if CLAIM.search(sentence):
+        told = decisions.about(CLAIM.sub(" ", sentence))
+        if not any(told & decisions.about(d) for d in backing.decided):
+            return "an agreement no decision records"
+    return ""
+
+
+def rewritten(
+    answer: str, current: str, written: Memory | None, backing: Backing
+) -> tuple[str, list[str], list[dict[str, str]]]:
+    """The summary to keep: the person's sentences of `current`, then the model's `answer`
+    checked as the module says. Returns the text, Charlie's sentences in it, and what was
+    left out (with why), to log with the run."""
+    own = persons(current, written)
+    room = max(1, MOST_SENTENCES - len(own))
+    old = charlies(written)
+    offered = sentences(answer)
+    # What is new first: a model that added to the end of the old summary keeps its news.
+    ranked = sorted(offered, key=lambda s: any(_same(s, o) for o in old))
+    kept: list[str] = []
+    left: list[dict[str, str]] = []
+    for sentence in ranked:
+        why = why_left_out(sentence, backing)
+        if not why and any(_same(sentence, other) for other in [*own, *kept]):
+            why = "said already"
+        if not why and len(kept) >= room:
+            why = f"past {MOST_SENTENCES} sentences"
+        if not why and len(" ".join([*kept, sentence]).split()) > MOST_WORDS and kept:
+            why = f"past {MOST_WORDS} words"
+        if why:
+            left.append({"summary": sentence, "why": why})
+            continue
+        kept.append(sentence)
+    kept.sort(key=offered.index)  # in the model's order
+    if not kept:  # nothing usable: Charlie's old sentences stay
+        known = {normalise(s).lower() for s in old}
+        kept = [s for s in sentences(current) if normalise(s).lower() in known]
+    return " ".join([*own, *kept]), kept, left
