@@ -71,6 +71,7 @@ CHECKPOINTS = (10, 100, 500, 1000)  # message numbers
 TARGET_MS = 20.0
 MAX_DECISIONS = 12
 DISTILL_MARKER = "You maintain the long-term memory"
+CHANGE_MARKER = "You compare an earlier decision"  # charlie.memory.steps.CHANGE_PROMPT
 
 
 def estimate_tokens(chars: int) -> int:
@@ -223,6 +224,8 @@ class ScriptedModel:
 
     def __call__(self, request: dict[str, Any]) -> str:
         messages = request["messages"]
+        if messages[0]["content"].startswith(CHANGE_MARKER):  # is an earlier decision changed?
+            return json.dumps({"earlier_is_about": "", "new_is_about": "", "changes": False})
         if "response_format" in request or messages[0]["content"].startswith(DISTILL_MARKER):
             return self.distill(messages[-1]["content"])
         last = messages[-1]["content"]
