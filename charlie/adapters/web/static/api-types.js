@@ -163,6 +163,18 @@ export {};
  */
 
 /**
+ * @typedef {Object} MemoryStartedOver
+ * @property {string} summary
+ * @property {string} summary_html
+ * @property {Array<DecisionOut>} decisions
+ * @property {Array<QuoteOut>} quotes
+ * @property {Array<EarlierOut>} superseded
+ * @property {number} revision_id
+ * @property {number} retired
+ * @property {string} message
+ */
+
+/**
  * @typedef {Object} MemoryUndone
  * @property {string} summary
  * @property {string} summary_html
