@@ -14,7 +14,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -419,6 +419,10 @@ def m013_message_ids_never_reused(db: sqlite3.Connection) -> None:
     history), so no chain of parents can loop; the one kind of row that broke this, a reply
     that took its own message's id, follows the message before it in its thread instead.
 
+    The search index beside the database (index.db) names message ids too: where forgetting
+    could not reach it, its rows and marks still name the forgotten ids, so the next id comes
+    above those as well (`_index_names`).
+
     Foreign keys are off while it runs (`migrate`): dropping the old table must not count
     the suggestions that name its messages as broken, since the new table keeps those ids."""
     columns = (  # as m001, m003, m007, m008 and m010 left them, in their order
@@ -473,6 +477,40 @@ def m013_message_ids_never_reused(db: sqlite3.Connection) -> None:
             WHERE name = 'messages';
         """,
     )
+    db.execute(
+        "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'messages'", (_index_names(db),)
+    )
+
+
+INDEX_FILE = "index.db"  # the search index, beside charlie.db (`charlie.home.Home.index_path`)
+INDEX_MARKS = ("messages_upto", "messages_words_upto")  # `charlie.retrieval.message_index`
+
+
+def _index_names(db: sqlite3.Connection) -> int:
+    """The highest message id the search index beside the database names, in its rows or its
+    marks; 0 when there is none (a new home, a database in memory) or it holds no messages
+    yet. One that cannot be read is left to be built again from charlie.db (it then names
+    nothing), and said in the log."""
+    main = next((str(r[2]) for r in db.execute("PRAGMA database_list") if r[1] == "main"), "")
+    path = Path(main).with_name(INDEX_FILE) if main else None
+    if path is None or not path.is_file():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as index:
+            tables = {str(r[0]) for r in index.execute("SELECT name FROM sqlite_master")}
+            if not {"index_state", "messages", "messages_fts"} <= tables:
+                return 0
+            marks = index.execute(
+                "SELECT value FROM index_state WHERE key IN (?, ?)", INDEX_MARKS
+            ).fetchall()
+            rows = index.execute(
+                "SELECT max(ifnull((SELECT max(id) FROM messages), 0), "
+                "ifnull((SELECT max(rowid) FROM messages_fts), 0))"
+            ).fetchone()
+    except sqlite3.Error as exc:
+        log.warning("The search index %s could not be read (%s): it is built again.", path, exc)
+        return 0
+    return max([int(rows[0]), *(int(v) for (v,) in marks if str(v).isdigit())])
 
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [

@@ -441,6 +441,38 @@ def test_the_ids_migration_runs_on_a_database_with_no_messages(tmp_path: Path) -
     path = tmp_path / "charlie.db"
     old_charlie(path, 12).close()
     upgraded = db.connect(path)
-    assert upgraded.execute("SELECT seq FROM sqlite_sequence WHERE name = 'messages'").fetchall()
-    assert [r[0] for r in upgraded.execute("SELECT seq FROM sqlite_sequence")] == [0]
+    found = upgraded.execute("SELECT name, seq FROM sqlite_sequence").fetchall()
+    assert [tuple(r) for r in found] == [("messages", 0)]
     upgraded.close()
+
+
+def test_the_ids_migration_gives_no_id_the_search_index_still_names(tmp_path: Path) -> None:
+    """A forget that could not reach the search index left its words and marks there: a new
+    message taking a forgotten id would be found by the forgotten words."""
+    path = tmp_path / "charlie.db"
+    old = at_version_12(path)
+    old.execute("UPDATE conversations SET distilled_upto = 0")
+    old.execute("DELETE FROM distillations")
+    old.close()
+    with sqlite3.connect(tmp_path / "index.db") as index:
+        index.execute("CREATE TABLE index_state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        index.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, vector BLOB)")
+        index.execute("CREATE VIRTUAL TABLE messages_fts USING fts5(speaker, text)")
+        index.execute("INSERT INTO index_state VALUES ('messages_upto', '8')")
+        index.execute("INSERT INTO index_state VALUES ('messages_words_upto', '9')")
+        index.execute("INSERT INTO messages_fts (rowid, speaker, text) VALUES (11, 'bob', 'x')")
+    upgraded = db.connect(path)
+    assert upgraded.execute("SELECT seq FROM sqlite_sequence").fetchone()[0] == 11
+    upgraded.close()
+
+
+def test_the_ids_migration_reads_past_a_search_index_it_cannot_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "charlie.db"
+    at_version_12(path).close()
+    (tmp_path / "index.db").write_bytes(b"not a database" * 100)
+    upgraded = db.connect(path)  # the index is built again when it is next opened
+    assert upgraded.execute("SELECT seq FROM sqlite_sequence").fetchone()[0] == 6
+    upgraded.close()
+    assert "could not be read" in caplog.text
