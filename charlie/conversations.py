@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from charlie.db import now, transaction
-from charlie.errors import CharlieError, NotFound
+from charlie.errors import BrokenThread, CharlieError, MessageGone, NotFound
 from charlie.home import Home
 from charlie.projects import Project
 from charlie.trace import Step, steps_from_json, steps_to_json
@@ -381,10 +381,13 @@ def add_message(
     hidden: bool = False,
 ) -> Message:
     """Store a message at the end of the thread's kept branch, or after `parent_id` (a
-    reply, or an alternative: a regenerated reply, an edited message). A message after one
-    set aside meanwhile is set aside too. With `replacing`, that message and what followed
-    it are set aside in the same transaction (an alternative takes its place, or nothing
-    changes); with `hidden`, the new one is stored set aside (an alternative not chosen)."""
+    reply, or an alternative: a regenerated reply, an edited message) — `MessageGone` when
+    that one was forgotten meanwhile: nothing is stored after a forgotten message. A message
+    after one set aside meanwhile is set aside too. With `replacing`, that message and what
+    followed it are set aside in the same transaction (an alternative takes its place, or
+    nothing changes); with `hidden`, the new one is stored set aside (an alternative not
+    chosen). A new message's id is above every id ever given (AUTOINCREMENT), so none can
+    follow itself."""
     speaker = user.name if (role == "user" and user is not None) else ASSISTANT
     created = now()
     follows = (
@@ -407,6 +410,11 @@ def add_message(
         parent_id if parent_id is not None else channel.conversation_id,
     )
     with transaction(home.db):
+        if parent_id and not _holds(home, channel, parent_id):
+            raise MessageGone(
+                f"Message {parent_id} was forgotten meanwhile, so nothing was stored after it. "
+                "Try again."
+            )
         if replacing is not None:
             _show(home, [replacing.id, *_subtree(home, replacing.id)], shown=False)
         cursor = home.db.execute(
@@ -448,6 +456,15 @@ def add_message(
         parent_id=row[0],
         hidden=bool(row[1]),
     )
+
+
+def _holds(home: Home, channel: Channel, message_id: int) -> bool:
+    """Whether message `message_id` is stored in this thread."""
+    row = home.db.execute(
+        "SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?",
+        (message_id, channel.conversation_id),
+    ).fetchone()
+    return row is not None
 
 
 def _message(row: object) -> Message:
@@ -592,14 +609,29 @@ def alternatives(home: Home, channel: Channel, shown: list[Message]) -> dict[int
 
 
 def _subtree(home: Home, message_id: int) -> list[int]:
-    """The ids of every message that follows `message_id` on any branch."""
+    """The ids of every message that follows `message_id` on any branch. UNION, not UNION
+    ALL: each message is visited once, so even a chain that loops (a damaged database) ends;
+    a loop through `message_id` is a `BrokenThread` (a loop elsewhere cannot be reached
+    from it: each message follows one message only)."""
     rows = home.db.execute(
         "WITH RECURSIVE below(id) AS (SELECT id FROM messages WHERE parent_id = ? "
-        "UNION ALL SELECT m.id FROM messages m JOIN below b ON m.parent_id = b.id) "
+        "UNION SELECT m.id FROM messages m JOIN below b ON m.parent_id = b.id) "
         "SELECT id FROM below",
         (message_id,),
     ).fetchall()
-    return [int(r[0]) for r in rows]
+    found = [int(r[0]) for r in rows]
+    if message_id in found:
+        raise _broken(home, message_id)
+    return found
+
+
+def _broken(home: Home, message_id: int) -> BrokenThread:
+    return BrokenThread(
+        f"Message {message_id} follows itself or a later message in {home.settings.db_path} "
+        "(the file was changed by hand, or is damaged), so Charlie cannot tell its branch "
+        "and stopped; nothing was changed. Keep a copy of the file, then set that message's "
+        "parent_id to the id of the message it answers (0 for a thread's first message)."
+    )
 
 
 def others_after(home: Home, message: Message, user: User) -> list[str]:
@@ -664,13 +696,15 @@ def _choose(home: Home, channel: Channel, chosen: Message) -> None:
     ).fetchall():
         _show(home, [int(row[0]), *_subtree(home, int(row[0]))], shown=False)
     path = [chosen.id]
-    while True:  # down the newest child at each step
+    while True:  # down the newest child at each step: ids only grow, so this ends
         row = home.db.execute(
             "SELECT max(id) FROM messages WHERE parent_id = ? AND conversation_id = ?",
             (path[-1], channel.conversation_id),
         ).fetchone()
         if row[0] is None:
             break
+        if int(row[0]) <= path[-1]:  # follows itself or a later one: a damaged database
+            raise _broken(home, int(row[0]))
         path.append(int(row[0]))
     _show(home, path, shown=True)
     _show(home, sorted(set(_subtree(home, chosen.id)) - set(path)), shown=False)

@@ -14,7 +14,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -407,6 +407,112 @@ def m012_forget_log_and_refused_decisions(db: sqlite3.Connection) -> None:
     )
 
 
+def m013_message_ids_never_reused(db: sqlite3.Connection) -> None:
+    """A message id is never given twice (AUTOINCREMENT). Before, forgetting the newest
+    messages let the next ones take their ids: at or below a thread's "distilled up to" mark
+    (so never distilled) and under old distillation rows; and a reply finished after the
+    message it answered was forgotten took that message's id and followed itself.
+
+    The table is built again with every row, id and reference kept, and the next id comes
+    above every message id any row still names (marks, distillations, suggestions). A message
+    now always follows one stored before it (`parent_id < id`; 0: the first; NULL: imported
+    history), so no chain of parents can loop; the one kind of row that broke this, a reply
+    that took its own message's id, follows the message before it in its thread instead.
+
+    The search index beside the database (index.db) names message ids too: where forgetting
+    could not reach it, its rows and marks still name the forgotten ids, so the next id comes
+    above those as well (`_index_names`).
+
+    Foreign keys are off while it runs (`migrate`): dropping the old table must not count
+    the suggestions that name its messages as broken, since the new table keeps those ids."""
+    columns = (  # as m001, m003, m007, m008 and m010 left them, in their order
+        "id, conversation_id, project_id, private, role, user_id, speaker, content, images, "
+        "created_at, trace, incomplete, source_id, distill, parent_id, hidden"
+    )
+    run_script(
+        db,
+        f"""
+        CREATE TABLE messages_new (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+            project_id INTEGER REFERENCES projects(id),
+            private INTEGER NOT NULL,
+            role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            user_id INTEGER REFERENCES users(id),
+            speaker TEXT NOT NULL,
+            content TEXT NOT NULL,
+            images TEXT NOT NULL DEFAULT '[]',
+            created_at TEXT NOT NULL,
+            trace TEXT,
+            incomplete INTEGER NOT NULL DEFAULT 0,
+            source_id TEXT,
+            distill INTEGER NOT NULL DEFAULT 1,
+            parent_id INTEGER,
+            hidden INTEGER NOT NULL DEFAULT 0,
+            CHECK (parent_id IS NULL OR parent_id < id)
+        );
+        INSERT INTO messages_new ({columns})
+            SELECT id, conversation_id, project_id, private, role, user_id, speaker, content,
+                images, created_at, trace, incomplete, source_id, distill,
+                CASE WHEN parent_id >= id THEN (SELECT ifnull(max(p.id), 0) FROM messages p
+                    WHERE p.conversation_id = m.conversation_id AND p.id < m.id)
+                ELSE parent_id END,
+                hidden
+            FROM messages m ORDER BY id;
+        DROP TABLE messages;
+        ALTER TABLE messages_new RENAME TO messages;
+        CREATE INDEX messages_conversation ON messages(conversation_id, id);
+        CREATE UNIQUE INDEX messages_source ON messages(conversation_id, source_id)
+            WHERE source_id IS NOT NULL;
+        CREATE INDEX messages_time ON messages(conversation_id, created_at, id);
+        CREATE INDEX messages_parent ON messages(parent_id);
+        INSERT INTO sqlite_sequence (name, seq) SELECT 'messages', 0
+            WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'messages');
+        UPDATE sqlite_sequence SET seq = max(seq,
+                ifnull((SELECT max(distilled_upto) FROM conversations), 0),
+                ifnull((SELECT max(distill_failed_at) FROM conversations), 0),
+                ifnull((SELECT max(last_message_id) FROM distillations), 0),
+                ifnull((SELECT max(first_message_id) FROM distillations), 0),
+                ifnull((SELECT max(message_id) FROM suggestions), 0))
+            WHERE name = 'messages';
+        """,
+    )
+    db.execute(
+        "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'messages'", (_index_names(db),)
+    )
+
+
+INDEX_FILE = "index.db"  # the search index, beside charlie.db (`charlie.home.Home.index_path`)
+INDEX_MARKS = ("messages_upto", "messages_words_upto")  # `charlie.retrieval.message_index`
+
+
+def _index_names(db: sqlite3.Connection) -> int:
+    """The highest message id the search index beside the database names, in its rows or its
+    marks; 0 when there is none (a new home, a database in memory) or it holds no messages
+    yet. One that cannot be read is left to be built again from charlie.db (it then names
+    nothing), and said in the log."""
+    main = next((str(r[2]) for r in db.execute("PRAGMA database_list") if r[1] == "main"), "")
+    path = Path(main).with_name(INDEX_FILE) if main else None
+    if path is None or not path.is_file():
+        return 0
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as index:
+            tables = {str(r[0]) for r in index.execute("SELECT name FROM sqlite_master")}
+            if not {"index_state", "messages", "messages_fts"} <= tables:
+                return 0
+            marks = index.execute(
+                "SELECT value FROM index_state WHERE key IN (?, ?)", INDEX_MARKS
+            ).fetchall()
+            rows = index.execute(
+                "SELECT max(ifnull((SELECT max(id) FROM messages), 0), "
+                "ifnull((SELECT max(rowid) FROM messages_fts), 0))"
+            ).fetchone()
+    except sqlite3.Error as exc:
+        log.warning("The search index %s could not be read (%s): it is built again.", path, exc)
+        return 0
+    return max([int(rows[0]), *(int(v) for (v,) in marks if str(v).isdigit())])
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -420,6 +526,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m010_threads_and_branches,
     m011_model_habits_and_distill_backoff,
     m012_forget_log_and_refused_decisions,
+    m013_message_ids_never_reused,
 ]
 
 
@@ -501,10 +608,23 @@ def migrate(db: sqlite3.Connection) -> None:
     request of the web app opens the database), this is one read and no lock. Otherwise
     the applied list is read again inside the write lock, so two processes starting
     together (the web server and the Discord bot) never both run a migration.
+
+    Foreign keys are not enforced while migrations run: SQLite changes a table by building
+    it again and dropping the old one, and the drop must not count the rows naming the old
+    table's ids as broken (the new one keeps every id).
     """
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version >= len(MIGRATIONS):
         return
+    enforced = db.execute("PRAGMA foreign_keys").fetchone()[0]
+    db.execute("PRAGMA foreign_keys = OFF")
+    try:
+        _apply(db, version)
+    finally:
+        db.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
+
+
+def _apply(db: sqlite3.Connection, version: int) -> None:
     for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -523,7 +643,8 @@ def migrate(db: sqlite3.Connection) -> None:
                 )
             db.execute(f"PRAGMA user_version = {number}")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite may have rolled back already (a full disk)
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 

@@ -18,6 +18,11 @@ class NotFound(CharlieError):
     """A project, user, revision or other named thing does not exist."""
 
 
+class MessageGone(NotFound):
+    """The message a reply or an edit was to follow was forgotten meanwhile (while Charlie
+    was answering it, say): nothing was stored after it."""
+
+
 class Conflict(CharlieError):
     """Something with that name already exists."""
 
@@ -54,6 +59,11 @@ class DatabaseBusy(DatabaseError):
 class DatabaseDamaged(DatabaseError):
     """The file is not a SQLite database, or is malformed. Private channels live only in
     it, so the person is told to keep a copy — never to delete it."""
+
+
+class BrokenThread(DatabaseDamaged):
+    """A thread's messages do not form a chain: one follows itself, or a later message
+    (charlie.db edited by hand, or damaged). Charlie stops rather than follow it forever."""
 
 
 class MemoryFormatError(CharlieError):

@@ -11,7 +11,7 @@ from typing import TypeVar, cast
 from charlie import db as database
 from charlie.config import Settings
 
-INDEX_FILE = "index.db"
+INDEX_FILE = database.INDEX_FILE  # the search index, beside charlie.db
 
 Part = TypeVar("Part")
 

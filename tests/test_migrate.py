@@ -133,6 +133,10 @@ ROWS: dict[str, list[str]] = {
         "INSERT INTO forget_log VALUES (1, '2026-12-01', 1, 'project kitchen', 2)",
         """UPDATE distillations SET refused_decisions = '[{"decision": "x", "why": "y"}]'""",
     ],
+    "m013_message_ids_never_reused": [
+        MESSAGE.replace(") VALUES", ", parent_id) VALUES")
+        + "(10, 1, 1, 0, 'user', 2, 'bob', 'and the taps?', '[]', '2026-12-02', 9)",
+    ],
 }
 
 
@@ -164,6 +168,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "api_tokens",
         "model_habits",
         "forget_log",
+        "sqlite_sequence",  # AUTOINCREMENT's record of the highest message id ever given
     }
     assert columns(conn, "messages") == [
         "id",
@@ -365,3 +370,109 @@ def test_the_threads_migration_chains_each_conversation_and_dates_it(tmp_path: P
         r[0] for r in upgraded.execute("SELECT created_at FROM messages WHERE conversation_id = 1")
     )
     upgraded.close()
+
+
+def at_version_12(path: Path) -> sqlite3.Connection:
+    """A database as the Charlie before message ids were never reused left it: a thread
+    distilled up to message 6 whose messages 4 to 6 were forgotten since, a suggestion under
+    message 2, and a reply that took the id of the message it answered (forgotten while it
+    was written) and so follows itself."""
+    conn = old_charlie(path, 12)
+    conn.execute("INSERT INTO users VALUES (2, 'bob', 0, NULL, '2026-01-01')")
+    conn.execute("INSERT INTO projects VALUES (1, 'kitchen', '2026-01-01')")
+    conn.execute(CONVERSATION + "(1, 1, NULL, 0, 6, '2026-01-01')")
+    with_parent = MESSAGE.replace(") VALUES", ", parent_id) VALUES")
+    conn.execute(with_parent + "(1, 1, 1, 0, 'user', 2, 'bob', 'oak?', '[]', '2026-01-02', 0)")
+    conn.execute(
+        with_parent + "(2, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Oak.', '[]', '2026-01-02', 1)"
+    )
+    conn.execute(
+        with_parent + "(3, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Tiles.', '[]', '2026-01-03', 3)"
+    )
+    conn.execute(
+        "INSERT INTO distillations (conversation_id, status, first_message_id, last_message_id, "
+        "attempts, structured, started_at, finished_at) VALUES (1, 'ok', 1, 6, 1, 1, "
+        "'2026-01-03', '2026-01-03')"
+    )
+    conn.execute(
+        "INSERT INTO suggestions VALUES (1, 2, 1, 2, 'kitchen/oak', 'Oak', 'same words', "
+        "'shown', '2026-01-05', NULL)"
+    )
+    return conn
+
+
+def test_after_the_ids_migration_no_message_id_is_given_twice(tmp_path: Path) -> None:
+    path = tmp_path / "charlie.db"
+    old = at_version_12(path)
+    before = old.execute("SELECT * FROM messages ORDER BY id").fetchall()
+    suggestions = old.execute("SELECT * FROM suggestions").fetchall()
+    old.close()
+
+    upgraded = db.connect(path)
+    assert upgraded.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # on again
+    assert upgraded.execute("PRAGMA foreign_key_check").fetchall() == []
+    after = [tuple(r) for r in upgraded.execute("SELECT * FROM messages ORDER BY id")]
+    assert after[:2] == before[:2]  # every row, id and reference kept
+    assert after[2] == (*before[2][:-2], 2, 0)  # the reply that followed itself: after 2
+    assert [tuple(r) for r in upgraded.execute("SELECT * FROM suggestions")] == suggestions
+
+    def add(parent: int) -> int:
+        cursor = upgraded.execute(
+            "INSERT INTO messages (conversation_id, project_id, private, role, user_id, "
+            "speaker, content, created_at, parent_id) "
+            "VALUES (1, 1, 0, 'user', 2, 'bob', 'again', '2026-02-01', ?)",
+            (parent,),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    new = add(3)
+    assert new == 7  # above the distilled mark and the distillation's messages, not 4
+    upgraded.execute("DELETE FROM messages WHERE id = ?", (new,))
+    assert add(3) == 8  # the newest forgotten: its id is not given again
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        add(9)  # a message follows one stored before it, never itself or a later one
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        upgraded.execute("UPDATE messages SET parent_id = id WHERE id = 8")
+    upgraded.close()
+
+
+def test_the_ids_migration_runs_on_a_database_with_no_messages(tmp_path: Path) -> None:
+    path = tmp_path / "charlie.db"
+    old_charlie(path, 12).close()
+    upgraded = db.connect(path)
+    found = upgraded.execute("SELECT name, seq FROM sqlite_sequence").fetchall()
+    assert [tuple(r) for r in found] == [("messages", 0)]
+    upgraded.close()
+
+
+def test_the_ids_migration_gives_no_id_the_search_index_still_names(tmp_path: Path) -> None:
+    """A forget that could not reach the search index left its words and marks there: a new
+    message taking a forgotten id would be found by the forgotten words."""
+    path = tmp_path / "charlie.db"
+    old = at_version_12(path)
+    old.execute("UPDATE conversations SET distilled_upto = 0")
+    old.execute("DELETE FROM distillations")
+    old.close()
+    with sqlite3.connect(tmp_path / "index.db") as index:
+        index.execute("CREATE TABLE index_state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        index.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, vector BLOB)")
+        index.execute("CREATE VIRTUAL TABLE messages_fts USING fts5(speaker, text)")
+        index.execute("INSERT INTO index_state VALUES ('messages_upto', '8')")
+        index.execute("INSERT INTO index_state VALUES ('messages_words_upto', '9')")
+        index.execute("INSERT INTO messages_fts (rowid, speaker, text) VALUES (11, 'bob', 'x')")
+    upgraded = db.connect(path)
+    assert upgraded.execute("SELECT seq FROM sqlite_sequence").fetchone()[0] == 11
+    upgraded.close()
+
+
+def test_the_ids_migration_reads_past_a_search_index_it_cannot_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "charlie.db"
+    at_version_12(path).close()
+    (tmp_path / "index.db").write_bytes(b"not a database" * 100)
+    upgraded = db.connect(path)  # the index is built again when it is next opened
+    assert upgraded.execute("SELECT seq FROM sqlite_sequence").fetchone()[0] == 6
+    upgraded.close()
+    assert "could not be read" in caplog.text

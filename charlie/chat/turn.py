@@ -12,6 +12,7 @@ early when what is undistilled nears the window, so a project never outgrows it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from charlie.errors import (
     LLMBadResponse,
     LLMError,
     MemoryFormatError,
+    MessageGone,
 )
 from charlie.home import Home
 from charlie.llm import budget, doctor, toolmode
@@ -416,16 +418,17 @@ def _answer(
     except LLMError as exc:
         kept = ""
         if loop.reply.strip():  # cut off mid-stream: keep what was shown, marked incomplete
-            conversations.add_message(
-                home,
-                channel,
-                "assistant",
-                loop.reply.strip(),
-                trace=loop.trace,
-                incomplete=True,
-                parent_id=asked.id,
-                hidden=replacing is not None,  # the reply it was to replace stays shown
-            )
+            with _unless_forgotten():
+                conversations.add_message(
+                    home,
+                    channel,
+                    "assistant",
+                    loop.reply.strip(),
+                    trace=loop.trace,
+                    incomplete=True,
+                    parent_id=asked.id,
+                    hidden=replacing is not None,  # the reply it was to replace stays shown
+                )
             kept = (
                 "The reply was cut off: the part shown is kept, marked incomplete, and is not "
                 "folded into memory. Send your message again for a whole answer. "
@@ -443,16 +446,17 @@ def _answer(
             "The model returned an empty reply. Your message is saved: retry it, rephrase it, "
             "or try another model."
         )
-    stored = conversations.add_message(
-        home,
-        channel,
-        "assistant",
-        reply_text,
-        trace=loop.trace,
-        incomplete=loop.looped,
-        parent_id=asked.id,
-        replacing=replacing,
-    )
+    with _unless_forgotten():
+        stored = conversations.add_message(
+            home,
+            channel,
+            "assistant",
+            reply_text,
+            trace=loop.trace,
+            incomplete=loop.looped,
+            parent_id=asked.id,
+            replacing=replacing,
+        )
     toolkit.record_citations(loop.context)
     yield Reply(stored, loop.prompt_tokens, loop.llm_seconds)
     if loop.looped:
@@ -463,6 +467,22 @@ def _answer(
     yield from index_messages(home)
     if distill_after:
         yield from distill_due(home, llm, channel)
+
+
+FORGOTTEN_MEANWHILE = (
+    "The message Charlie was answering was forgotten meanwhile, so the reply was dropped: "
+    "nothing of it is kept."
+)
+
+
+@contextmanager
+def _unless_forgotten() -> Iterator[None]:
+    """Storing a reply: the message it answers may have been forgotten while the model
+    wrote it. Then nothing is stored, and the turn ends saying so."""
+    try:
+        yield
+    except MessageGone as exc:
+        raise MessageGone(FORGOTTEN_MEANWHILE) from exc
 
 
 def index_messages(home: Home) -> Iterator[Event]:

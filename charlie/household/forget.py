@@ -112,7 +112,7 @@ def forget(
 ) -> Forgotten:
     """Forget message `message_id` (and, unless `only`, Charlie's answers to it)."""
     return forget_messages_of(
-        home, channel, user, planned(home, channel, user, message_id, only=only)
+        home, channel, user, planned(home, channel, user, message_id, only=only), answers=not only
     )
 
 
@@ -129,17 +129,21 @@ def forget_thread(home: Home, thread: Channel, user: User) -> Forgotten:
 
 
 def forget_messages_of(
-    home: Home, channel: Channel, user: User, messages: list[Message]
+    home: Home, channel: Channel, user: User, messages: list[Message], *, answers: bool = True
 ) -> Forgotten:
-    """Forget `messages` (already checked) everywhere; see the module docstring."""
+    """Forget `messages` (already checked) everywhere; see the module docstring. With
+    `answers`, Charlie's answers to the person's messages among them that were stored since
+    they were planned (a reply that finished while forgetting waited) go too."""
     done = Forgotten()
     if not messages:
         return done
-    ids = sorted({m.id for m in messages})
-    spans = _spans(home, ids)
     token = _claim(home, channel)
     try:
         with transaction(home.db):
+            if answers:
+                messages = [*messages, *_answered_meanwhile(home, channel, messages)]
+            ids = sorted({m.id for m in messages})
+            spans = _spans(home, ids)
             gone = _gone(home, messages)
             done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, gone)
             done.revisions = _from_revisions(home, channel, ids, gone)
@@ -156,6 +160,25 @@ def forget_messages_of(
     recaller_for(home).index.mend(spans)  # the words beside them, and no segment keeps them
     home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # nor the write-ahead log
     return done
+
+
+def _answered_meanwhile(home: Home, channel: Channel, messages: list[Message]) -> list[Message]:
+    """Charlie's answers to the person's messages among `messages` not among them: stored
+    after they were planned, while the model was still writing."""
+    asked = [m.id for m in messages if m.role == "user"]
+    if not asked:
+        return []
+    taken = {m.id for m in messages}
+    rows = home.db.execute(
+        f"SELECT id, conversation_id FROM messages WHERE role = 'assistant' "
+        f"AND parent_id IN ({_marks(asked)})",
+        asked,
+    ).fetchall()
+    return [
+        conversations.get_message(home, replace(channel, conversation_id=int(r[1])), int(r[0]))
+        for r in rows
+        if int(r[0]) not in taken
+    ]
 
 
 def _spans(home: Home, ids: list[int]) -> dict[int, tuple[str, str]]:

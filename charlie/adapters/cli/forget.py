@@ -53,7 +53,7 @@ def forget_command(
                         err=True,
                     )
                 click.confirm(f"Forget {len(taken)} message(s) for good?", abort=True, err=True)
-            done = forget.forget_messages_of(home, channel, user, taken)
+            done = forget.forget_messages_of(home, channel, user, taken, answers=not only)
         if not done.messages:
             raise CharlieError("There was nothing to forget.")
         click.echo(
