@@ -133,6 +133,10 @@ ROWS: dict[str, list[str]] = {
         "INSERT INTO forget_log VALUES (1, '2026-12-01', 1, 'project kitchen', 2)",
         """UPDATE distillations SET refused_decisions = '[{"decision": "x", "why": "y"}]'""",
     ],
+    "m013_forgotten_messages": [
+        "INSERT INTO forgotten_messages VALUES (1, 6, 1, '[5, 9]', '2026-12-02', NULL)",
+        "INSERT INTO forgotten_messages VALUES (2, 7, 1, '[]', '2026-12-02', '2026-12-02')",
+    ],
 }
 
 
@@ -164,6 +168,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "api_tokens",
         "model_habits",
         "forget_log",
+        "forgotten_messages",
     }
     assert columns(conn, "messages") == [
         "id",
