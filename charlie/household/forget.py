@@ -158,7 +158,8 @@ def forget_messages_of(
 ) -> Forgotten:
     """Forget `messages` (already checked) everywhere; see the module docstring."""
     done = Forgotten()
-    if not messages:
+    if not messages:  # a thread forgotten again: what a busy index left is finished
+        _scrub_index(home, "There was nothing left to forget")
         return done
     ids = sorted({m.id for m in messages})
     token = _claim(home, channel)

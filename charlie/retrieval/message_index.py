@@ -451,6 +451,8 @@ class MessageIndex:
                 f"WHERE id IN ({', '.join('?' * len(records))})",
                 (database.now(), *records),
             )
+            # and charlie.db's log, which a forget killed before its own checkpoint left
+            self.home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return len(ids)
 
     def _by_ids(self, ids: list[int]) -> list[_Row]:
