@@ -156,6 +156,18 @@ def test_forget_with_index_db_locked_is_finished_by_the_next_recall(
     assert leaks == [], leaks
 
 
+def test_a_thread_forgotten_with_index_db_locked_is_finished_by_forgetting_it_again(
+    home: Home, alice: User, gate: Channel, impatient: None
+) -> None:
+    ids = said_around(home, gate, alice)
+    with index_locked(home), pytest.raises(CharlieError, match=r"^Forgot 4 messages, but"):
+        forget.forget_thread(home, gate, alice)
+    assert found_by_words(home, MARKER.lower()) == set(ids.values())  # the index is left as it was
+    assert forget.forget_thread(home, gate, alice).messages == 0  # nothing left but the index
+    assert found_by_words(home, MARKER.lower()) == set()
+    assert found_by_words(home, "oven") == set()
+
+
 def test_a_message_stored_while_the_index_waits_to_be_scrubbed_is_indexed(
     home: Home, alice: User, gate: Channel, impatient: None
 ) -> None:
