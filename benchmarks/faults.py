@@ -33,6 +33,11 @@ by another. Scenarios:
 * `truncated-index` — the search index file cut short while the server runs: no search
   may come back empty while saying nothing; while it is rebuilt, searches and
   `/api/health` say results are incomplete, and the notes are found again.
+* `forget-index-locked` — alice forgets a message while another process holds index.db's
+  write lock past the busy timeout (every other round, the server is killed -9 while it
+  waits): the answer names index.db, not charlie.db, and says the forget is done; a retry
+  says it is already forgotten; once the lock is gone, a recall finds nothing by its words
+  (nor a neighbour by its context) and no byte of the data home holds them.
 * `load` — 20 people chatting and searching at once (`benchmarks/load.py`): 0 errors.
 
     .venv/bin/python benchmarks/faults.py [--only NAME ...] [--load-seconds 30] \
@@ -1033,6 +1038,101 @@ def truncated_index(tmp: Path, model: Model, rounds: int) -> Outcome:
     return out
 
 
+def holding(home: Path, text: str) -> list[str]:
+    """The files of the data home whose bytes hold `text` (case folded)."""
+    needle = text.lower().encode()
+    return sorted(
+        str(p.relative_to(home))
+        for p in home.rglob("*")
+        if p.is_file() and needle in p.read_bytes().lower()
+    )
+
+
+def forget_index_locked(tmp: Path, model: Model, rounds: int) -> Outcome:
+    """Forgetting while index.db is held by another process (a backup, say)."""
+    out = Outcome("forget-index-locked")
+    with world(tmp, model, "forget-locked") as app:
+        alice = app.client("alice")
+        index = app.home / "index.db"
+        for n in range(rounds):
+            secret = f"quail{n}{random.randint(100_000, 999_999)}"
+            for text in (f"Round {n}: tiles are green.", f"The gate code is {secret}."):
+                chat(alice, "kitchen", text)
+            chat(alice, "kitchen", f"Round {n}: the oven is fine.")
+            db = sqlite3.connect(f"file:{app.home / 'charlie.db'}?mode=ro", uri=True)
+            try:
+                message, thread = db.execute(
+                    "SELECT id, conversation_id FROM messages WHERE content = ?",
+                    (f"The gate code is {secret}.",),
+                ).fetchone()
+            finally:
+                db.close()
+            found = alice.get("/api/channels/kitchen/recall", params={"q": secret}).json()
+            if not any(secret in r["text"] for r in found.get("results", [])):
+                out.attempt(False, f"round {n}: the secret was not indexed before the forget")
+                continue
+            path = f"/api/channels/kitchen/threads/{thread}/messages/{message}/forget"
+            killed = n % 2 == 1
+            said: list[str] = []
+            lock = sqlite3.connect(index, isolation_level=None, timeout=WAIT)
+            lock.execute("BEGIN IMMEDIATE")
+            try:
+                if killed:  # kill -9 while the forget waits for the index
+                    forgetting, _ = _posting(alice, path)
+                    deadline = time.monotonic() + WAIT
+                    while message in message_ids(app.home) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    app.kill()
+                    forgetting.join(WAIT)
+                else:
+                    for _ in range(2):  # the forget, then a retry while still locked
+                        answer = alice.post(path, json={})
+                        said.append(f"{answer.status_code} {answer.json().get('error', '')}")
+            finally:
+                lock.execute("ROLLBACK")
+                lock.close()
+            if killed:
+                app.start()
+                alice = app.client("alice")
+            gone = message not in message_ids(app.home)
+            named = killed or (
+                said[0].startswith("503 Forgot 2 messages, but the search index is not scrubbed")
+                and str(index) in said[0]
+                and "charlie.db" not in said[0]
+                and said[1].startswith(f"503 Message {message} is already forgotten")
+            )
+            after = alice.get("/api/channels/kitchen/recall", params={"q": secret})
+            by_words = [
+                r["message_id"]
+                for r in after.json().get("results", [])
+                if "BM25 0.00" not in r["why"]
+            ]
+            kept = holding(app.home, secret)
+            out.leaks += len(kept) + len(by_words)
+            out.errors += after.status_code != 200
+            out.attempt(
+                gone and named and after.status_code == 200 and not by_words and not kept,
+                f"round {n} ({'killed' if killed else 'retried'}): gone={gone} said={said} "
+                f"recall={after.status_code} found by words={by_words} files={kept}",
+            )
+    return out
+
+
+def _posting(client: httpx.Client, path: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """POST `path` in a thread of its own (the server may be killed meanwhile)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["response"] = client.post(path, json={})
+        except httpx.HTTPError as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, box
+
+
 def load(seconds: float) -> Outcome:
     out = Outcome("load")
     with tempfile.TemporaryDirectory(prefix="charlie-faults-load-") as tmp:
@@ -1077,6 +1177,7 @@ SCENARIOS: dict[str, Callable[[Path, Model, int], Outcome]] = {
     "upload-stall": upload_stall,
     "restore-ownership": restore_ownership,
     "truncated-index": truncated_index,
+    "forget-index-locked": forget_index_locked,
 }
 
 

@@ -513,6 +513,31 @@ def _index_names(db: sqlite3.Connection) -> int:
     return max([int(rows[0]), *(int(v) for (v,) in marks if str(v).isdigit())])
 
 
+def m014_forgotten_messages(db: sqlite3.Connection) -> None:
+    """The ids of forgotten messages (never their text), written in the transaction that
+    deletes them: so a forget tried again says the message is already forgotten, and the
+    search index — another file, which may be busy — is scrubbed of them for sure, by the
+    forget or, failing that, by whoever uses the index next (`charlie.retrieval.forgotten`).
+    `neighbours` are the messages whose index entries hold the forgotten words as context,
+    to be indexed again; `scrubbed_at` says when the index was done."""
+    run_script(
+        db,
+        """
+        CREATE TABLE forgotten_messages (
+            id INTEGER PRIMARY KEY,
+            message_id INTEGER NOT NULL,
+            conversation_id INTEGER NOT NULL,
+            neighbours TEXT NOT NULL DEFAULT '[]',
+            forgotten_at TEXT NOT NULL,
+            scrubbed_at TEXT
+        );
+        CREATE INDEX forgotten_messages_message ON forgotten_messages(message_id);
+        CREATE INDEX forgotten_messages_waiting ON forgotten_messages(id)
+            WHERE scrubbed_at IS NULL;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -527,6 +552,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m011_model_habits_and_distill_backoff,
     m012_forget_log_and_refused_decisions,
     m013_message_ids_never_reused,
+    m014_forgotten_messages,
 ]
 
 

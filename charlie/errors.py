@@ -23,6 +23,11 @@ class MessageGone(NotFound):
     was answering it, say): nothing was stored after it."""
 
 
+class AlreadyForgotten(NotFound):
+    """A message asked to be forgotten was forgotten already (and the search index is
+    scrubbed of it now)."""
+
+
 class Conflict(CharlieError):
     """Something with that name already exists."""
 
@@ -54,6 +59,11 @@ class DatabaseNotWritable(DatabaseError):
 
 class DatabaseBusy(DatabaseError):
     """Another process held the database's write lock past the busy timeout."""
+
+
+class ForgetUnfinished(DatabaseError):
+    """Messages are forgotten in charlie.db, but the search index (index.db) could not be
+    scrubbed of them yet (busy, a full disk): whoever uses the index next finishes it."""
 
 
 class DatabaseDamaged(DatabaseError):

@@ -137,6 +137,10 @@ ROWS: dict[str, list[str]] = {
         MESSAGE.replace(") VALUES", ", parent_id) VALUES")
         + "(10, 1, 1, 0, 'user', 2, 'bob', 'and the taps?', '[]', '2026-12-02', 9)",
     ],
+    "m014_forgotten_messages": [
+        "INSERT INTO forgotten_messages VALUES (1, 6, 1, '[5, 9]', '2026-12-02', NULL)",
+        "INSERT INTO forgotten_messages VALUES (2, 7, 1, '[]', '2026-12-02', '2026-12-02')",
+    ],
 }
 
 
@@ -169,6 +173,7 @@ def test_a_blank_database_gets_the_whole_schema(tmp_path: Path) -> None:
         "model_habits",
         "forget_log",
         "sqlite_sequence",  # AUTOINCREMENT's record of the highest message id ever given
+        "forgotten_messages",
     }
     assert columns(conn, "messages") == [
         "id",

@@ -5,10 +5,22 @@ that one message is asked for. With it go: the quotes of the memory said in it (
 current memory and in every stored revision), its place in the decisions' provenance (a
 decision whose only source it was is flagged for the person to keep or drop — unless it
 only restated the message, "The alarm code is 4471": then it goes too, as a quote would), the search
-index of messages and so recall, the suggestions offered under it and the usage it left,
-the search hits of other replies' traces that showed it, and the quotes a distillation
-refused from it. Exports made afterwards cannot hold it. What was forgotten is never
-logged: the forget log says when, by whom, where and how many messages.
+index of messages and so recall (its own entry, and its neighbours' context, which held
+its words), the suggestions offered under it and the usage it left, what other replies'
+traces kept of it (a search hit of it, a query echoing it), and what distillations recorded
+of it (the quotes and decisions they refused or left out, the error of a failed one, which
+may quote the model's answer). Deleted rows are zeroed (`secure_delete`) and the
+write-ahead logs emptied, so the files keep no copy. Exports made afterwards cannot hold
+it. What was forgotten is never logged: the forget log says when, by whom, where and how
+many messages; `forgotten_messages` keeps their ids, never their text.
+
+The search index is another file (`index.db`), which another process may hold busy: the
+deletion in charlie.db records, in the same transaction, what the index must still be
+scrubbed of, and the forget then scrubs it. When the index cannot be written now, the
+forget is done everywhere else and says so, naming index.db; whoever uses the index next
+(a search, the background indexer, the next forget — after a crash too) scrubs it before
+anything else, so no search finds the forgotten words meanwhile. Forgetting the message
+again says it is already forgotten, and finishes the index.
 
 Who may forget: in a private channel, only its owner; in a shared project, the person who
 wrote the message (for one of Charlie's answers, the person it answered), or an
@@ -21,16 +33,24 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from charlie import conversations
+from charlie import db as database
 from charlie.conversations import Channel, Message
 from charlie.db import now, transaction
-from charlie.errors import CharlieError, Forbidden, NotFound
+from charlie.errors import (
+    AlreadyForgotten,
+    CharlieError,
+    Forbidden,
+    ForgetUnfinished,
+    NotFound,
+)
 from charlie.home import Home
-from charlie.household.removal import forget_messages
 from charlie.memory import decisions as decided
 from charlie.memory import distill
 from charlie.memory import layers as memory
@@ -61,6 +81,11 @@ def planned(
     says why not. The message may be in any thread of `channel`'s project or channel."""
     thread = conversations.thread_holding(home, channel, message_id)
     if thread is None:
+        threads = [t.conversation_id for t in conversations.thread_channels(home, channel)]
+        if _was_forgotten(home, message_id, threads):  # a forget tried again
+            lead = f"Message {message_id} is already forgotten"
+            _scrub_index(home, lead)  # what a busy index left undone, done now
+            raise AlreadyForgotten(f"{lead}, and the search index is scrubbed of it.")
         raise NotFound(f"There is no message {message_id} in {channel.label}.")
     message = conversations.get_message(home, thread, message_id)
     _may_forget(home, thread, user, message)
@@ -135,7 +160,8 @@ def forget_messages_of(
     `answers`, Charlie's answers to the person's messages among them that were stored since
     they were planned (a reply that finished while forgetting waited) go too."""
     done = Forgotten()
-    if not messages:
+    if not messages:  # a thread forgotten again: what a busy index left is finished
+        _scrub_index(home, "There was nothing left to forget")
         return done
     token = _claim(home, channel)
     try:
@@ -143,11 +169,11 @@ def forget_messages_of(
             if answers:
                 messages = [*messages, *_answered_meanwhile(home, channel, messages)]
             ids = sorted({m.id for m in messages})
-            spans = _spans(home, ids)
             gone = _gone(home, messages)
             done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, gone)
             done.revisions = _from_revisions(home, channel, ids, gone)
-            _from_the_rest(home, ids, gone)
+            _from_the_rest(home, channel, ids, gone)
+            _record(home, ids)  # the search index's to-do, in the same transaction
             _delete(home, ids)
             home.db.execute(
                 "INSERT INTO forget_log (at, by_user_id, place, messages) VALUES (?, ?, ?, ?)",
@@ -156,9 +182,8 @@ def forget_messages_of(
         done.messages = len(ids)
     finally:
         distill.release(home, channel, token)
-    forget_messages(home, ids)  # the search index: derived data in its own file
-    recaller_for(home).index.mend(spans)  # the words beside them, and no segment keeps them
-    home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # nor the write-ahead log
+    home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # nor charlie.db's write-ahead log
+    _scrub_index(home, f"Forgot {len(ids)} message{'s' if len(ids) != 1 else ''}")
     return done
 
 
@@ -181,14 +206,21 @@ def _answered_meanwhile(home: Home, channel: Channel, messages: list[Message]) -
     ]
 
 
-def _spans(home: Home, ids: list[int]) -> dict[int, tuple[str, str]]:
-    """Each conversation's first and last time among the messages `ids`."""
-    rows = home.db.execute(
-        f"SELECT conversation_id, min(created_at), max(created_at) FROM messages "
-        f"WHERE id IN ({_marks(ids)}) GROUP BY conversation_id",
-        ids,
-    ).fetchall()
-    return {int(r[0]): (str(r[1]), str(r[2])) for r in rows}
+def _scrub_index(home: Home, lead: str) -> None:
+    """Scrub the search index — derived data in a file of its own, `index.db` — of what was
+    forgotten (this forget's messages, and any a busy index kept before). When it cannot be
+    now (another process holds it, a full disk), say so after `lead` (what was done), naming
+    the file at fault: whoever uses the index next finishes it (`_record`)."""
+    try:
+        recaller_for(home).index.scrub()
+    except (CharlieError, sqlite3.Error) as exc:  # a raw SQLite error is index.db's
+        why = database.explain(exc, home.index_path) if isinstance(exc, sqlite3.Error) else exc
+        raise ForgetUnfinished(
+            f"{lead}, but the search index is not scrubbed yet. {why or exc} Nothing needs "
+            "redoing: the index is scrubbed by itself as soon as it can be (by the next "
+            "search, the indexer or the next forget), and no search finds what was forgotten "
+            "meanwhile."
+        ) from exc
 
 
 def _place(channel: Channel) -> str:
@@ -226,6 +258,18 @@ class Gone:
     def holds_theirs(self, text: str) -> bool:
         """Whether `text` holds a word only the forgotten messages hold."""
         return bool(self.only) and not self.only.isdisjoint(_tokens(text))
+
+    def echoed_in(self, text: str) -> bool:
+        """Whether `text`, kept beside the messages (a log of a distillation, a trace),
+        holds something of the forgotten ones: a word only they held, or two or more content
+        words nearly all of them said in one ("gate code" from "Should the gate code be
+        QUAIL9182?"); one common word alone is not."""
+        if self.holds_theirs(text):
+            return True
+        mine = decided.words(text)
+        return len(mine) >= 2 and any(
+            len(mine & decided.words(message)) >= decided.SAME * len(mine) for message in self.said
+        )
 
 
 def _tokens(text: str) -> set[str]:
@@ -376,10 +420,15 @@ def _marks(values: Iterable[object]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _from_the_rest(home: Home, ids: list[int], gone: Gone) -> None:
-    """Suggestions and usage left by the messages, search hits of them in other replies'
-    traces, and what distillation records refused or left out of them."""
-    said = gone.said
+FORGOTTEN = "(forgotten)"  # what stands in a trace for words of a forgotten message
+UNKEPT_ERROR = "(not kept: it may have quoted a message since forgotten)"
+
+
+def _from_the_rest(home: Home, channel: Channel, ids: list[int], gone: Gone) -> None:
+    """Suggestions and usage left by the messages, and what else kept their words: other
+    replies' traces (search hits of them, a query or result echoing them) and the records of
+    distillations (quotes and decisions refused or left out, and why; the error of a failed
+    one, which may quote the model's answer about them)."""
     marks = _marks(ids)
     home.db.execute(
         "DELETE FROM discord_suggestion_messages WHERE suggestion_id IN "
@@ -389,46 +438,64 @@ def _from_the_rest(home: Home, ids: list[int], gone: Gone) -> None:
     home.db.execute(f"DELETE FROM suggestions WHERE message_id IN ({marks})", ids)
     keys = [message_key(i) for i in ids]
     home.db.execute(f"DELETE FROM usage_events WHERE note IN ({_marks(keys)})", keys)
-    for row in home.db.execute(
-        "SELECT id, trace FROM messages WHERE trace IS NOT NULL AND trace LIKE '%message:%'"
-    ).fetchall():
+    threads = _threads_of(home, channel)
+    _from_traces(home, threads, set(keys), gone)
+    _from_distillations(home, threads, ids, gone)
+
+
+def _threads_of(home: Home, channel: Channel) -> list[int]:
+    """Every thread of the channel's project or private channel (archived, in the trash): all
+    that saw the messages, or a memory quoting them."""
+    rows = home.db.execute(
+        "SELECT id FROM conversations WHERE ifnull(project_id, 0) = ? AND ifnull(owner_id, 0) = ?",
+        (channel.project.id if channel.project else 0, channel.owner.id if channel.owner else 0),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def _from_traces(home: Home, threads: list[int], keys: set[str], gone: Gone) -> None:
+    """Other replies' traces: a search hit of a forgotten message goes from any (someone may
+    have searched every project); in the channel's own threads, what echoes them too."""
+    rows = home.db.execute(
+        "SELECT id, conversation_id, trace FROM messages WHERE trace IS NOT NULL AND "
+        f"(trace LIKE '%message:%' OR conversation_id IN ({_marks(threads)}))",
+        threads,
+    ).fetchall()
+    for row in rows:
         steps = json.loads(row["trace"])
-        kept = [_without_hits(step, set(keys)) for step in steps]
+        echoes = gone if row["conversation_id"] in threads else None
+        kept = [_scrubbed_step(step, keys, echoes) for step in steps]
         if kept != steps:
             home.db.execute(
                 "UPDATE messages SET trace = ? WHERE id = ?",
                 (json.dumps(kept, ensure_ascii=False), row["id"]),
             )
-    for row in home.db.execute(
-        "SELECT id, rejected_quotes FROM distillations WHERE rejected_quotes <> '[]'"
-    ).fetchall():
-        rejected = json.loads(row["rejected_quotes"])
-        kept_quotes = [q for q in rejected if not _said_in(str(q.get("text", "")), said)]
-        if kept_quotes != rejected:
-            home.db.execute(
-                "UPDATE distillations SET rejected_quotes = ? WHERE id = ?",
-                (json.dumps(kept_quotes, ensure_ascii=False), row["id"]),
-            )
-    for row in home.db.execute(  # what a distillation refused or left out, and why
-        "SELECT id, refused_decisions FROM distillations WHERE refused_decisions <> '[]'"
-    ).fetchall():
-        refused = json.loads(row["refused_decisions"])
-        kept = [
-            r
-            for r in refused
-            if not any(
-                isinstance(v, str) and (_said_in(v, said) or gone.holds_theirs(v))
-                for v in r.values()
-            )
+
+
+def _scrubbed_step(step: dict[str, Any], keys: set[str], gone: Gone | None) -> dict[str, Any]:
+    """A trace step without the hits of forgotten messages, and its free text (the tool's
+    arguments, its summary, a hit's snippet, a guard's detail) standing as `FORGOTTEN` where
+    it echoes them (`gone`). The step's kind and names stay: it is read back as before."""
+    step = _without_hits(step, keys)
+    if gone is None:
+        return step
+    out = dict(step)
+    for name in ("summary", "detail", "reason"):
+        if isinstance(out.get(name), str) and gone.echoed_in(out[name]):
+            out[name] = FORGOTTEN
+    if "arguments" in out:
+        out["arguments"] = _redacted(out["arguments"], gone)
+    if isinstance(out.get("hits"), list):
+        out["hits"] = [
+            {k: _redacted(v, gone) if k in ("title", "snippet") else v for k, v in hit.items()}
+            if isinstance(hit, dict)
+            else hit
+            for hit in out["hits"]
         ]
-        if kept != refused:
-            home.db.execute(
-                "UPDATE distillations SET refused_decisions = ? WHERE id = ?",
-                (json.dumps(kept, ensure_ascii=False), row["id"]),
-            )
+    return out if out != step else step
 
 
-def _without_hits(step: dict[str, object], keys: set[str]) -> dict[str, object]:
+def _without_hits(step: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     hits = step.get("hits")
     if not isinstance(hits, list):
         return step
@@ -441,6 +508,62 @@ def _without_hits(step: dict[str, object], keys: set[str]) -> dict[str, object]:
         "hits": kept,
         "count": count - (len(hits) - len(kept)) if isinstance(count, int) else count,
     }
+
+
+def _redacted(value: Any, gone: Gone) -> Any:
+    if isinstance(value, str):
+        return FORGOTTEN if gone.echoed_in(value) else value
+    if isinstance(value, list):
+        return [_redacted(v, gone) for v in value]
+    if isinstance(value, dict):
+        return {k: _redacted(v, gone) for k, v in value.items()}
+    return value
+
+
+def _from_distillations(home: Home, threads: list[int], ids: list[int], gone: Gone) -> None:
+    """What the channel's distillations recorded of the messages: the quotes and decisions
+    they refused or left out (an entry naming a forgotten message, or holding its words,
+    goes), and the error of a failed one, which may quote the model's answer — dropped where
+    its messages included a forgotten one, or where it echoes one."""
+    said, named = gone.said, {str(i) for i in ids}
+
+    def theirs(entry: object) -> bool:
+        if not isinstance(entry, dict):
+            return False
+        values = [v for v in entry.values() if isinstance(v, str)]
+        return entry.get("message") in named or any(
+            _said_in(v, said) or gone.echoed_in(v) for v in values
+        )
+
+    mine = f"conversation_id IN ({_marks(threads)})"
+    for column in ("rejected_quotes", "refused_decisions"):
+        for row in home.db.execute(
+            f"SELECT id, {column} FROM distillations WHERE {mine} AND {column} <> '[]'", threads
+        ).fetchall():
+            entries = json.loads(row[column])
+            kept = [e for e in entries if not theirs(e)]
+            if kept != entries:
+                home.db.execute(
+                    f"UPDATE distillations SET {column} = ? WHERE id = ?",
+                    (json.dumps(kept, ensure_ascii=False), row["id"]),
+                )
+    covered = {
+        int(r[0])
+        for r in home.db.execute(
+            "SELECT DISTINCT d.id FROM distillations d JOIN messages m ON "
+            "m.conversation_id = d.conversation_id AND m.id BETWEEN d.first_message_id AND "
+            f"d.last_message_id WHERE d.error IS NOT NULL AND m.id IN ({_marks(ids)})",
+            ids,
+        )
+    }
+    for row in home.db.execute(
+        f"SELECT id, error FROM distillations WHERE {mine} AND error IS NOT NULL AND error <> ?",
+        (*threads, UNKEPT_ERROR),
+    ).fetchall():
+        if row["id"] in covered or gone.echoed_in(row["error"]):
+            home.db.execute(
+                "UPDATE distillations SET error = ? WHERE id = ?", (UNKEPT_ERROR, row["id"])
+            )
 
 
 def _delete(home: Home, ids: list[int]) -> None:
@@ -464,3 +587,43 @@ def _delete(home: Home, ids: list[int]) -> None:
     home.db.execute(f"DELETE FROM messages WHERE id IN ({marks})", ids)
     for thread in threads:
         conversations.retitle(home, thread)  # an untitled thread was named by its words
+
+
+def _record(home: Home, ids: list[int]) -> None:
+    """Record the messages `ids`, about to be deleted in the caller's transaction, as
+    forgotten (their ids, never their text) and not scrubbed from the search index yet: the
+    index lives in another file, which may be busy, and is scrubbed by `MessageIndex.scrub`
+    — by this forget or, failing that, by whoever uses the index next. With each goes its
+    neighbours: the messages just before and after it in its conversation, in time order
+    (unless forgotten too: theirs are recorded with them), whose index entries show its
+    words as their context."""
+    rows = home.db.execute(
+        f"SELECT id, conversation_id, created_at FROM messages WHERE id IN ({_marks(ids)})", ids
+    ).fetchall()
+    at, records, forgotten = now(), [], set(ids)
+    for message_id, conversation_id, created_at in rows:
+        beside = []
+        for where, order in (("<", "DESC"), (">", "ASC")):
+            near = home.db.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND "
+                f"(created_at, id) {where} (?, ?) ORDER BY created_at {order}, id {order} LIMIT 1",
+                (conversation_id, created_at, message_id),
+            ).fetchone()
+            if near is not None and int(near[0]) not in forgotten:
+                beside.append(int(near[0]))
+        records.append((message_id, conversation_id, json.dumps(beside), at))
+    home.db.executemany(
+        "INSERT INTO forgotten_messages (message_id, conversation_id, neighbours, forgotten_at) "
+        "VALUES (?, ?, ?, ?)",
+        records,
+    )
+
+
+def _was_forgotten(home: Home, message_id: int, conversation_ids: list[int]) -> bool:
+    """Whether message `message_id` of one of these conversations was forgotten."""
+    found = home.db.execute(
+        "SELECT 1 FROM forgotten_messages WHERE message_id = ? AND conversation_id IN "
+        f"({_marks(conversation_ids)}) LIMIT 1",
+        (message_id, *conversation_ids),
+    ).fetchone()
+    return found is not None

@@ -20,8 +20,10 @@ embedding claim (a lock file beside the index): one process embeds a batch, neve
 nothing is embedded twice; the others find it done. A message stored by any process (the
 web server, the Discord bot, an import) is found once any of them refreshes, and a crash
 between storing and indexing loses nothing: the marks move in the transaction that writes
-the rows. Messages that are gone from `charlie.db` are dropped from the index; an index
-built by another embedding model is emptied and built again.
+the rows. Messages that are gone from `charlie.db` are dropped from the index, and those
+forgotten are scrubbed from it before anything else, their neighbours' context with them
+(`scrub`); an index built by another embedding model is
+emptied and built again.
 
 Long histories are embedded in the background: `charlie serve` keeps an indexer thread
 (`keep_indexed`), and `charlie import` starts a detached `charlie reindex --catch-up` when
@@ -70,6 +72,18 @@ PROGRESS = "messages_progress"  # the background indexer's last report (JSON)
 MODEL = "messages_embedder"
 GENERATION = "messages_generation"
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
+
+
+def _waiting(db: sqlite3.Connection) -> tuple[list[int], list[int], list[int]]:
+    """What forgetting left for the index to scrub (`MessageIndex.scrub`): the records, the
+    forgotten messages' ids, and the messages beside them, to be given their context again."""
+    rows = db.execute(
+        "SELECT id, message_id, neighbours FROM forgotten_messages WHERE scrubbed_at IS NULL "
+        "ORDER BY id"
+    ).fetchall()
+    ids = sorted({int(r[1]) for r in rows})
+    beside = sorted({int(n) for r in rows for n in json.loads(r[2])} - set(ids))
+    return [int(r[0]) for r in rows], ids, beside
 
 
 def conversation_token(conversation_id: int) -> str:
@@ -253,7 +267,9 @@ class MessageIndex:
             self._set_state(PROGRESS, json.dumps({"rate": rate, "at": time.time()}))
 
     def _check(self) -> None:
-        """Every 10 s per process: lost words, deleted messages, another model."""
+        """What a forget left for the index, always (a search must never find it); then
+        every 10 s per process: lost words, deleted messages, another model."""
+        self.scrub()
         stale = self._state(MODEL) != self.embedder.name
         kept = self.home.shared.of(KeptMessages)
         checked = kept.checked_at
@@ -395,23 +411,60 @@ class MessageIndex:
         gone = [r[0] for r in self.db.execute("SELECT rowid FROM messages_fts") if r[0] not in kept]
         self.forget(gone)
 
-    def mend(self, spans: dict[int, tuple[str, str]]) -> None:
-        """After messages were forgotten (`spans`: each conversation's first and last time of
-        them): the messages that were beside them get their context again — it held the
-        forgotten words — and the words index is merged, so no segment keeps them."""
-        rows = [
-            row
-            for conversation_id, (first, last) in spans.items()
-            for row in self._stretch(conversation_id, first, last)
-        ]
-        contexts = self._contexts(rows) if rows else {}
-        with self.lock, index_file.transaction(self.db) as db:
-            db.executemany(
-                "UPDATE messages_fts SET context = ? WHERE rowid = ?",
-                [(text, message_id) for message_id, text in contexts.items()],
+    def scrub(self) -> int:
+        """Finish forgetting in the index: the messages `charlie.household.forget` recorded
+        as forgotten and not scrubbed yet (`forgotten_messages` in charlie.db, written with
+        their deletion: a to-do that outlives a busy index or a killed process) lose their
+        rows, the messages that were beside them get their context again (it held the
+        forgotten words), the words index is merged so no segment keeps them, and the
+        write-ahead log is emptied. The marks of what is indexed are lowered where the
+        forgotten messages were the newest (SQLite may give their ids to the next ones).
+        How many messages it was scrubbed of (0, mostly: one look in charlie.db)."""
+        stored = self.home.settings.db_path  # its failures name it; index.db's are raised
+        with database.storage_errors(stored):
+            records, ids, beside = _waiting(self.home.db)
+        if not ids:
+            return 0
+        with self.lock:
+            self.forget(ids)
+            with index_file.transaction(self.db) as db:
+                with database.storage_errors(stored):  # read now: a neighbour may have changed
+                    rows = self._by_ids(beside)
+                    contexts = self._contexts(rows) if rows else {}
+                    (newest,) = self.home.db.execute(
+                        "SELECT coalesce(max(id), 0) FROM messages"
+                    ).fetchone()
+                    again = self._stored(ids)  # an id SQLite gave a new message: index it again
+                back = min([int(newest), *(i - 1 for i in again)])
+                db.executemany(
+                    "UPDATE messages_fts SET context = ? WHERE rowid = ?",
+                    [(text, message_id) for message_id, text in contexts.items()],
+                )
+                db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+                for mark in (UPTO, WORDS):
+                    if int(self._state(mark) or 0) > back:
+                        self._set_state(mark, str(back))
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with database.storage_errors(stored):  # only the ids stay, to say so if asked again
+            self.home.db.execute(
+                "UPDATE forgotten_messages SET scrubbed_at = ?, neighbours = '[]' "
+                f"WHERE id IN ({', '.join('?' * len(records))})",
+                (database.now(), *records),
             )
-            db.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
-        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # and charlie.db's log, which a forget killed before its own checkpoint left
+            self.home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return len(ids)
+
+    def _by_ids(self, ids: list[int]) -> list[_Row]:
+        """The stored messages among `ids`."""
+        return [
+            _Row(r[0], r[1], r[2], r[3], r[4])
+            for r in self.home.db.execute(
+                "SELECT id, conversation_id, speaker, content, created_at FROM messages "
+                f"WHERE id IN ({', '.join('?' * len(ids))}) ORDER BY id",
+                ids,
+            )
+        ]
 
     def forget(self, message_ids: Iterable[int]) -> None:
         """Drop these messages from the index (they were deleted, or are to be indexed again)."""
@@ -724,7 +777,7 @@ def _keep_indexed(settings: Settings, shared: Shared, embedder: Embedder) -> Non
                     if index is None:  # opening may mend it; the first recall needs no load
                         index = MessageIndex(Index(own, embedder))
                         index.keep_file()
-                    if index.pending():
+                    if index.pending() or _waiting(own.db)[1]:  # or a forget unfinished
                         index_all(index)
         except Exception:  # the next round tries again; recall says what is missing
             log.exception("Indexing the messages in the background failed")

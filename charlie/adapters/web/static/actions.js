@@ -62,6 +62,14 @@ export function messageToolbar(message, can, on) {
   return bar;
 }
 
+/**
+ * Whether a failed forget was done all the same: the messages are gone, and only the search
+ * index is still to be scrubbed (by itself), or they had been forgotten already.
+ */
+export function forgottenAnyway(error) {
+  return error.kind === 'ForgetUnfinished' || error.kind === 'AlreadyForgotten';
+}
+
 /** What forgetting did, in words: "Forgot 2 messages; 1 quote left the memory." */
 export function forgottenText(done) {
   const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -361,10 +369,14 @@ export function messageActions(app, chat) {
     try {
       done = await post(messagePath(message.id, 'forget'), {});
     } catch (error) {
-      app.reportError(error, 'The message could not be forgotten');
-      return;
+      if (!forgottenAnyway(error)) {
+        app.reportError(error, 'The message could not be forgotten');
+        return;
+      }
+      done = null;
+      toast(error.message, 'error'); // said in full: what was done, what is left, by whom
     }
-    toast(forgottenText(done));
+    if (done) toast(forgottenText(done));
     await chat.reopen();
     chat.changed();
   }

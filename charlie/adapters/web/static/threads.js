@@ -10,7 +10,7 @@
 // started yet: it is made when its first message is sent), so a reload or the Back button
 // keeps it. app.js routes here; chat.js shows the thread and tells us of new and changed ones.
 
-import { forgottenText } from './actions.js';
+import { forgottenAnyway, forgottenText } from './actions.js';
 import { api, enc, get, patch, post, query } from './api.js';
 import { $, clear, h, toast, when } from './dom.js';
 import { icon } from './icons.js';
@@ -420,14 +420,18 @@ export function createThreads(app, chat) {
     try {
       done = await post(`${threadsPath(ch, thread.id)}/forget`, {});
     } catch (error) {
-      app.reportError(error, 'The chat could not be forgotten');
-      return;
+      if (!forgottenAnyway(error)) {
+        app.reportError(error, 'The chat could not be forgotten');
+        return;
+      }
+      done = null;
+      toast(error.message, 'error'); // forgotten; only the search index is left to scrub
     }
     const wasShown = thread.id === current;
     listed = listed.filter((each) => each.id !== thread.id);
     render();
     if (wasShown) await openNewest();
-    toast(forgottenText(done));
+    if (done) toast(forgottenText(done));
   }
 
   async function restore(thread) {
