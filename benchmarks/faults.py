@@ -38,6 +38,8 @@ by another. Scenarios:
   waits): the answer names index.db, not charlie.db, and says the forget is done; a retry
   says it is already forgotten; once the lock is gone, a recall finds nothing by its words
   (nor a neighbour by its context) and no byte of the data home holds them.
+* `deep-export` — an export with one conversation nested millions of levels deep, imported
+  and listed under a 1 GiB memory limit: that conversation is named, the others all stored.
 * `load` — 20 people chatting and searching at once (`benchmarks/load.py`): 0 errors.
 
     .venv/bin/python benchmarks/faults.py [--only NAME ...] [--load-seconds 30] \
@@ -1133,6 +1135,128 @@ def _posting(client: httpx.Client, path: str) -> tuple[threading.Thread, dict[st
     return thread, box
 
 
+# -- deep export: one conversation nested millions of levels deep ---------------------------------
+
+
+def deep_export(tmp: Path, model: Model, rounds: int) -> Outcome:
+    """A ChatGPT or Claude export of ten conversations, one holding an array nested 300,000
+    to 3,000,000 levels deep in a field Charlie ignores (ijson's paths once made a
+    300,000-deep one, 600 KB, take 21 GB). Under a 1 GiB address-space limit, `--list` and
+    the import must each finish, name that conversation and say why, and the import must
+    store every message of the nine others. The model is not used."""
+    import resource
+
+    out = Outcome("deep-export")
+    home = tmp / "deep" / "home"
+    setup(home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARLIE_")}
+    env |= {"CHARLIE_HOME": str(home), "CHARLIE_USER": "alice"}
+    limit = 1 << 30
+    rng = random.Random(39)
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    def bounded(*args: str) -> tuple[int, str, float]:
+        """(exit status, stdout and stderr, peak resident MiB) of `charlie …` under the cap."""
+        with tempfile.TemporaryFile() as said:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "charlie", *args],
+                env=env,
+                stdout=said,
+                stderr=subprocess.STDOUT,
+                preexec_fn=cap,
+            )
+            timer = threading.Timer(WAIT * 3, child.kill)
+            timer.start()
+            try:
+                _, status, usage = os.wait4(child.pid, 0)
+            finally:
+                timer.cancel()
+            child.returncode = os.waitstatus_to_exitcode(status)
+            said.seek(0)
+            return child.returncode, said.read().decode(errors="replace"), usage.ru_maxrss / 1024
+
+    def conversation(service: str, cid: str, deep: bool) -> dict[str, Any]:
+        junk = "@DEEP@" if deep else None
+        if service == "claude":
+            messages: list[dict[str, Any]] = [
+                {
+                    "uuid": f"{cid}-{k}",
+                    "sender": sender,
+                    "text": f"{cid} says {k}",
+                    "created_at": "2024-03-01T09:00:00Z",
+                    "attachments": junk if k == 0 else [],
+                }
+                for k, sender in enumerate(("human", "assistant"))
+            ]
+            return {
+                "uuid": cid,
+                "name": f"Talk {cid}",
+                "created_at": "2024-03-01T09:00:00Z",
+                "chat_messages": messages,
+            }
+        mapping: dict[str, Any] = {"root": {"message": None, "parent": None}}
+        parent = "root"
+        for k, role in enumerate(("user", "assistant")):
+            node = f"{cid}-{k}"
+            message = {
+                "author": {"role": role},
+                "create_time": 1_700_000_000 + k,
+                "content": {"content_type": "text", "parts": [f"{cid} says {k}"]},
+                "metadata": {"junk": junk if k == 0 else None},
+                "recipient": "all",
+            }
+            mapping[node] = {"message": message, "parent": parent}
+            parent = node
+        return {
+            "id": cid,
+            "title": f"Talk {cid}",
+            "create_time": 1_700_000_000,
+            "mapping": mapping,
+            "current_node": parent,
+        }
+
+    for n in range(rounds):
+        service = ("chatgpt", "claude")[n % 2]
+        depth = (300_000, 1_000_000, 3_000_000)[n % 3]
+        ids = [f"r{n}c{i}" for i in range(10)]
+        deep = rng.choice(ids)
+        items = [conversation(service, cid, cid == deep) for cid in ids]
+        path = tmp / "deep" / f"export-{n}.json"
+        text = json.dumps(items).replace('"@DEEP@"', "[" * depth + "]" * depth)
+        path.write_text(text, encoding="utf-8")
+        listed = bounded("import", service, str(path), "--list")
+        done = bounded("import", service, str(path), "-p", "kitchen")
+        db = sqlite3.connect(f"file:{home / 'charlie.db'}?mode=ro", uri=True)
+        try:
+            kept = int(
+                db.execute(
+                    "SELECT count(*) FROM messages WHERE source_id LIKE ?", (f"{service}:r{n}c%",)
+                ).fetchone()[0]
+            )
+        finally:
+            db.close()
+        out.lost += max(2 * (len(ids) - 1) - kept, 0)
+        named = f"Talk {deep}: its JSON nests deeper than"
+        ok = all(rc == 0 and named in said for rc, said, _ in (listed, done))
+        out.details[f"round {n}"] = {
+            "service": service,
+            "depth": depth,
+            "file_mb": round(path.stat().st_size / 1e6, 1),
+            "list_peak_mib": round(listed[2]),
+            "import_peak_mib": round(done[2]),
+            "stored": kept,
+        }
+        out.attempt(
+            ok and kept == 2 * (len(ids) - 1),
+            f"round {n} ({service}, {depth:,} deep): --list exit {listed[0]}, import exit "
+            f"{done[0]}, {kept} of {2 * (len(ids) - 1)} messages stored; said "
+            f"{(listed[1] + done[1]).strip()[-300:]!r}",
+        )
+    return out
+
+
 def load(seconds: float) -> Outcome:
     out = Outcome("load")
     with tempfile.TemporaryDirectory(prefix="charlie-faults-load-") as tmp:
@@ -1178,6 +1302,7 @@ SCENARIOS: dict[str, Callable[[Path, Model, int], Outcome]] = {
     "restore-ownership": restore_ownership,
     "truncated-index": truncated_index,
     "forget-index-locked": forget_index_locked,
+    "deep-export": deep_export,
 }
 
 

@@ -175,7 +175,10 @@ def test_list_shows_the_conversations_and_imports_nothing(charlie: Cli, home: Ho
     assert result.stdout == (
         "2023-11-14  Kitchen worktop  (4 messages)\n"
         "2023-11-18  Garden plans  (2 messages)\n"
-        "2 conversations in this ChatGPT export (3 unreadable).\n"
+        "2 conversations in this ChatGPT export; 3 cannot be imported:\n"
+        "  Empty chat: no messages\n"
+        "  Broken one: message nowhere is not in its mapping\n"
+        "  Looping: its messages loop back on themselves at l2\n"
     )
     listed = json.loads(charlie("import", "claude", str(CLAUDE), "--list", "--json").stdout)
     assert listed["conversations"][0] == {
@@ -191,7 +194,10 @@ def test_by_title_picks_by_substring_or_glob(charlie: Cli, kitchen: Home) -> Non
     listed = charlie("import", "chatgpt", str(CHATGPT), "--list", "--by-title", "GARDEN")
     assert listed.stdout.splitlines()[0] == "2023-11-18  Garden plans  (2 messages)"
     globbed = charlie("import", "claude", str(CLAUDE), "--list", "--by-title", "*lis?on")
-    assert [line.split("  ")[1] for line in globbed.stdout.splitlines()[:-1]] == ["Trip to Lisbon"]
+    assert globbed.stdout.splitlines()[:2] == [
+        "2024-03-01  Trip to Lisbon  (2 messages)",
+        "1 conversation in this Claude export; 1 cannot be imported:",
+    ]
     result = charlie("import", "claude", str(CLAUDE), "-p", "kitchen", "--by-title", "sour")
     assert result.exit_code == 0, result.output
     assert [r["content"] for r in stored(kitchen)] == [

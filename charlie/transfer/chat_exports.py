@@ -11,12 +11,15 @@ from the content (the first conversations), never from the file name:
 
 The file is parsed streaming (ijson), one conversation at a time, straight from the zip
 member or the plain file: years of history (hundreds of megabytes) are read in the memory
-one conversation takes. Before anything is stored, `ExportFile.check` reads the file once
-to the end, so a file that is not valid JSON is refused whole rather than imported up to
-the bad byte, and the number of conversations is known for the progress shown meanwhile.
-A conversation that cannot be read is reported and skipped; the rest are kept. Importing
-stores each conversation's messages through `importing.import_jsonl`, the one path by which
-history enters the database, so an import run again adds nothing.
+one conversation takes, and a conversation nested deeper than `MAX_DEPTH` levels or holding
+more than `MAX_VALUES` values is read past without being built (`json_items`), so no file
+can take more. Before anything is stored, `ExportFile.check` reads the file once to the
+end, so a file that is not valid JSON is refused whole rather than imported up to the bad
+byte, and the number of conversations is known for the progress shown meanwhile. A
+conversation that cannot be read (too deep, too large, a field Charlie reads of the wrong
+type, a message missing) is reported by name with why, and skipped; the rest are kept.
+Importing stores each conversation's messages through `importing.import_jsonl`, the one
+path by which history enters the database, so an import run again adds nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import ijson
 
@@ -38,6 +41,7 @@ from charlie.conversations import Channel, new_thread
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.transfer import jsonl as importing
+from charlie.transfer.jsonl import kind
 
 CHATGPT = "chatgpt"
 CLAUDE = "claude"
@@ -161,10 +165,10 @@ class ExportFile:
         """The first conversations, up to the first that a service's marks tell (at most
         `PEEK` of them)."""
         found: list[Any] = []
-        with self._items() as (items, _):
-            for item in items:
-                found.append(item)
-                if _detect([item]) or len(found) >= PEEK:
+        with self._stream() as stream:
+            for item in json_items(stream):
+                found.append(item.fields if isinstance(item, Refused) else item)
+                if _detect(found[-1:]) or len(found) >= PEEK:
                     break
         return found
 
@@ -172,8 +176,8 @@ class ExportFile:
         """Read the file once to the end without keeping anything: one that is not valid
         JSON is refused here, before anything is stored. How many conversations it holds."""
         count = 0
-        with self._items() as (items, stream):
-            for _ in items:
+        with self._stream() as stream:
+            for _ in skim_items(stream):
                 count += 1
                 if on_progress is not None:
                     on_progress(Progress("checking", stream.read_bytes, stream.total, count, None))
@@ -183,27 +187,34 @@ class ExportFile:
     def conversations(self, on_progress: OnProgress | None = None) -> Iterator[Conversation]:
         """Each readable conversation with messages, one at a time; the others are added to
         `skipped` with the reason."""
-        parse = _chatgpt if self.service == CHATGPT else _claude
-        with self._items() as (items, stream):
-            for number, item in enumerate(items, 1):
-                try:
-                    conversation = parse(item)
-                except Broken as exc:
-                    self.skipped.append((_name(item, number), str(exc)))
-                    conversation = None
-                if conversation is not None and not conversation.messages:
-                    self.skipped.append((_name(item, number), "no messages"))
-                    conversation = None
+        with self._stream() as stream:
+            for number, item in enumerate(json_items(stream), 1):
+                conversation = self._read(item, number)
                 if on_progress is not None:
                     done = Progress("reading", stream.read_bytes, stream.total, number, self.count)
                     on_progress(done)
                 if conversation is not None:
                     yield conversation
 
+    def _read(self, item: object, number: int) -> Conversation | None:
+        """The conversation `item` holds, or None when it is added to `skipped` with why."""
+        if isinstance(item, Refused):  # too deep or too large: read past, not built
+            self.skipped.append((_name(item.fields, number), item.why))
+            return None
+        try:
+            conversation = (_chatgpt if self.service == CHATGPT else _claude)(item)
+        except Broken as exc:
+            self.skipped.append((_name(item, number), str(exc)))
+            return None
+        if not conversation.messages:
+            self.skipped.append((_name(item, number), "no messages"))
+            return None
+        return conversation
+
     @contextmanager
-    def _items(self) -> Iterator[tuple[Iterator[Any], _Counted]]:
-        """The conversations of the list, parsed one at a time, and the stream they come
-        from; any failure to read or parse it is told as a `CharlieError`."""
+    def _stream(self) -> Iterator[_Counted]:
+        """The conversations' list, its first byte checked, to be parsed (`json_items`); any
+        failure to read or parse it is told as a `CharlieError`."""
         stream: _Counted | None = None
         try:
             with self._open() as (handle, total):
@@ -216,7 +227,7 @@ class ExportFile:
                         f"{self.path} is not a ChatGPT or Claude export: its {INNER} should "
                         "be a list of conversations. Nothing was imported."
                     )
-                yield ijson.items(stream, "item", use_float=True), stream
+                yield stream
         except ijson.JSONError as exc:
             where = f" near byte {stream.read_bytes:,}" if stream is not None else ""
             raise CharlieError(
@@ -330,23 +341,25 @@ def _chatgpt(item: object) -> Conversation:
     branches left behind by edits and regenerations are dropped."""
     if not isinstance(item, dict):
         raise Broken("not a JSON object")
-    mapping = item.get("mapping")
-    if not isinstance(mapping, dict):
+    mapping = _typed(item, "mapping", dict)
+    if mapping is None:
         raise Broken('"mapping" is missing')
     conversation_id = _id(item.get("conversation_id") or item.get("id"))
     created = _unix(item.get("create_time")) or _unix(item.get("update_time"))
     path: list[dict[str, Any]] = []
     seen: set[str] = set()
-    node_id = item.get("current_node")
+    node_id = _typed(item, "current_node", str)
     while node_id is not None:
         if node_id in seen:
             raise Broken(f"its messages loop back on themselves at {node_id}")
-        node = mapping.get(node_id) if isinstance(node_id, str) else None
-        if not isinstance(node, dict):
+        if node_id not in mapping:
             raise Broken(f"message {node_id} is not in its mapping")
+        node = mapping[node_id]
+        if not isinstance(node, dict):
+            raise Broken(f"message {node_id} is {kind(node)}, not an object")
         seen.add(node_id)
         path.append({"id": node_id, **node})
-        node_id = node.get("parent")
+        node_id = _typed(node, "parent", str, f"message {node_id}")
     messages: list[Msg] = []
     for node in reversed(path):  # a message without a time takes the one before it
         if message := _chatgpt_message(node, messages[-1].time if messages else created):
@@ -355,17 +368,22 @@ def _chatgpt(item: object) -> Conversation:
 
 
 def _chatgpt_message(node: dict[str, Any], fallback: str | None) -> Msg | None:
-    message = node.get("message")
-    if not isinstance(message, dict):
+    """The message of `node` when it was shown to the person as text; `Broken` when a field
+    read to tell is not of the type the export gives it."""
+    where = f"message {node['id']}"
+    message = _typed(node, "message", dict, where)
+    if message is None:
         return None
-    role = (message.get("author") or {}).get("role")
-    metadata = message.get("metadata") or {}
-    content = message.get("content") or {}
+    role = _typed(_typed(message, "author", dict, where) or {}, "role", str, where, "author.role")
+    metadata = _typed(message, "metadata", dict, where) or {}
+    content = _typed(message, "content", dict, where) or {}
+    shown = _typed(content, "content_type", str, where, "content.content_type")
     if role not in ("user", "assistant") or metadata.get("is_visually_hidden_from_conversation"):
         return None
-    if content.get("content_type") not in SHOWN_TEXT or message.get("recipient", "all") != "all":
+    if shown not in SHOWN_TEXT or message.get("recipient", "all") != "all":
         return None  # a tool call, code run, browsing or reasoning: not said to the person
-    text = "\n\n".join(p for part in content.get("parts") or [] if (p := _part(part)))
+    parts = _typed(content, "parts", list, where, "content.parts") or []
+    text = "\n\n".join(p for part in parts if (p := _part(part)))
     time = _unix(message.get("create_time")) or fallback
     if not text.strip() or time is None:
         return None
@@ -390,33 +408,68 @@ def _part(part: object) -> str:
 def _claude(item: object) -> Conversation:
     if not isinstance(item, dict):
         raise Broken("not a JSON object")
-    messages = item.get("chat_messages")
-    if not isinstance(messages, list):
+    messages = _typed(item, "chat_messages", list)
+    if messages is None:
         raise Broken('"chat_messages" is missing')
     conversation_id = _id(item.get("uuid"))
     created = _iso(item.get("created_at"))
-    found = [m for message in messages if (m := _claude_message(message, created))]
+    found = [
+        m
+        for number, message in enumerate(messages, 1)
+        if (m := _claude_message(message, number, created))
+    ]
     return Conversation(conversation_id, _title(item.get("name")), created, found)
 
 
-def _claude_message(message: object, fallback: str | None) -> Msg | None:
+def _claude_message(message: object, number: int, fallback: str | None) -> Msg | None:
+    """The message when it is text from the person or the assistant; `Broken` when a field
+    read to tell is not of the type the export gives it."""
     if not isinstance(message, dict):
+        raise Broken(f"message {number} is {kind(message)}, not an object")
+    uuid = _typed(message, "uuid", str, f"message {number}")
+    if uuid is None or not uuid.strip():
+        raise Broken(f'message {number} has no "uuid"')
+    where = f"message {uuid}"
+    role = {"human": "user", "assistant": "assistant"}.get(
+        _typed(message, "sender", str, where) or ""
+    )
+    if role is None:
         return None
-    role = {"human": "user", "assistant": "assistant"}.get(message.get("sender") or "")
-    if role is None or not isinstance(message.get("uuid"), str):
-        return None
-    blocks = message.get("content")
-    if isinstance(blocks, list) and blocks:
-        texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
-        text = "\n\n".join(t for t in texts if isinstance(t, str) and t.strip())
+    blocks = _typed(message, "content", list, where)
+    if blocks:
+        texts = [_claude_block(block, where) for block in blocks]
+        text = "\n\n".join(t for t in texts if t.strip())
     else:
-        plain = message.get("text")
-        text = plain if isinstance(plain, str) else ""
+        text = _typed(message, "text", str, where) or ""
     time = _iso(message.get("created_at")) or fallback
     if not text.strip() or time is None:
         return None
     speaker = NAMES[CLAUDE] if role == "assistant" else None
-    return Msg(message["uuid"], role, speaker, text, time)
+    return Msg(uuid, role, speaker, text, time)
+
+
+def _claude_block(block: object, where: str) -> str:
+    """The text of a block of a Claude message's content ("" for a tool call, a file…)."""
+    if not isinstance(block, dict):
+        raise Broken(f'{where}: "content" holds {kind(block)}, not an object')
+    if block.get("type") != "text":
+        return ""
+    return _typed(block, "text", str, where, "content.text") or ""
+
+
+EXPECTED: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
+def _typed(
+    holder: dict[str, Any], key: str, expected: type, where: str = "", name: str = ""
+) -> Any:
+    """`holder[key]` when it is of the `expected` type, None when it is missing or null;
+    `Broken` saying what it is otherwise (`where` in the export, by the `name` shown)."""
+    value = holder.get(key)
+    if value is None or isinstance(value, expected):
+        return value
+    said = f'"{name or key}" is {kind(value)}, not {EXPECTED[expected]}'
+    raise Broken(f"{where}: {said}" if where else said)
 
 
 def _id(value: object) -> str:
@@ -510,3 +563,178 @@ def import_conversations(
             if on_stored is not None:
                 on_stored(done)
     return reports
+
+
+# -- the list of conversations, read one at a time, each bounded in depth and size ------------
+#
+# ijson's `items` keeps, for each array or object open around the parser, its path from the
+# top as a string ("item.mapping.n1.message.metadata.junk.item.item…"), so an item nested d
+# levels deep costs time and memory in d²: a 600 KB export holding a 300,000-deep array in one
+# conversation grew to 21 GB. Here items are built from ijson's `basic_parse` events, which
+# carry no path, with a stack of open containers instead of recursion. An item nested deeper
+# than `MAX_DEPTH` or holding more than `MAX_VALUES` values is not built past that point: the
+# rest of it is read past, counting only how deep the parser is, and it comes back as a
+# `Refused` that keeps its top-level fields (a title, an id) so that it can be named. The
+# memory taken is that of the largest item allowed, whatever the file holds.
+
+MAX_DEPTH = 256  # levels of nesting inside one item; real exports use about a dozen
+MAX_VALUES = 2_000_000  # values in one item: ~300 MB held at worst; ~40 per ChatGPT message
+SHOWN_KEYS = 6  # keys of the path shown to say where an item is too deep
+STARTS = ("start_map", "start_array")
+ENDS = ("end_map", "end_array")
+
+Events = Iterator[tuple[str, Any]]
+
+
+class Readable(Protocol):
+    """A binary stream, as the parser reads it."""
+
+    def read(self, size: int = -1) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An item that was not built, and why (a sentence). `fields` holds its top-level keys:
+    with their values where they are strings, numbers, true/false or null, with None where
+    they are objects or lists."""
+
+    fields: dict[str, Any]
+    why: str
+
+
+def json_items(stream: Readable) -> Iterator[Any]:
+    """Each item of the JSON list in `stream` (its first byte "["), built, or `Refused`.
+    The stream is read to its end, so what follows the list is checked too; ijson's
+    `JSONError` says where the text is not valid JSON."""
+    events: Events = ijson.basic_parse(stream, use_float=True)
+    next(events)  # the list's start_array: the caller checked the first byte
+    for event, value in events:
+        if event == "end_array":
+            break
+        yield _item(event, value, events)
+    for _ in events:  # nothing may follow the list: the parser raises on anything
+        pass
+
+
+def skim_items(stream: Readable) -> Iterator[None]:
+    """None at the end of each item of the JSON list in `stream`, nothing built: a pass that
+    checks the JSON and counts the items in the memory of the parser alone."""
+    depth = 0
+    for event, _ in ijson.basic_parse(stream, use_float=True):
+        if event in STARTS:
+            depth += 1
+        elif event in ENDS:
+            depth -= 1
+            if depth == 1:
+                yield None
+        elif depth == 1 and event != "map_key":
+            yield None  # an item that is a string, a number…
+
+
+def _item(event: str, value: Any, events: Events) -> Any:
+    """The item whose first event is (`event`, `value`), built from the events that follow
+    up to its end; `Refused` once it is too deep or too large."""
+    built = _build(event, value, events)
+    if isinstance(built, _Cut):  # what was built is let go by now: read past the rest
+        return _read_past(built, events)
+    return built
+
+
+@dataclass(frozen=True)
+class _Cut:
+    """Where building an item stopped: its top-level fields, how deep the parser is, why."""
+
+    fields: dict[str, Any]
+    keyed: bool  # the item is an object (its fields are read on); False for a list
+    depth: int
+    why: str
+
+
+def _build(event: str, value: Any, events: Events) -> Any:
+    """The item, built; or, once it is too deep or too large, where building stopped."""
+    if event not in STARTS:
+        return value
+    root: dict[str, Any] | list[Any] = {} if event == "start_map" else []
+    stack: list[Any] = [root]  # the containers open, innermost last
+    keys: list[str | None] = []  # the key each open container has in its parent (None: a list's)
+    top: Any = root
+    key = ""
+    values = 1
+    for event, value in events:
+        if event == "map_key":
+            key = value
+            continue
+        if event in ENDS:
+            stack.pop()
+            if not stack:
+                return root
+            keys.pop()
+            top = stack[-1]
+            continue
+        values += 1
+        keyed = type(top) is dict
+        opens = event in STARTS
+        if opens:
+            value = {} if event == "start_map" else []
+        if keyed:  # in place before any check, so that a cut keeps the key among the fields
+            top[key] = value
+        else:
+            top.append(value)
+        if values > MAX_VALUES:
+            why = (
+                f"it holds more than {MAX_VALUES:,} JSON values, more than Charlie holds in "
+                "memory for one conversation: it was read past, not imported. Split it, or "
+                "remove from the file what it does not need, and import again to add it"
+            )
+            return _cut(root, len(stack) + opens, why)
+        if not opens:
+            continue
+        if len(stack) >= MAX_DEPTH:
+            where = [k for k in [*keys, key if keyed else None] if k is not None]
+            why = (
+                f"its JSON nests deeper than {MAX_DEPTH} levels{_at(where)}, deeper than "
+                "any export needs: it was read past, not imported. Remove that part of "
+                "the file and import again to add it"
+            )
+            return _cut(root, len(stack) + 1, why)
+        keys.append(key if keyed else None)
+        stack.append(value)
+        top = value
+    raise ijson.IncompleteJSONError("premature EOF")  # the parser raises first; for mypy
+
+
+def _cut(root: dict[str, Any] | list[Any], depth: int, why: str) -> _Cut:
+    if isinstance(root, list):
+        return _Cut({}, False, depth, why)
+    fields = {k: None if isinstance(v, dict | list) else v for k, v in root.items()}
+    return _Cut(fields, True, depth, why)
+
+
+def _read_past(cut: _Cut, events: Events) -> Refused:
+    """Read past the rest of a cut item, keeping only its top-level fields."""
+    fields = dict(cut.fields)
+    depth = cut.depth
+    key = ""
+    for event, value in events:
+        if event in STARTS:
+            if depth == 1 and cut.keyed:
+                fields[key] = None
+            depth += 1
+        elif event in ENDS:
+            depth -= 1
+            if depth == 0:
+                return Refused(fields, cut.why)
+        elif depth == 1 and cut.keyed:
+            if event == "map_key":
+                key = value
+            else:
+                fields[key] = value
+    raise ijson.IncompleteJSONError("premature EOF")  # the parser raises first; for mypy
+
+
+def _at(keys: list[str]) -> str:
+    """ " (at mapping.n1.message.metadata)": where in the item, by its first keys."""
+    if not keys:
+        return ""
+    shown = [json.dumps(k, ensure_ascii=False)[1:-1][:40] for k in keys[:SHOWN_KEYS]]
+    return f" (at {'.'.join(shown)}{'…' if len(keys) > SHOWN_KEYS else ''})"

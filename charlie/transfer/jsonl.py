@@ -170,7 +170,7 @@ def _row(
     except RecursionError as exc:
         raise BadLine("not valid JSON (nested too deeply)") from exc
     if not isinstance(item, dict):
-        raise BadLine(f"not a JSON object but {_kind(item)}")
+        raise BadLine(f"not a JSON object but {kind(item)}")
     role = item.get("role", "user")
     if role not in ROLES:
         raise BadLine(f'"role" must be "user" or "assistant", not {_shown(role)}')
@@ -209,7 +209,7 @@ def _text(item: dict[str, Any], key: str) -> str:
     if value is None:
         raise BadLine(f'"{key}" is missing')
     if not isinstance(value, str):
-        raise BadLine(f'"{key}" must be a string, not {_kind(value)}')
+        raise BadLine(f'"{key}" must be a string, not {kind(value)}')
     if not value.strip():
         raise BadLine(f'"{key}" is empty')
     try:
@@ -228,7 +228,7 @@ def _time(value: object) -> str:
     if value is None:
         raise BadLine(f'"time" is missing (an ISO-8601 time {example})')
     if not isinstance(value, str):
-        raise BadLine(f'"time" must be an ISO-8601 string {example}, not {_kind(value)}')
+        raise BadLine(f'"time" must be an ISO-8601 string {example}, not {kind(value)}')
     try:
         parsed = datetime.fromisoformat(value.strip())
         if parsed.tzinfo is None:
@@ -252,14 +252,15 @@ def _source_id(value: object, speaker: str, role: str, time: str, text: str) -> 
     raise BadLine(f'"id" must be a non-empty string or an integer, not {_shown(value)}')
 
 
-def _kind(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false"}
-    return "null" if value is None else names.get(type(value), "a number")
-
-
 def _shown(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def kind(value: object) -> str:
+    """What a JSON value is, in words: "an object", "a list", "a string", "a number"…"""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "true/false"}
+    return "null" if value is None else names.get(type(value), "a number")
 
 
 def _store(home: Home, rows: list[tuple[Any, ...]], report: ImportReport) -> None:

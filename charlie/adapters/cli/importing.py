@@ -204,15 +204,30 @@ def _list(export: exports.ExportFile, chosen: list[exports.Summary], as_json: bo
             {"id": c.id, "title": c.title, "created": c.created, "messages": c.messages}
             for c in chosen
         ]
-        click.echo(json.dumps({"format": export.service, "conversations": items}))
+        skipped = [{"conversation": name, "reason": why} for name, why in export.skipped]
+        click.echo(
+            json.dumps({"format": export.service, "conversations": items, "skipped": skipped})
+        )
         return
     for c in chosen:
         click.echo(f"{_day(c)}  {c.title}  ({c.messages:,} {_plural(c.messages, 'message')})")
-    click.echo(
+    counted = (
         f"{len(chosen):,} {_plural(len(chosen), 'conversation')} in this "
         f"{exports.NAMES[export.service]} export"
-        + (f" ({len(export.skipped):,} unreadable)." if export.skipped else ".")
     )
+    if not export.skipped:
+        click.echo(f"{counted}.")
+        return
+    click.echo(f"{counted}; {len(export.skipped):,} cannot be imported:")
+    _say_skipped(export.skipped)
+
+
+def _say_skipped(skipped: list[tuple[str, str]]) -> None:
+    """Each conversation that cannot be imported, by name, with why (the first hundred)."""
+    for name, reason in skipped[:SHOWN_PROBLEMS]:
+        click.echo(f"  {name}: {reason}")
+    if len(skipped) > SHOWN_PROBLEMS:
+        click.echo(f"  … and {len(skipped) - SHOWN_PROBLEMS:,} more")
 
 
 def _print_export(
@@ -236,10 +251,7 @@ def _print_export(
         click.echo(
             f"Skipped {len(export.skipped):,} {_plural(len(export.skipped), 'conversation')}:"
         )
-        for name, reason in export.skipped[:SHOWN_PROBLEMS]:
-            click.echo(f"  {name}: {reason}")
-        if len(export.skipped) > SHOWN_PROBLEMS:
-            click.echo(f"  … and {len(export.skipped) - SHOWN_PROBLEMS:,} more")
+        _say_skipped(export.skipped)
 
 
 def _export_json(
