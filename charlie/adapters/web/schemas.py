@@ -183,6 +183,15 @@ class MessageOut(Out):
     alternatives: list[int] | None = None  # regenerated replies, edited versions
 
 
+class SavedEvent(Out):
+    """The data of an answer stream's `saved` event, its first (`/chat`, `/voice` after
+    `heard`, and an edit's): the person's message, stored before the response started,
+    with its id. Not in the OpenAPI schema, which cannot describe an event stream; the
+    route checks what it sends against this model."""
+
+    message: MessageOut
+
+
 class Forgotten(Out):
     messages: int
     quotes: int
@@ -386,7 +395,7 @@ class Health(Out):
 
 class DoctorCheck(Out):
     check: str
-    status: str  # ok, warn, fail or skip
+    status: str  # ok, warn, slow, fail, skip, or unfinished (the doctor's time ran out)
     result: str
     fix: str
     essential: bool
