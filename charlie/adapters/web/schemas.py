@@ -381,7 +381,7 @@ class HistoryIndexing(Out):
     total: int
     indexed: int
     done: bool
-    running: bool  # a background indexer reported in the last minute
+    running: bool  # an indexer reported in the last minute, and its process is still there
     seconds_left: float | None
     line: str  # "indexing history: 41 % · about 6 min left"
 
