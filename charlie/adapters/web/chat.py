@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, assert_never
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
@@ -217,7 +217,9 @@ def event_sse(event: chat.Event, thread: int) -> str:
         return sse("reply", {"message": message_json(event.message)})
     if isinstance(event, chat.Suggested):
         return sse("suggestions", {"suggestions": [asdict(s) for s in event.suggestions]})
-    return sse(
-        "distilled",
-        {"revision_id": event.result.revision_id, "memory": memory_json(event.result.memory)},
-    )
+    if isinstance(event, chat.Distilled):
+        return sse(
+            "distilled",
+            {"revision_id": event.result.revision_id, "memory": memory_json(event.result.memory)},
+        )
+    assert_never(event)  # mypy: a new kind of event needs its server-sent event here
