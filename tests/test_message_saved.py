@@ -18,7 +18,7 @@ from llm_double import ScriptedLLMServer
 from web_support import PASSWORD, events
 
 from charlie import projects
-from charlie.adapters.web import schemas
+from charlie.adapters.web import apitypes, schemas
 from charlie.adapters.web.app import create_app
 from charlie.chat import turn as chat
 from charlie.config import load_settings
@@ -175,3 +175,13 @@ def test_every_front_end_gets_saved_first_from_the_core(home: Home, llm: Scripte
     assert isinstance(turned[0], chat.Saved)
     assert turned[0].message.content == "What to plant?" and turned[0].message.role == "user"
     assert not any(isinstance(e, chat.Saved) for e in turned[1:])
+
+
+def test_the_saved_event_is_in_the_apps_types(household: Home) -> None:
+    """The app's JSDoc types (`./scripts/api-types`) describe the event's data too."""
+    written = apitypes.typedefs(create_app(load_settings()).openapi())
+    typedef = written[written.index(" * @typedef {Object} SavedEvent") :].split(" */")[0]
+    assert typedef.splitlines() == [
+        " * @typedef {Object} SavedEvent",
+        " * @property {MessageOut} message",
+    ]

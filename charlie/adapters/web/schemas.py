@@ -186,10 +186,15 @@ class MessageOut(Out):
 class SavedEvent(Out):
     """The data of an answer stream's `saved` event, its first (`/chat`, `/voice` after
     `heard`, and an edit's): the person's message, stored before the response started,
-    with its id. Not in the OpenAPI schema, which cannot describe an event stream; the
-    route checks what it sends against this model."""
+    with its id. Not in the OpenAPI schema, which cannot describe an event stream, but in
+    the app's JSDoc types (`STREAM_EVENTS`); the route checks what it sends against it."""
 
     message: MessageOut
+
+
+# The stream events with a model: not in the OpenAPI schema, but in the app's JSDoc types
+# all the same (`apitypes.typedefs`).
+STREAM_EVENTS: list[type[Out]] = [SavedEvent]
 
 
 class Forgotten(Out):
