@@ -180,6 +180,39 @@ def test_indexing_killed_part_way_resumes_where_it_stopped_and_embeds_nothing_ag
     assert vector_ids() == stored_ids()
 
 
+def test_status_says_waiting_for_the_indexer_as_soon_as_it_is_killed(
+    home: Home, charlie: Cli
+) -> None:
+    """Its last report is seconds old, but its process is gone: no "about a minute left"
+    for the minute after a kill -9, "waiting for the indexer" at once."""
+    stored_history(home, 2600)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "charlie", "reindex", "--catch-up"],
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(
+            lambda: progress_now().running and progress_now().indexed >= message_index.BATCH,
+            120,
+            "a first batch",
+        )
+        running = charlie("status").stdout.splitlines()[-1]
+        assert "waiting for the indexer" not in running, running
+    finally:
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+    progress = progress_now()
+    assert not progress.done, "killed after the end: make it longer"
+    assert charlie("status").stdout.splitlines()[-1] == (
+        f"Messages: {progress.indexed:,} of 2,600 indexed for recall by meaning (indexing "
+        f"history: {int(progress.share * 100)} % · waiting for the indexer (`charlie reindex "
+        "--catch-up`))."
+    )
+    assert not progress.running and progress.seconds_left is None
+
+
 def test_two_indexers_at_once_never_embed_the_same_message(home: Home) -> None:
     stored_history(home, 1600)
     recordings = [Recording(), Recording()]

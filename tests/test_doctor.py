@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import Cli
 from fastapi.testclient import TestClient
-from llm_double import ErrorReply, ScriptedLLMServer, ToolCallsReply
+from llm_double import ErrorReply, ScriptedLLMServer, TextReply, ToolCallsReply
 from web_support import PASSWORD, signed_in
 
 from charlie.adapters.web.app import create_app
@@ -283,6 +283,59 @@ def test_a_busy_server_is_slow_not_broken(home: Home, llm: ScriptedLLMServer) ->
     assert report.ok and report.slow
     assert "busy or slow" in report.verdict() and "not broken" in report.verdict()
     assert len([r for r in llm.requests if r.get("messages")]) == 1  # one probe waited
+
+
+def trickling(request: dict[str, Any]) -> Any:
+    """A busy server: everything answers, but a streamed reply comes a piece every 0.3 s."""
+    if request.get("stream"):
+        return TextReply("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", chunk_delay=0.3)
+    return capable(request)
+
+
+UNFINISHED_VERDICT = (
+    "The doctor's time ran out before every check was done, so it cannot say whether Charlie "
+    "can chat (streaming unchecked); nothing it checked failed. The server may be busy: run "
+    "`charlie doctor` again when it is idle."
+)
+
+
+def test_a_check_the_doctors_time_ran_out_on_is_unfinished_not_a_failure(
+    home: Home, llm: ScriptedLLMServer
+) -> None:
+    """`charlie doctor --timeout 60` on a busy server: the streamed answer was still coming
+    when the doctor's whole time was spent. That is no failure seen, so no FAIL and no
+    "cannot chat" — it says it did not finish."""
+    llm.default = trickling
+    settings = load_settings(llm_base_url=llm.base_url, llm_model="test-model")
+    report = doctor.examine(settings, timeout=1.0, total=1.0)
+    assert doctor.table(report)[1:] == [
+        "reachable       ok: 1 model(s) listed",
+        "model           ok: test-model",
+        CONTEXT_DEFAULT,
+        "streaming       did not finish: the doctor's 1 s ran out              "
+        "run `charlie doctor` again when the server is idle",
+        "tool calls      not run: the doctor's time ran out",
+        "tool use        not run: the doctor's time ran out",
+        "json_schema     not run: the doctor's time ran out",
+        "images          not run: the doctor's time ran out",
+        "embeddings      not run: the doctor's time ran out",
+        "tokens/s        not run: the doctor's time ran out",
+        "tool mode       not chosen: the doctor's time ran out",
+    ]
+    assert report.verdict() == UNFINISHED_VERDICT
+    assert report.ok and report.unfinished and not report.slow
+
+
+def test_the_cli_exits_0_when_its_time_ran_out_before_any_failure(
+    charlie: Cli, llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(doctor, "TOTAL_SECONDS", 1.0)  # `--timeout 60` against a minute
+    llm.default = trickling
+    result = charlie("doctor", "--timeout", "1")
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.output and "cannot chat" not in result.output
+    assert lines(result.output)[-1] == UNFINISHED_VERDICT
+    assert json.loads(charlie("doctor", "--timeout", "1", "--json").stdout)["ok"] is True
 
 
 class _BusyLlamaCpp(BaseHTTPRequestHandler):

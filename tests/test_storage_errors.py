@@ -78,9 +78,11 @@ def test_a_bug_is_still_a_500(household: Home, monkeypatch: pytest.MonkeyPatch) 
         client.post("/api/projects", json={"name": "Garden"})
 
 
-def test_a_chat_on_a_full_disk_ends_with_an_error_event(
+def test_a_chat_on_a_full_disk_is_refused_before_the_stream_starts(
     household: Home, llm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The message is stored before the response starts (a 200 means it is kept), so a
+    full disk is the answer itself: a 503 that says so, not a stream."""
     client = signed_in("alice")
     llm.reply("Green it is.")
     before = client.post("/api/channels/kitchen/chat", json={"text": "Green tiles?"})
@@ -94,11 +96,9 @@ def test_a_chat_on_a_full_disk_ends_with_an_error_event(
     with monkeypatch.context() as patched:
         patched.setattr(conversations, "add_message", full)
         response = client.post("/api/channels/kitchen/chat", json={"text": "And the grout?"})
-    assert response.status_code == 200
-    found = events(response)
-    assert [kind for kind, _ in found] == ["error", "done"]
-    assert found[0][1]["kind"] == "DiskFull"
-    assert "is full" in found[0][1]["error"]
+    assert response.status_code == 503
+    assert response.json()["kind"] == "DiskFull"
+    assert "is full" in response.json()["error"]
     assert len(llm.requests) == asked  # the model is not asked about an unsaved message
     kept = client.get("/api/channels/kitchen/messages").json()
     assert [m["content"] for m in kept] == ["Green tiles?", "Green it is."]
@@ -149,7 +149,7 @@ def test_a_bug_mid_stream_ends_it_with_an_error_and_logs_it(
         yield chat.Token("Half an ans")
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(chat, "turn", broken)
+    monkeypatch.setattr(chat, "reply_to", broken)
     response = client.post("/api/channels/kitchen/chat", json={"text": "Green tiles?"})
     found = events(response)
     assert [kind for kind, _ in found] == ["token", "error", "done"]

@@ -138,9 +138,10 @@ def test_when_the_model_is_down_the_words_are_saved_and_the_person_told(
     with signed_in("alice") as alice:
         response = alice.post("/api/channels/kitchen/voice", content=question_wav())
     found = [(kind, data) for kind, data in events(response) if kind != "trace"]
-    assert [kind for kind, _ in found] == ["heard", "error", "done"]
-    assert "Cannot reach the language model" in found[1][1]["error"]
-    assert "Your message is saved" in found[1][1]["error"]
+    assert [kind for kind, _ in found] == ["heard", "saved", "error", "done"]
+    assert found[1][1]["message"]["content"] == found[0][1]["text"]  # stored: its id
+    assert "Cannot reach the language model" in found[2][1]["error"]
+    assert "Your message is saved" in found[2][1]["error"]
     kitchen = conversations.shared_channel(app_home, projects.get_project(app_home, "kitchen"))
     assert [m.content for m in conversations.recent(app_home, kitchen, 10)] == [found[0][1]["text"]]
 

@@ -1,5 +1,6 @@
-"""What a chat turn yields as it goes: reply text, the stored reply, trace steps, notices,
-suggested notes and distillations. Every front end (CLI, web, Discord, voice) reads these."""
+"""What a chat turn yields as it goes: the person's message once it is stored, reply text, the
+stored reply, trace steps, notices, suggested notes and distillations. Every front end (CLI,
+web, Discord, voice) reads these."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ from charlie import trace
 from charlie.conversations import Message
 from charlie.memory import distill
 from charlie.retrieval import suggestions
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The person's message, stored (committed) before anything is asked of the model: the
+    turn's first event, so a front end can mark the message kept whatever happens next."""
+
+    message: Message
 
 
 @dataclass(frozen=True)
@@ -56,4 +65,4 @@ class Suggested:
     suggestions: list[suggestions.Suggestion]
 
 
-Event = Token | Reply | Distilled | Notice | TraceEvent | Suggested
+Event = Saved | Token | Reply | Distilled | Notice | TraceEvent | Suggested

@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from charlie import conversations, projects
-from charlie.chat.events import Distilled, Event, Notice, Reply, Suggested, Token, TraceEvent
+from charlie.chat.events import (
+    Distilled,
+    Event,
+    Notice,
+    Reply,
+    Saved,
+    Suggested,
+    Token,
+    TraceEvent,
+)
 from charlie.chat.toolloop import FINAL_ANSWER, MAX_ITERATIONS, ToolLoop
 from charlie.conversations import Channel, Message
 from charlie.errors import (
@@ -52,11 +61,15 @@ __all__ = [
     "Event",
     "Notice",
     "Reply",
+    "Saved",
     "Suggested",
     "Token",
     "ToolLoop",
     "TraceEvent",
+    "accept",
     "choose",
+    "reply_to",
+    "store_edit",
     "turn",
 ]
 
@@ -223,19 +236,36 @@ def turn(
     instruction: str = "",
     distill_after: bool = True,
 ) -> Iterator[Event]:
-    """Take the person's message and yield the reply as it streams, the tool trace as it
-    happens, suggested notes, then any distillation (unless `distill_after` is False: the caller
-    runs `distill_due` itself, as `charlie chat -m` does in a process of its own).
+    """Take the person's message and yield `Saved` once it is stored, then the reply as it
+    streams, the tool trace as it happens, suggested notes, then any distillation (unless
+    `distill_after` is False: the caller runs `distill_due` itself, as `charlie chat -m` does
+    in a process of its own). It is `accept` then `reply_to`: a front end that must store the
+    message before it answers anything (the web app, before its 200) calls the two itself.
 
     `instruction` is guidance for this one answer (voice mode asks for a short spoken one);
     it goes to the model, never into the stored conversation.
-
-    The message is stored first: if the model fails, the `LLMError` propagates and the
-    message is kept for the next turn. A reply the server cut off mid-stream is stored as
-    far as it came, marked incomplete (never distilled), and the `LLMError` says so.
-    A distillation that cannot be written (a full disk) raises its `DatabaseError` after
-    the reply is stored; one the model fails is a `Notice`.
     """
+    asked = accept(home, channel, user, text, images)
+    yield from reply_to(
+        home,
+        llm,
+        channel,
+        user,
+        asked,
+        images,
+        registry=registry,
+        max_iterations=max_iterations,
+        instruction=instruction,
+        distill_after=distill_after,
+    )
+
+
+def accept(
+    home: Home, channel: Channel, user: User, text: str, images: list[Path] | None = None
+) -> Message:
+    """Check the person's message (their channel, not empty, readable images) and store it,
+    committed, before anything is asked of the model: whatever happens to the answer (the
+    model down, the process killed), the message is kept."""
     _may_use(channel, user)
     if not text.strip() and not images:
         raise CharlieError("The message is empty: type something to send.")
@@ -243,16 +273,38 @@ def turn(
     image_parts = [image_part(path) for path in images]  # fail on a bad image before storing
     del image_parts
     memory.ensure_file(home, channel)
-    asked = conversations.add_message(
+    return conversations.add_message(
         home, channel, "user", text, user=user, images=[str(p) for p in images]
     )
+
+
+def reply_to(
+    home: Home,
+    llm: LLMClient,
+    channel: Channel,
+    user: User,
+    asked: Message,
+    images: list[Path] | None = None,
+    *,
+    registry: Registry | None = None,
+    max_iterations: int = MAX_ITERATIONS,
+    instruction: str = "",
+    distill_after: bool = True,
+) -> Iterator[Event]:
+    """The turn for `asked`, the person's message already stored (`accept`, or an edit):
+    `Saved` first, then what `turn` yields. If the model fails, the `LLMError` propagates and
+    the message is kept for the next turn. A reply the server cut off mid-stream is stored as
+    far as it came, marked incomplete (never distilled), and the `LLMError` says so. A
+    distillation that cannot be written (a full disk) raises its `DatabaseError` after the
+    reply is stored; one the model fails is a `Notice`."""
+    yield Saved(asked)
     yield from _answer(
         home,
         llm,
         channel,
         user,
         asked,
-        images,
+        images or [],
         registry,
         max_iterations,
         instruction,
@@ -369,12 +421,20 @@ def edit_and_resend(
 ) -> Iterator[Event]:
     """Replace the person's message `message_id` with `text` and answer it. The old version
     and every turn after it stay, as an alternative branch the person can page back to."""
+    asked = store_edit(home, channel, user, message_id, text)
+    yield from reply_to(
+        home, llm, channel, user, asked, registry=registry, max_iterations=max_iterations
+    )
+
+
+def store_edit(home: Home, channel: Channel, user: User, message_id: int, text: str) -> Message:
+    """Store `text` as the new version of the person's message `message_id` (the old one and
+    what followed it set aside, kept as an alternative), committed before any answer."""
     message = editable(home, channel, user, message_id, text)
-    asked = conversations.add_message(
+    memory.ensure_file(home, channel)
+    return conversations.add_message(
         home, channel, "user", text, user=user, parent_id=message.parent_id, replacing=message
     )
-    memory.ensure_file(home, channel)
-    yield from _answer(home, llm, channel, user, asked, [], registry, max_iterations, "")
 
 
 def _answer(

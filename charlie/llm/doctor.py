@@ -7,7 +7,8 @@ it) and the speed in tokens per second. A failure says what to do.
 
 Every request is bounded: `timeout` seconds each, and all of them together within
 `TOTAL_SECONDS`, so a hung server cannot hang the doctor. The essentials are reachable,
-model and streaming: without them Charlie cannot chat (`Report.ok`).
+model and streaming: without them Charlie cannot chat (`Report.ok`). A check the doctor's
+time ran out on is "unfinished", never a failure: only what was seen fails.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from charlie.home import Home
 from charlie.llm import textcalls, toolmode
 from charlie.llm.client import LLMClient
 
-Status = Literal["ok", "warn", "slow", "fail", "skip"]
+Status = Literal["ok", "warn", "slow", "fail", "skip", "unfinished"]
 ESSENTIAL = ("reachable", "model", "streaming")
 TOTAL_SECONDS = 60.0
 PROBE_SECONDS = 15.0
@@ -116,12 +117,18 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """Whether Charlie can chat: every essential check passed (a warning passes, and so
-        does a server that is up but too busy or slow to answer a probe in time)."""
+        """Whether Charlie can chat, as far as the doctor saw: no essential check failed (a
+        warning passes, and so does a server that is up but too busy or slow to answer a
+        probe in time, or one the doctor's time ran out on)."""
         essential = [c for c in self.checks if c.essential]
         return len(essential) == len(ESSENTIAL) and all(
-            c.status in ("ok", "warn", "slow") for c in essential
+            c.status in ("ok", "warn", "slow", "unfinished") for c in essential
         )
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether the doctor's whole time ran out before every check was done."""
+        return any(c.status == "unfinished" for c in self.checks)
 
     @property
     def slow(self) -> bool:
@@ -132,6 +139,14 @@ class Report:
         """The report in one sentence: can chat, busy or slow (not broken), or cannot."""
         if not self.ok:
             return "Charlie cannot chat with this server until the FAIL lines are fixed."
+        if self.unfinished:
+            left = [c.check for c in self.checks if c.status == "unfinished" and c.essential]
+            return (
+                f"The doctor's time ran out before every check was done, so it cannot say "
+                f"whether Charlie can chat{' (' + ', '.join(left) + ' unchecked)' if left else ''}"
+                "; nothing it checked failed. The server may be busy: run `charlie doctor` "
+                "again when it is idle."
+            )
         if self.slow:
             return (
                 "The server is up but busy or slow: it did not answer in time, which is not "
@@ -155,6 +170,9 @@ class _OutOfTime(Exception):
     """The doctor's whole time (`TOTAL_SECONDS`) is spent."""
 
 
+OUT_OF_TIME = "not run: the doctor's time ran out"
+
+
 class _Probe:
     """The HTTP side: one client, every request bounded by the time left."""
 
@@ -175,11 +193,14 @@ class _Probe:
         self.native_calls: bool | None = None  # the model called a tool offered natively
         self.text_calls: bool | None = None  # … one described in the prompt, as text
         self.slow = False  # a probe timed out on a server that was up: the rest are not run
+        self.cut = False  # the last request's limit was the doctor's time left, not `timeout`
+        self.out_of_time = False  # the doctor's time ran out: the rest are not run
 
     def limit(self) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0.05:
             raise _OutOfTime
+        self.cut = left < self.timeout
         return min(self.timeout, left)
 
     def get(self, url: str) -> httpx.Response:
@@ -553,9 +574,11 @@ def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
     except _Failed as failed:
         return Check(name, "fail", failed.result, failed.fix)
     except _OutOfTime:
-        return Check(name, "fail", f"not run: the doctor's {probe.total:g} s were spent", "")
+        return _unfinished(name, probe)
     except httpx.TimeoutException:
         alive = _alive(probe)
+        if alive is not None and probe.cut:  # waited as long as the doctor had left
+            return _unfinished(name, probe)
         if alive is not None:
             probe.slow = True
             return Check(
@@ -564,10 +587,11 @@ def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
                 f"no answer within {probe.timeout:g} s, though the server is up ({alive})",
                 "busy or slow, not broken: try again when it is idle",
             )
+        waited = f"the {probe.total:g} s the doctor had" if probe.cut else f"{probe.timeout:g} s"
         return Check(
             name,
             "fail",
-            f"no answer within {probe.timeout:g} s, and the server answers nothing else",
+            f"no answer within {waited}, and the server answers nothing else",
             "the server is hung: check its log, restart it",
         )
     except httpx.ConnectError as exc:
@@ -580,6 +604,17 @@ def _guarded(name: str, probe: _Probe, run: Callable[[], Check]) -> Check:
         return Check(
             name, "fail", f"an answer not in the OpenAI format ({exc})", "check the server's log"
         )
+
+
+def _unfinished(name: str, probe: _Probe) -> Check:
+    """The check the doctor's time ran out on: not a failure, nothing was seen to fail."""
+    probe.out_of_time = True
+    return Check(
+        name,
+        "unfinished",
+        f"did not finish: the doctor's {probe.total:g} s ran out",
+        "run `charlie doctor` again when the server is idle",
+    )
 
 
 def _alive(probe: _Probe) -> str | None:
@@ -608,10 +643,11 @@ def _alive(probe: _Probe) -> str | None:
 
 
 def examine(
-    settings: Settings, *, timeout: float = PROBE_SECONDS, total: float = TOTAL_SECONDS
+    settings: Settings, *, timeout: float = PROBE_SECONDS, total: float | None = None
 ) -> Report:
-    """Probe the configured server; each request within `timeout` s, all within `total`."""
-    probe = _Probe(settings, timeout, total)
+    """Probe the configured server; each request within `timeout` s, all within `total`
+    (default `TOTAL_SECONDS`)."""
+    probe = _Probe(settings, timeout, TOTAL_SECONDS if total is None else total)
     report = Report(settings.llm_base_url, settings.llm_model)
     try:
         for name, run, needed in ESSENTIAL_FIRST:
@@ -619,14 +655,20 @@ def examine(
             report.checks.append(check)
             if check.status == "fail":
                 return _skipped(report, needed)
+            if probe.out_of_time:
+                return _skipped(report, "the doctor's time ran out")
         report.model = probe.model
         for name, run in PROBES:
+            if probe.out_of_time:
+                report.checks.append(Check(name, "skip", OUT_OF_TIME))
+                continue
             if probe.slow:  # each would wait as long again: the verdict says to come back
                 report.checks.append(Check(name, "skip", "not run: the server is busy or slow"))
                 continue
             report.checks.append(_guarded(name, probe, partial(run, probe)))
-        if probe.slow:
-            report.checks.append(Check("tool mode", "skip", "not chosen: the server is busy"))
+        if probe.out_of_time or probe.slow:
+            why = "the doctor's time ran out" if probe.out_of_time else "the server is busy"
+            report.checks.append(Check("tool mode", "skip", f"not chosen: {why}"))
             return report
         schema = next(c for c in report.checks if c.check == "json_schema").status
         report.habits = toolmode.Habits(probe.native_calls, probe.text_calls, schema == "ok")
@@ -640,7 +682,7 @@ def examine(
 def remember(home: Home, report: Report) -> None:
     """Keep what the doctor saw of the model, so `auto` starts from it (and the count of
     failed answers starts again)."""
-    if report.habits is None or not report.model or report.slow:
+    if report.habits is None or not report.model or report.slow or report.unfinished:
         return  # a busy server's silence says nothing of the model
     toolmode.record_probe(
         home,
@@ -662,9 +704,9 @@ def _skipped(report: Report, why: str) -> Report:
 
 def table(report: Report) -> list[str]:
     """The report as aligned lines: check, result, fix."""
-    marks = {"ok": "ok", "warn": "warn", "slow": "SLOW", "fail": "FAIL"}
+    marks = {"ok": "ok", "warn": "warn", "slow": "SLOW", "fail": "FAIL"}  # the rest say it
     rows = [("check", "result", "fix")] + [
-        (c.check, f"{marks[c.status]}: {c.result}" if c.status != "skip" else c.result, c.fix)
+        (c.check, f"{marks[c.status]}: {c.result}" if c.status in marks else c.result, c.fix)
         for c in report.checks
     ]
     first = max(len(r[0]) for r in rows) + 2

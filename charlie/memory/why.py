@@ -134,7 +134,10 @@ def as_text(items: list[Item], topic: str) -> str:
     }
     lines: list[str] = []
     for item in items:
-        lines.append(f"{titles[item.kind]}: {item.text}")
+        title = titles[item.kind]
+        if item.kind == "message":  # its id, for `charlie forget`
+            title += f" (message {item.sources[0].id})"
+        lines.append(f"{title}: {item.text}")
         lines.append(f"  why: {item.why}")
         if item.kind != "message":
             for source in item.sources:

@@ -133,12 +133,18 @@ def status(home: Home) -> dict[str, Any]:
             else "Searches fail until this is fixed; no note is lost."
         )
         return out
-    if filling is not None:
+    if filling is not None and not (out["notes"] == 0 and nothing_to_index(home)):
         out["state"] = "rebuilding" if out["rebuilt"] else "building"
         out["incomplete"] = incomplete_in_words(out["state"], int(out["notes"]))
         return out
     out["state"] = "ready"
     return out
+
+
+def nothing_to_index(home: Home) -> bool:
+    """Whether no project has a note file (a new home): an index still filling then misses
+    nothing, and saying its results are incomplete would be false."""
+    return not any(find(project).files for project in list_projects(home))
 
 
 def incomplete_in_words(state: str, notes: int) -> str:
@@ -419,6 +425,8 @@ class Index:
         if self.state(index_file.FILLING) is None:
             return None
         notes = int(self.db.execute("SELECT count(*) FROM notes").fetchone()[0])
+        if notes == 0 and nothing_to_index(self.home):
+            return None
         return incomplete_in_words("rebuilding" if self.state("rebuilt") else "building", notes)
 
     def _refresh_project(self, project: Project, report: RefreshReport) -> None:

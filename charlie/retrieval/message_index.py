@@ -40,6 +40,8 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -261,10 +263,12 @@ class MessageIndex:
         return added
 
     def _report(self, done: int, seconds: float) -> None:
-        """What the background indexer did so far, for `progress` in any process."""
+        """What the background indexer did so far, for `progress` in any process: its rate,
+        when, and which process (so a killed one is told apart at once, `_reporter_gone`)."""
         rate = done / seconds if seconds > 0 else 0.0
+        report = {"rate": rate, "at": time.time(), "pid": os.getpid(), "host": socket.gethostname()}
         with self.lock, index_file.transaction(self.db):
-            self._set_state(PROGRESS, json.dumps({"rate": rate, "at": time.time()}))
+            self._set_state(PROGRESS, json.dumps(report))
 
     def _check(self) -> None:
         """What a forget left for the index, always (a search must never find it); then
@@ -570,13 +574,15 @@ class KeptMessages:
 
 
 REPORT_STALE = 60.0  # seconds: an indexer that has not reported for longer is not running
+# (sooner when its process is gone: `_reporter_gone`)
 
 
 @dataclass(frozen=True)
 class Progress:
     """How far the stored messages are embedded: `indexed` of `total` have their vector;
     `unworded` are not even findable by their words yet; `rate` (messages/s) is what the
-    background indexer last reported, `running` whether it reported in the last minute."""
+    background indexer last reported, `running` whether it reported in the last minute and
+    its process is still there."""
 
     total: int
     indexed: int
@@ -620,12 +626,32 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _report(value: str | None) -> dict[str, float]:
+def _report(value: str | None) -> dict[str, object]:
     try:
         found = json.loads(value or "{}")
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _reporter_gone(report: dict[str, object]) -> bool:
+    """Whether the process that made `report` is gone (killed, or ended without finishing):
+    known only for a process of this machine; a report from elsewhere, or from before
+    reports named their process, ages out after `REPORT_STALE` instead."""
+    pid = report.get("pid")
+    if not isinstance(pid, int) or report.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another account's process: it exists
+    return False
 
 
 def _progress(
@@ -645,9 +671,9 @@ def _progress(
 
     total, waiting, unworded = count(0), count(vectors), count(words)
     report = _report(state(PROGRESS))
-    rate = float(report.get("rate") or 0.0)
-    fresh = time.time() - float(report.get("at") or 0.0) < REPORT_STALE
-    return Progress(total, total - waiting, unworded, rate, fresh)
+    rate = _number(report.get("rate"))
+    fresh = time.time() - _number(report.get("at")) < REPORT_STALE
+    return Progress(total, total - waiting, unworded, rate, fresh and not _reporter_gone(report))
 
 
 def history_status(home: Home, conversation_ids: Sequence[int]) -> dict[str, object] | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from charlie.chat import turn as chat
-from charlie.conversations import Channel
+from charlie.conversations import Channel, Message
 from charlie.errors import AudioError, CharlieError, VoiceUnavailable
 from charlie.home import Home
 from charlie.llm.client import LLMClient
@@ -177,19 +177,18 @@ def answer(
     voice: Voice,
     *,
     registry: Registry | None = None,
+    asked: Message | None = None,
 ) -> Iterator[chat.Event | VoiceEvent]:
     """The chat turn for what was heard, spoken as it streams: each sentence of the reply is
-    synthesised as soon as it is complete, and what is left once the reply is stored."""
+    synthesised as soon as it is complete, and what is left once the reply is stored.
+    `asked`: the transcript, stored already (`chat.accept`: the web app stores it before
+    its 200); else it is stored here first."""
     instruction = speakable.instruction(voice.settings.voice_spoken_sentences)
     speech = _Speech(voice)
-    for event in chat.turn(
-        home,
-        llm,
-        channel,
-        user,
-        heard.transcript.text,
-        registry=registry,
-        instruction=instruction,
+    if asked is None:
+        asked = chat.accept(home, channel, user, heard.transcript.text)
+    for event in chat.reply_to(
+        home, llm, channel, user, asked, registry=registry, instruction=instruction
     ):
         yield event
         if isinstance(event, chat.Token):

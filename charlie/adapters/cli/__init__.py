@@ -9,9 +9,12 @@ from typing import Any
 import click
 
 from charlie import __version__
+from charlie.adapters.cli.common import command_name, runnable
 from charlie.config import load_settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
+
+COMMAND_NAME = "charlie.command"  # ctx.meta: `charlie` as the person can run it here
 
 
 class CharlieGroup(click.Group):
@@ -19,16 +22,18 @@ class CharlieGroup(click.Group):
     1, instead of a traceback."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # How to run `charlie` here, for commands that other adapters add (`charlie serve`).
+        ctx.meta[COMMAND_NAME] = command_name()
         try:
             return super().invoke(ctx)
         except CharlieError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(runnable(f"Error: {exc}"), err=True)
             ctx.exit(1)
         except (sqlite3.Error, OSError) as exc:
             explained = explain_storage(exc, load_settings().db_path)
             if explained is None:
                 raise
-            click.echo(f"Error: {explained}", err=True)
+            click.echo(runnable(f"Error: {explained}"), err=True)
             ctx.exit(1)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from charlie.adapters.cli.common import opened_home
+from charlie.adapters.cli.common import opened_home, runnable
 from charlie.transfer import export as archive
 from charlie.transfer import restore
 
@@ -110,14 +110,22 @@ def restore_command(
         click.echo(f"Skipped {line}")
     if result.new_users:
         click.echo(
-            f"New accounts: {', '.join(result.new_users)}. Passwords are never in an archive: "
-            "give each one with `charlie users passwd NAME` before they sign in."
+            runnable(
+                f"New accounts: {', '.join(result.new_users)}. Passwords are never in an "
+                "archive: give each one with `charlie users passwd NAME` before they sign in."
+            )
         )
         if admins is None:
-            click.echo("No one is an administrator yet: `charlie users admin NAME` makes one.")
+            click.echo(
+                runnable("No one is an administrator yet: `charlie users admin NAME` makes one.")
+            )
     if people is None:
         click.echo(
-            "No one has an account in this home yet: `charlie users add NAME --admin` makes "
-            "the first."
+            runnable(
+                "No one has an account in this home yet: `charlie users add NAME --admin` makes "
+                "the first."
+            )
         )
-    click.echo("Run `charlie reindex` to make the restored notes and messages searchable.")
+    click.echo(
+        runnable("Run `charlie reindex` to make the restored notes and messages searchable.")
+    )

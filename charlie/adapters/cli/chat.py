@@ -18,6 +18,7 @@ from charlie.adapters.cli.common import (
     opened_home,
     opened_llm,
     resolve_channel,
+    runnable,
 )
 from charlie.adapters.cli.users import first_run
 from charlie.chat import turn as core_chat
@@ -172,8 +173,10 @@ def _distill_elsewhere(channel: Channel, user: User) -> None:
         "--private" if channel.private else f"-p {channel.project.slug if channel.project else ''}"
     )
     click.echo(
-        f"(updating memory in the background; `charlie memory show {shown}` shows it in a "
-        "minute or so)",
+        runnable(
+            f"(updating memory in the background; `charlie memory show {shown}` shows it in "
+            "a minute or so)"
+        ),
         err=True,
     )
 
@@ -242,8 +245,10 @@ def chat(
             failed = last_failure(home, channel)
             if failed is not None:
                 click.echo(
-                    f"Note: the last update of this thread's memory failed: {failed}. It is "
-                    "tried again as the conversation goes on; `charlie distill` tries now.",
+                    runnable(
+                        f"Note: the last update of this thread's memory failed: {failed}. It "
+                        "is tried again as the conversation goes on; `charlie distill` tries now."
+                    ),
                     err=True,
                 )
             _say(home, llm, channel, user, message, list(images), full_trace, wait=wait)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from charlie.config import load_settings
+from charlie.config import SETTINGS_FILE, load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
-from charlie.errors import CharlieError
+from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.llm.client import LLMClient
 from charlie.memory import distill
@@ -21,9 +25,38 @@ from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
 from charlie.retrieval import embeddings
 from charlie.retrieval.index import Index
 from charlie.retrieval.message_index import MessageIndex
-from charlie.users import User, require_user
+from charlie.users import User, list_users, require_user
 
 F = TypeVar("F", bound=Callable[..., Any])
+LAUNCHER = "CHARLIE_LAUNCHER"  # set by ./scripts/run: the command as the person typed it
+
+
+def command_name() -> str:
+    """`charlie` as the person can run it here, for the hints Charlie prints: what started
+    this process when that was ./scripts/run (which says so in CHARLIE_LAUNCHER); `charlie`
+    when it is on PATH; else how this process was started (`python -m charlie`, or the path
+    of the `charlie` script)."""
+    launcher = os.environ.get(LAUNCHER, "").strip()
+    if launcher:
+        return shlex.quote(launcher)
+    if shutil.which("charlie"):
+        return "charlie"
+    started = Path(sys.argv[0])
+    if started.name == "__main__.py" and started.parent.name == "charlie":
+        python = Path(sys.executable)
+        on_path = shutil.which(python.name)
+        same = on_path is not None and os.path.abspath(on_path) == os.path.abspath(python)
+        return f"{python.name if same else shlex.quote(str(python))} -m charlie"
+    if started.name == "charlie":
+        return shlex.quote(sys.argv[0])
+    return "charlie"
+
+
+def runnable(text: str) -> str:
+    """`text` with each command in it (written `` `charlie …` ``) as the person can run it
+    here (`command_name`): a person using ./scripts/run has no `charlie` on PATH."""
+    name = command_name()
+    return text if name == "charlie" else text.replace("`charlie ", f"`{name} ")
 
 
 @contextmanager
@@ -61,7 +94,7 @@ def channel_options(func: F) -> F:
 def resolve_channel(
     home: Home, project: str | None, private: bool, user_name: str | None, *, create: bool
 ) -> tuple[Channel, User]:
-    user = require_user(home.db, user_name or home.settings.user)
+    user = cli_user(home, user_name)
     if private:
         if project:
             raise CharlieError("Choose either --private or -p PROJECT, not both.")
@@ -131,5 +164,35 @@ def project_option(func: F) -> F:
     )(func)
 
 
+ONLY_MEMBER_SAID = "charlie.only-member-said"  # ctx.meta: the note below was printed
+
+
 def cli_user(home: Home, name: str | None) -> User:
-    return require_user(home.db, name or home.settings.user)
+    """Who is speaking: --user NAME, else CHARLIE_USER (or `user` in charlie.toml), else the
+    login name. A login name nobody was added as (root, on a server) is no error while the
+    household has one member: that member speaks, and a note says so once per command."""
+    settings = home.settings
+    if name or "user" in settings.model_fields_set:
+        return require_user(home.db, name or settings.user)
+    login = settings.user
+    people = [person for person, _ in list_users(home.db)]
+    if not people or any(person.name == login for person in people):
+        return require_user(home.db, login)  # no one yet: it says how to make the first
+    if len(people) > 1:
+        raise NotFound(
+            f"Who is speaking? Your login name {login!r} has no account in this household "
+            f"({', '.join(p.name for p in people)}). Say who you are once for every command "
+            f'with `export CHARLIE_USER=NAME` (or user = "NAME" in '
+            f"{settings.home / SETTINGS_FILE}), or each time with --user NAME."
+        )
+    only = people[0]
+    context = click.get_current_context(silent=True)
+    if context is None or not context.meta.get(ONLY_MEMBER_SAID):
+        click.echo(
+            f"(Speaking as {only.name}, the household's only member: the login name {login!r} "
+            f"has no account. `export CHARLIE_USER={only.name}` says so and ends this note.)",
+            err=True,
+        )
+        if context is not None:
+            context.meta[ONLY_MEMBER_SAID] = True
+    return only

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from charlie.adapters.cli.common import opened_home
+from charlie.adapters.cli.common import opened_home, runnable
 from charlie.config import load_settings
 from charlie.llm import doctor
 
@@ -37,6 +37,6 @@ def doctor_command(as_json: bool, timeout: float) -> None:
         click.echo(f"Server: {report.server}  model: {report.model or '(the first offered)'}")
         for line in doctor.table(report):
             click.echo(line)
-        click.echo(report.verdict())
+        click.echo(runnable(report.verdict()))
     if not report.ok:
         raise SystemExit(1)

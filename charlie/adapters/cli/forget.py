@@ -31,7 +31,9 @@ def forget_command(
     suggestions and later exports. A decision whose only source it was is flagged for you to
     keep or drop. A log keeps when, by whom and how many — never what.
 
-    Message ids are shown by `charlie recall`, `charlie memory why` and the app."""
+    Message ids are shown as "message 42" by `charlie recall` and `charlie memory why`
+    (and as "message_id" by `charlie recall --json`); in the app, each message has its own
+    Forget button."""
     if (message_id is None) == (thread_id is None):
         raise click.UsageError("Give a MESSAGE_ID or --thread ID (one of them).")
     with opened_home() as home:

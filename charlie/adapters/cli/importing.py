@@ -20,6 +20,7 @@ from charlie.adapters.cli.common import (
     opened_home,
     opened_llm,
     resolve_channel,
+    runnable,
 )
 from charlie.conversations import Channel
 from charlie.errors import CharlieError, DistillationError, LLMError, MemoryFormatError
@@ -443,9 +444,11 @@ def _index(home: Home, bar: ProgressBar, added: int, wait: bool) -> dict[str, ob
 def _say_indexing(indexing: dict[str, object]) -> None:
     if indexing["background"]:
         click.echo(
-            f"{indexing['waiting']:,} messages are being indexed for recall by meaning in the "
-            "background; they are found by their words already. `charlie reindex --status` "
-            "shows how far it is (the app shows it too).",
+            runnable(
+                f"{indexing['waiting']:,} messages are being indexed for recall by meaning in "
+                "the background; they are found by their words already. `charlie reindex "
+                "--status` shows how far it is (the app shows it too)."
+            ),
             err=True,
         )
 

@@ -10,6 +10,7 @@ import click
 from charlie import conversations
 from charlie.adapters.cli.common import (
     channel_options,
+    command_name,
     distilled_line,
     opened_home,
     opened_llm,
@@ -129,7 +130,8 @@ def start_over_command(
         if not yes:
             click.confirm(f"Start the memory of {channel.label} over?", abort=True)
         done = start_over.start_over(home, channel)
-        click.echo(done.said(channel, f"charlie memory undo {undo_options(project, private)}"))
+        undo = f"{command_name()} memory undo {undo_options(project, private)}"
+        click.echo(done.said(channel, undo))
 
 
 def undo_options(project: str | None, private: bool) -> str:

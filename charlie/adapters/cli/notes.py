@@ -15,6 +15,7 @@ from charlie.adapters.cli.common import (
     open_index,
     opened_home,
     project_option,
+    runnable,
 )
 from charlie.errors import CharlieError
 from charlie.home import Home
@@ -63,7 +64,7 @@ def list_command(project: str | None) -> None:
             tags = " ".join(f"#{t}" for t in note.tags)
             click.echo(f"{note.name}\t{note.title}\t{tags}".rstrip())
         if not found:
-            click.echo("No notes yet. Add one with `charlie notes add TITLE`.")
+            click.echo(runnable("No notes yet. Add one with `charlie notes add TITLE`."))
         for problem in problems:
             click.echo(f"Skipped {problem}", err=True)
 
@@ -192,7 +193,7 @@ def reindex_command(catch_up: bool, status: bool, as_json: bool) -> None:
             if as_json:
                 click.echo(json.dumps(progress_json(progress)))
             else:
-                click.echo(progress_line(progress))
+                click.echo(runnable(progress_line(progress)))
             return
         if catch_up:
             index_all(MessageIndex(index))
@@ -257,7 +258,7 @@ def status_command(as_json: bool) -> None:
             f"index {notes['state']}"
             + (f": {notes['incomplete']}" if notes.get("incomplete") else ".")
         )
-        click.echo(progress_line(progress))
+        click.echo(runnable(progress_line(progress)))
 
 
 def _hit_json(result: SearchResult, explain: bool) -> dict[str, Any]:
@@ -365,7 +366,7 @@ def search_command(
             click.echo(json.dumps(_hit_json(result, explain), indent=2))
             return
         if result.incomplete:
-            click.echo(result.incomplete, err=True)
+            click.echo(runnable(result.incomplete), err=True)
         if explain and result.fallback_reason:
             click.echo(f"keyword search joined: {result.fallback_reason}")
         if not result.hits:

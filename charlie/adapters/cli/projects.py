@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from charlie import projects as core
-from charlie.adapters.cli.common import opened_home
+from charlie.adapters.cli.common import opened_home, runnable
 from charlie.adapters.cli.users import at_terminal
 from charlie.errors import CharlieError
 from charlie.household import trash
@@ -25,7 +25,7 @@ def list_command() -> None:
     with opened_home() as home:
         found, problems = core.scan_projects(home)
         if not found and not problems:
-            click.echo("No projects yet. Create one with `charlie projects create NAME`.")
+            click.echo(runnable("No projects yet. Create one with `charlie projects create NAME`."))
         for project in found:
             config = project.config
             click.echo(f"{project.slug}\tevery {config.distill_every}\t{config.name}")
@@ -125,8 +125,10 @@ def rm_command(slug: str, yes: bool) -> None:
                 raise CharlieError(f"Project {slug} was not deleted.")
         trashed = trash.delete_project(home, slug)
         click.echo(
-            f"Moved project {slug} to the trash ({trashed.path}). "
-            f"`charlie projects restore {slug}` brings it back."
+            runnable(
+                f"Moved project {slug} to the trash ({trashed.path}). "
+                f"`charlie projects restore {slug}` brings it back."
+            )
         )
 
 

@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from charlie.adapters.cli.common import channel_options, message_index, opened_home, resolve_channel
+from charlie.adapters.cli.common import (
+    channel_options,
+    message_index,
+    opened_home,
+    resolve_channel,
+    runnable,
+)
 from charlie.errors import CharlieError
 from charlie.retrieval.recall import Recaller, RecallHit, RecallResult, conversations_for
 
@@ -68,7 +74,8 @@ def _show(result: RecallResult, explain: bool, recaller: Recaller) -> None:
             click.echo(f"({line})")
     for number, hit in enumerate(result.hits, start=1):
         m = hit.message
-        click.echo(f"{number}. [{m.created_at[:16].replace('T', ' ')}] {m.speaker}: {m.content}")
+        when = m.created_at[:16].replace("T", " ")
+        click.echo(f"{number}. [{when}] {m.speaker} (message {m.id}): {m.content}")
         if explain:
             click.echo(f"   {hit.why()}")
 
@@ -135,5 +142,5 @@ def recall_command(
                 click.echo(json.dumps(result_json(result, explain), ensure_ascii=False))
             else:
                 if result.incomplete:
-                    click.echo(result.incomplete, err=True)
+                    click.echo(runnable(result.incomplete), err=True)
                 _show(result, explain, recaller)

@@ -10,7 +10,7 @@ import json
 import click
 
 from charlie import conversations
-from charlie.adapters.cli.common import channel_options, opened_home, resolve_channel
+from charlie.adapters.cli.common import channel_options, opened_home, resolve_channel, runnable
 from charlie.conversations import Channel, Thread
 from charlie.home import Home
 
@@ -50,7 +50,7 @@ def threads_group(
                 click.echo(json.dumps(dataclasses.asdict(thread), ensure_ascii=False))
             return
         if not listed:
-            click.echo("No threads here yet: `charlie chat --new` starts one.", err=True)
+            click.echo(runnable("No threads here yet: `charlie chat --new` starts one."), err=True)
         for thread in listed:
             click.echo(_line(thread, channel.conversation_id))
 
@@ -92,8 +92,10 @@ def remove(ctx: click.Context, thread_id: int) -> None:
     with opened_home() as home:
         conversations.trash_thread(home, _channel(home, ctx, thread_id))
         click.echo(
-            f"Thread {thread_id} is in the trash. `charlie threads restore {thread_id}` "
-            "brings it back."
+            runnable(
+                f"Thread {thread_id} is in the trash. `charlie threads restore {thread_id}` "
+                "brings it back."
+            )
         )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from charlie import users
-from charlie.adapters.cli.common import opened_home
+from charlie.adapters.cli.common import opened_home, runnable
 from charlie.errors import NotFound
 from charlie.household import tokens
 
@@ -46,7 +46,7 @@ def add_command(name: str, label: str, read_only: bool) -> None:
     click.echo(f"Made token {token.id} for {user.name} ({what}):\n\n{secret}\n")
     click.echo("Copy it now: it will not be shown again. An app sends it with every request:")
     click.echo(f"  Authorization: Bearer {secret}")
-    click.echo(f"Revoke it with `charlie tokens revoke {token.id}`.")
+    click.echo(runnable(f"Revoke it with `charlie tokens revoke {token.id}`."))
 
 
 @tokens_group.command("list")
@@ -57,7 +57,7 @@ def list_command(user_name: str | None) -> None:
         user = users.get_user(home.db, user_name) if user_name else None
         found = tokens.list_tokens(home.db, user)
     if not found:
-        click.echo("No tokens yet. Make one with `charlie tokens add NAME`.")
+        click.echo(runnable("No tokens yet. Make one with `charlie tokens add NAME`."))
         return
     click.echo("ID\tPERSON\tLABEL\tACCESS\tCREATED\tLAST USED\tREVOKED")
     for token in found:

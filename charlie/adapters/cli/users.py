@@ -7,7 +7,7 @@ import sys
 import click
 
 from charlie import users
-from charlie.adapters.cli.common import opened_home
+from charlie.adapters.cli.common import command_name, opened_home
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import discord_links as links
@@ -15,9 +15,18 @@ from charlie.household import removal as household
 from charlie.household import sessions
 
 
-def _password(from_stdin: bool) -> str:
+def _password(from_stdin: bool, command: str) -> str:
+    """The password: read from standard input (--password-stdin), or typed twice at the
+    terminal. Without a terminal (a script, a container), the command that works instead:
+    asking would only end in `GetPassWarning … Aborted!`."""
     if from_stdin:
         return sys.stdin.readline().rstrip("\n")
+    if not at_terminal():
+        raise CharlieError(
+            "There is no terminal here to type the password at: give it on standard input "
+            f"instead, e.g. `printf '%s\\n' \"$PASSWORD\" | {command_name()} {command} "
+            "--password-stdin`."
+        )
     return str(click.prompt("Password", hide_input=True, confirmation_prompt=True))
 
 
@@ -33,7 +42,7 @@ def first_run(home: Home, user_name: str | None) -> str | None:
     if users.has_people(home.db):
         return user_name
     suggested = user_name or home.settings.user
-    command = f"charlie users add {suggested} --admin"
+    command = f"{command_name()} users add {suggested} --admin"
     if not at_terminal():
         raise CharlieError(
             f"No one has an account yet: run `{command}` to make the first one (an "
@@ -52,7 +61,8 @@ def first_run(home: Home, user_name: str | None) -> str | None:
         + (
             "Sign in to the app with that password."
             if password
-            else f"Give yourself a password for the app later: `charlie users passwd {name}`."
+            else f"Give yourself a password for the app later: `{command_name()} users passwd "
+            f"{name}`."
         ),
         err=True,
     )
@@ -103,7 +113,8 @@ def add_command(name: str, admin: bool, password_stdin: bool) -> None:
         users.validate_name(name)
         if any(u.name.lower() == name.lower() and has for u, has in users.list_users(home.db)):
             raise CharlieError(f"{name!r} already has an account; use `charlie users passwd`.")
-        users.add_user(home.db, name, _password(password_stdin), is_admin=admin)
+        typed = f"users add {name}{' --admin' if admin else ''}"
+        users.add_user(home.db, name, _password(password_stdin, typed), is_admin=admin)
         click.echo(f"Added {name}{' (admin)' if admin else ''}.")
 
 
@@ -144,7 +155,7 @@ def admin_command(name: str, off: bool) -> None:
 def passwd_command(name: str, password_stdin: bool) -> None:
     """Change NAME's password (signs them out everywhere)."""
     with opened_home() as home:
-        user = users.set_password(home.db, name, _password(password_stdin))
+        user = users.set_password(home.db, name, _password(password_stdin, f"users passwd {name}"))
         sessions.sign_out_everywhere(home.db, user)
         click.echo(f"Changed {name}'s password.")
 

@@ -1,6 +1,6 @@
-"""The API's shapes as JSDoc typedefs, generated from its OpenAPI schema, for the app's
-scripts (`static/api-types.js`: an editor that reads JSDoc, or `// @ts-check`, then knows
-what each answer holds).
+"""The API's shapes as JSDoc typedefs, generated from its OpenAPI schema and the models of
+the stream events' data, for the app's scripts (`static/api-types.js`: an editor that reads
+JSDoc, or `// @ts-check`, then knows what each answer holds).
 
     ./scripts/api-types          # writes charlie/adapters/web/static/api-types.js
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from charlie.adapters.web import schemas as api_schemas
 
 HEADER = """\
 // The API's shapes, generated from its OpenAPI schema: do not edit by hand.
@@ -43,10 +45,27 @@ def js_type(schema: dict[str, Any]) -> str:
             "null": "null"}.get(str(kind), "*")  # fmt: skip
 
 
+def stream_events(known: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schemas of the stream events' data (`schemas.STREAM_EVENTS`), with the models
+    they hold that `known` (the OpenAPI components) does not have already."""
+    found: dict[str, Any] = {}
+    for model in api_schemas.STREAM_EVENTS:
+        schema = model.model_json_schema(
+            ref_template="#/components/schemas/{model}", mode="serialization"
+        )
+        for name, held in schema.pop("$defs", {}).items():
+            if name not in known:
+                found[name] = held
+        found[model.__name__] = schema
+    return found
+
+
 def typedefs(openapi: dict[str, Any]) -> str:
-    """Every component schema of `openapi` as a `@typedef`, in name order."""
+    """Every component schema of `openapi`, and every stream event's data, as a `@typedef`,
+    in name order."""
     out = [HEADER]
-    schemas = openapi.get("components", {}).get("schemas", {})
+    schemas = dict(openapi.get("components", {}).get("schemas", {}))
+    schemas |= stream_events(schemas)
     for name in sorted(schemas):
         schema = schemas[name]
         lines = ["/**"]

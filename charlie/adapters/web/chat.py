@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, assert_never
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
@@ -109,6 +109,13 @@ def clamp(value: int, low: int, high: int) -> int:
     return max(low, min(value, high))
 
 
+def saved_json(message: Message, thread: int) -> dict[str, Any]:
+    """The data of a stream's `saved` event: the person's message as stored (its id, its
+    thread), checked against `schemas.SavedEvent`."""
+    data = {"message": message_json(message) | {"thread": thread}}
+    return schemas.SavedEvent.model_validate(data).model_dump()
+
+
 def said_json(message: Message) -> dict[str, Any]:
     """A message as recall shows it (the shape `charlie recall --json` prints)."""
     return {
@@ -171,7 +178,7 @@ def chat_stream(
     home: HomeDep,
     thread: int | None = None,
 ) -> StreamingResponse:
-    thread = channel_for(home, channel, session.user, thread).conversation_id  # refuse early
+    found = channel_for(home, channel, session.user, thread)  # refused before streaming
     if not body.text.strip() and not body.images:
         raise CharlieError("The message is empty: type something to send.")
     llm, user = request.app.state.llm, session.user
@@ -182,16 +189,24 @@ def chat_stream(
         folder.cleanup()
         raise
 
+    stored: list[Message] = []  # the person's message, once `store` has run
+
+    def store() -> None:  # before the 200: a message answered 200 is never lost
+        stored.append(chat.accept(home, found, user, body.text, images))
+
     def answer(own: Home) -> Iterator[str]:
-        target = channel_for(own, channel, user, thread)
-        for event in chat.turn(own, llm, target, user, body.text, images):
-            yield event_sse(event)
+        target = channel_for(own, channel, user, found.conversation_id)
+        for event in chat.reply_to(own, llm, target, user, stored[0], images):
+            yield event_sse(event, target.conversation_id)
 
-    return stream(request, user, answer, cleanup=folder.cleanup)
+    return stream(request, user, answer, cleanup=folder.cleanup, before=store)
 
 
-def event_sse(event: chat.Event) -> str:
-    """One chat event as a server-sent event (the voice routes send the same ones)."""
+def event_sse(event: chat.Event, thread: int) -> str:
+    """One chat event of thread `thread` as a server-sent event (the voice routes send the
+    same ones)."""
+    if isinstance(event, chat.Saved):
+        return sse("saved", saved_json(event.message, thread))
     if isinstance(event, chat.Token):
         return sse("token", {"text": event.text})
     if isinstance(event, chat.TraceEvent):
@@ -202,7 +217,9 @@ def event_sse(event: chat.Event) -> str:
         return sse("reply", {"message": message_json(event.message)})
     if isinstance(event, chat.Suggested):
         return sse("suggestions", {"suggestions": [asdict(s) for s in event.suggestions]})
-    return sse(
-        "distilled",
-        {"revision_id": event.result.revision_id, "memory": memory_json(event.result.memory)},
-    )
+    if isinstance(event, chat.Distilled):
+        return sse(
+            "distilled",
+            {"revision_id": event.result.revision_id, "memory": memory_json(event.result.memory)},
+        )
+    assert_never(event)  # mypy: a new kind of event needs its server-sent event here

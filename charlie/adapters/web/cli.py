@@ -68,8 +68,9 @@ def serve(host: str, port: int, certfile: str | None, keyfile: str | None) -> No
             "with `charlie users add NAME` first."
         )
     if not accounts:
+        typed = click.get_current_context().meta.get("charlie.command", "charlie")  # the CLI's
         click.echo(
-            "No one can sign in yet: create an account with `charlie users add NAME`.", err=True
+            f"No one can sign in yet: create an account with `{typed} users add NAME`.", err=True
         )
     scheme = "https" if certfile else "http"
     click.echo(f"Charlie is at {scheme}://{host}:{port} (Ctrl-C stops it).", err=True)

@@ -157,10 +157,15 @@ def stream(
     *,
     first: Iterable[str] = (),
     cleanup: Callable[[], None] | None = None,
+    before: Callable[[], None] | None = None,
 ) -> StreamingResponse:
     """Server-sent events: `first`, then whatever `produce` yields on a data home of its own
     (the request's closes before the stream starts), then `done`. A `CharlieError` becomes an
-    `error` event. Each person may have `STREAMS_PER_PERSON` streams at once (429 beyond)."""
+    `error` event. Each person may have `STREAMS_PER_PERSON` streams at once (429 beyond).
+
+    `before` runs once the person's slot is taken and before the response starts: what must
+    be stored before a 200 is sent (the person's message). If it raises, that is the answer,
+    and the slot is given back; a 429 comes before it, so a refused message is not stored."""
     slots: StreamSlots = request.app.state.streams
     try:
         release = slots.take(user)
@@ -168,6 +173,14 @@ def stream(
         if cleanup is not None:
             cleanup()
         raise
+    if before is not None:
+        try:
+            before()
+        except BaseException:
+            release()
+            if cleanup is not None:
+                cleanup()
+            raise
     settings, shared = request.app.state.settings, request.app.state.shared
     finished = threading.Event()
 

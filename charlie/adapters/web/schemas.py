@@ -183,6 +183,20 @@ class MessageOut(Out):
     alternatives: list[int] | None = None  # regenerated replies, edited versions
 
 
+class SavedEvent(Out):
+    """The data of an answer stream's `saved` event, its first (`/chat`, `/voice` after
+    `heard`, and an edit's): the person's message, stored before the response started,
+    with its id. Not in the OpenAPI schema, which cannot describe an event stream, but in
+    the app's JSDoc types (`STREAM_EVENTS`); the route checks what it sends against it."""
+
+    message: MessageOut
+
+
+# The stream events with a model: not in the OpenAPI schema, but in the app's JSDoc types
+# all the same (`apitypes.typedefs`).
+STREAM_EVENTS: list[type[Out]] = [SavedEvent]
+
+
 class Forgotten(Out):
     messages: int
     quotes: int
@@ -372,7 +386,7 @@ class HistoryIndexing(Out):
     total: int
     indexed: int
     done: bool
-    running: bool  # a background indexer reported in the last minute
+    running: bool  # an indexer reported in the last minute, and its process is still there
     seconds_left: float | None
     line: str  # "indexing history: 41 % · about 6 min left"
 
@@ -386,7 +400,7 @@ class Health(Out):
 
 class DoctorCheck(Out):
     check: str
-    status: str  # ok, warn, fail or skip
+    status: str  # ok, warn, slow, fail, skip, or unfinished (the doctor's time ran out)
     result: str
     fix: str
     essential: bool

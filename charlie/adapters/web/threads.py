@@ -22,6 +22,7 @@ from charlie.adapters.web.chat import event_sse, shown_json
 from charlie.adapters.web.deps import HomeDep, SessionDep, stream
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
+from charlie.conversations import Message
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import forget
@@ -115,7 +116,7 @@ def regenerate(
     def answer(own: Home) -> Iterator[str]:
         target = channel_for(own, channel, user, thread)
         for event in chat.answer_again(own, llm, target, user, message_id):
-            yield event_sse(event)
+            yield event_sse(event, target.conversation_id)
 
     return stream(request, user, answer)
 
@@ -137,15 +138,18 @@ def edit(
     """Your message `message_id`, edited, sent again and answered. The old version and the
     turns after it stay as an alternative branch."""
     found = channel_for(home, channel, session.user, thread)
-    chat.editable(home, found, session.user, message_id, body.text)  # refused before streaming
     llm, user = request.app.state.llm, session.user
+    stored: list[Message] = []  # the new version, once `store` has run
+
+    def store() -> None:  # refused, or stored, before the 200 (as a new message is)
+        stored.append(chat.store_edit(home, found, user, message_id, body.text))
 
     def answer(own: Home) -> Iterator[str]:
         target = channel_for(own, channel, user, thread)
-        for event in chat.edit_and_resend(own, llm, target, user, message_id, body.text):
-            yield event_sse(event)
+        for event in chat.reply_to(own, llm, target, user, stored[0]):
+            yield event_sse(event, target.conversation_id)
 
-    return stream(request, user, answer)
+    return stream(request, user, answer, before=store)
 
 
 @router.post(

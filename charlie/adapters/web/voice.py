@@ -27,6 +27,7 @@ from charlie.adapters.web.chat import event_sse
 from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, sse, stream
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
+from charlie.conversations import Message
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import sessions
@@ -113,28 +114,32 @@ async def voice_chat(
     """A spoken turn: the body is the recording (WAV, WebM, Ogg, MP3, or raw 16-bit PCM with
     `Content-Type: audio/L16`). Answers a stream of events like the text chat, plus `heard`,
     `spoken` and `audio` (one per sentence, base64 WAV). `thread` as for the text chat."""
-    thread = channel_for(home, channel, session.user, thread).conversation_id  # refused early
+    found = channel_for(home, channel, session.user, thread)  # refused early
     voice, llm = _voice(request), request.app.state.llm
     recording = await _recording(request)
     heard = await run_in_threadpool(voice.hear, recording)  # no speech → 400 before streaming
     user = session.user
+    stored: list[Message] = []  # what was heard, once `store` has run
+
+    def store() -> None:  # before the 200, as the text chat does
+        stored.append(chat.accept(home, found, user, heard.transcript.text))
 
     def answer(own: Home) -> Iterator[str]:
-        target = channel_for(own, channel, user, thread)
-        for event in voice_turn.answer(own, llm, target, user, heard, voice):
-            yield _voice_event(event)
+        target = channel_for(own, channel, user, found.conversation_id)
+        for event in voice_turn.answer(own, llm, target, user, heard, voice, asked=stored[0]):
+            yield _voice_event(event, target.conversation_id)
 
-    return stream(request, user, answer, first=[sse("heard", heard_json(heard))])
+    return stream(request, user, answer, first=[sse("heard", heard_json(heard))], before=store)
 
 
-def _voice_event(event: chat.Event | voice_turn.VoiceEvent) -> str:
+def _voice_event(event: chat.Event | voice_turn.VoiceEvent, thread: int) -> str:
     if isinstance(event, Heard):
         return sse("heard", heard_json(event))
     if isinstance(event, SpokenText):
         return sse("spoken", {"text": event.text})
     if isinstance(event, SpeechChunk):
         return sse("audio", chunk_json(event))
-    return event_sse(event)
+    return event_sse(event, thread)
 
 
 @router.post("/voice/transcribe", response_model=schemas.Heard)
