@@ -485,6 +485,12 @@ export {};
  */
 
 /**
+ * The data of an answer stream's `saved` event, its first (`/chat`, `/voice` after `heard`, and an edit's): the person's message, stored before the response started, with its id. Not in the OpenAPI schema, which cannot describe an event stream, but in the app's JSDoc types (`STREAM_EVENTS`); the route checks what it sends against it.
+ * @typedef {Object} SavedEvent
+ * @property {MessageOut} message
+ */
+
+/**
  * @typedef {Object} SayRequest
  * @property {string} text
  * @property {boolean} [spoken]
