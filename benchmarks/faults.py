@@ -38,6 +38,9 @@ by another. Scenarios:
   waits): the answer names index.db, not charlie.db, and says the forget is done; a retry
   says it is already forgotten; once the lock is gone, a recall finds nothing by its words
   (nor a neighbour by its context) and no byte of the data home holds them.
+* `forget-mid-answer` — bob (no administrator) forgets his message while Charlie is still
+  answering it slowly: the reply is dropped (no message left following a missing or later
+  one), his next message gets a fresh id, choosing a branch and signing in answer at once.
 * `deep-export` — an export with one conversation nested millions of levels deep, imported
   and listed under a 1 GiB memory limit: that conversation is named, the others all stored.
 * `load` — 20 people chatting and searching at once (`benchmarks/load.py`): 0 errors.
@@ -1120,6 +1123,92 @@ def forget_index_locked(tmp: Path, model: Model, rounds: int) -> Outcome:
     return out
 
 
+def forget_mid_answer(tmp: Path, model: Model, rounds: int) -> Outcome:
+    """bob forgets the message Charlie is still answering (the reply streams slowly)."""
+    out = Outcome("forget-mid-answer")
+    with world(tmp, model, "forget-mid-answer") as app:
+        bob = app.client("bob")
+        for n in range(rounds):
+            model.chunk_delay = 0.4  # about three seconds of reply
+            text = f"Round {n}: what should the hall be painted with, {random.randint(1, 10**6)}?"
+            talking, box = chat_in_thread(bob, "kitchen", text)
+            deadline = time.monotonic() + WAIT
+            while not stored(app.home, text) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            db = sqlite3.connect(f"file:{app.home / 'charlie.db'}?mode=ro", uri=True)
+            try:
+                found = db.execute(
+                    "SELECT id, conversation_id FROM messages WHERE content = ?", (text,)
+                ).fetchone()
+            finally:
+                db.close()
+            if found is None:
+                out.attempt(False, f"round {n}: the message was not stored")
+                talking.join(WAIT)
+                continue
+            message, thread = found
+            forgot = bob.post(
+                f"/api/channels/kitchen/threads/{thread}/messages/{message}/forget", json={}
+            )
+            talking.join(WAIT)
+            model.chunk_delay = 0.0
+            answered: Chat = box.get("chat", Chat(0, [], "no answer"))
+            broken = broken_chains(app.home)
+            started = time.monotonic()
+            after = chat(bob, "kitchen", f"Round {n}: and the doors?")
+            saved = [data["message"]["id"] for kind, data in after.events if kind == "saved"]
+            newest = max(message_ids(app.home), default=0)
+            chose = bob.post(
+                f"/api/channels/kitchen/threads/{thread}/messages/{newest}/choose", json={}
+            )
+            signed = httpx.post(
+                f"{app.url}/api/login", json={"name": "alice", "password": PASSWORD}, timeout=WAIT
+            )
+            quick = time.monotonic() - started < WAIT
+            fresh = bool(saved) and saved[0] > message  # an id never given before
+            dropped = "forgotten meanwhile" in answered.error and not answers_to(app.home, message)
+            out.lost += not after.complete
+            out.errors += (forgot.status_code != 200) + (chose.status_code != 200)
+            out.attempt(
+                forgot.status_code == 200
+                and dropped
+                and not broken
+                and after.complete
+                and fresh
+                and chose.status_code == 200
+                and signed.status_code == 200
+                and quick,
+                f"round {n}: forget {forgot.status_code}, answer said {answered.error!r}, "
+                f"broken chains {broken}, next chat complete {after.complete} "
+                f"(its id {saved} after {message}), choose {chose.status_code}, "
+                f"sign-in {signed.status_code}",
+            )
+    return out
+
+
+def answers_to(home: Path, message: int) -> list[int]:
+    """The stored messages following message `message`."""
+    db = sqlite3.connect(f"file:{home / 'charlie.db'}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in db.execute("SELECT id FROM messages WHERE parent_id = ?", (message,))]
+    finally:
+        db.close()
+
+
+def broken_chains(home: Path) -> list[int]:
+    """Messages following themselves, a later message or one not stored (0 and NULL: none)."""
+    db = sqlite3.connect(f"file:{home / 'charlie.db'}?mode=ro", uri=True)
+    try:
+        ids = {r[0] for r in db.execute("SELECT id FROM messages")}
+        return [
+            i
+            for i, parent in db.execute("SELECT id, parent_id FROM messages")
+            if parent not in (None, 0) and (parent >= i or parent not in ids)
+        ]
+    finally:
+        db.close()
+
+
 def _posting(client: httpx.Client, path: str) -> tuple[threading.Thread, dict[str, Any]]:
     """POST `path` in a thread of its own (the server may be killed meanwhile)."""
     box: dict[str, Any] = {}
@@ -1302,6 +1391,7 @@ SCENARIOS: dict[str, Callable[[Path, Model, int], Outcome]] = {
     "restore-ownership": restore_ownership,
     "truncated-index": truncated_index,
     "forget-index-locked": forget_index_locked,
+    "forget-mid-answer": forget_mid_answer,
     "deep-export": deep_export,
 }
 
