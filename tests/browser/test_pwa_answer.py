@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, Route, expect
 from support.distilling import distill_answer, is_distillation
 
 from .pwa import PHONE, Server, open_chat, send, sign_in, wait_for_reply
@@ -172,3 +172,21 @@ def test_the_composer_is_free_once_the_reply_is_complete(
         ("user", "What should I pack?"),
         ("assistant", "Pack a raincoat: May in Oslo can be wet."),
     ]
+
+
+def test_an_event_the_page_does_not_know_is_passed_over(page: Page, server: Server) -> None:
+    """A newer server may send more: here a `saved` event first, before the reply's own."""
+    server.llm.reply("Oak it is.")
+
+    def with_a_new_event(route: Route) -> None:
+        answer = route.fetch()
+        saved = 'event: saved\ndata: {"message": {"id": 1, "role": "user"}}\n\n'
+        route.fulfill(response=answer, body=saved + answer.text())
+
+    page.route("**/api/channels/*/chat*", with_a_new_event)
+    sign_in(page)
+    send(page, "Oak or marble?")
+    wait_for_reply(page)
+    expect(page.locator(".msg-assistant .msg-body")).to_have_text("Oak it is.")
+    expect(page.locator(".msg-assistant .callout-error")).to_have_count(0)
+    expect(page.locator("#send-button")).to_be_visible()

@@ -122,14 +122,14 @@ export function createChat(app) {
   let follow = null;
 
   /** Scroll the messages to `top` at once (the stylesheet's smooth scrolling is for people). */
-  function scrollToTop(top) {
+  function scrollMessagesTo(top) {
     scroller.scrollTo({ top, behavior: 'instant' });
     if (follow) follow.at = scroller.scrollTop;
   }
 
   function scrollToEnd() {
     follow = null;
-    scrollToTop(scroller.scrollHeight);
+    scrollMessagesTo(scroller.scrollHeight);
   }
 
   /** Where following puts the view now: the end, or as near it as keeps the anchor in view. */
@@ -150,9 +150,9 @@ export function createChat(app) {
   /** Keep the answer coming in in view (when the person has not scrolled away from it). */
   function scrollDown() {
     if (!follow) {
-      if (nearBottom()) scrollToTop(scroller.scrollHeight);
+      if (nearBottom()) scrollMessagesTo(scroller.scrollHeight);
     } else if (follow.following) {
-      scrollToTop(followedTop(follow));
+      scrollMessagesTo(followedTop(follow));
     }
   }
 
