@@ -62,9 +62,7 @@ def test_the_memory_update_covers_no_decision(
     server.project("Kitchen", distill_every=2)
     with server.home() as home:  # a memory longer than the screen, as one is after a while
         channel = shared_channel(home, projects.get_project(home, "kitchen"))
-        decisions = [
-            f"Decision {n}: the {n}th cupboard is oak, oiled twice a year." for n in range(12)
-        ]
+        decisions = [f"Cupboard {n} is oak, oiled twice a year." for n in range(12)]
         memory.save(
             home, channel, Memory(summary="A kitchen renovation.", decisions=decisions), "edit"
         )
