@@ -64,6 +64,8 @@ def test_a_spoken_turn_hears_answers_and_speaks(
     assert kinds[0] == "heard" and kinds[-1] == "done"
     # Speech starts while the reply is still streaming, as soon as a sentence is complete.
     assert kinds.index("audio") < kinds.index("reply") < kinds.index("spoken")
+    # `spoken` comes once all the speech is sent: a front end's answer is complete there.
+    assert max(i for i, kind in enumerate(kinds) if kind == "audio") < kinds.index("spoken")
     first_audio = kinds.index("audio")
     streamed = "".join(data["text"] for kind, data in found[:first_audio] if kind == "token")
     assert "We chose **quartz** over oak. " in streamed and "Friday" not in streamed

@@ -39,7 +39,9 @@ class Heard:
 
 @dataclass(frozen=True)
 class SpokenText:
-    """The reply as it will be spoken (the full reply is in the chat)."""
+    """The reply as spoken (the full reply is in the chat), once all its speech is sent: a
+    front end knows the spoken answer is complete here, though the turn may go on (a
+    distillation)."""
 
     text: str
 
@@ -180,9 +182,9 @@ def answer(
     asked: Message | None = None,
 ) -> Iterator[chat.Event | VoiceEvent]:
     """The chat turn for what was heard, spoken as it streams: each sentence of the reply is
-    synthesised as soon as it is complete, and what is left once the reply is stored.
-    `asked`: the transcript, stored already (`chat.accept`: the web app stores it before
-    its 200); else it is stored here first."""
+    synthesised as soon as it is complete, and what is left once the reply is stored; then
+    `SpokenText`, the whole of what was spoken. `asked`: the transcript, stored already
+    (`chat.accept`: the web app stores it before its 200); else it is stored here first."""
     instruction = speakable.instruction(voice.settings.voice_spoken_sentences)
     speech = _Speech(voice)
     if asked is None:
@@ -195,8 +197,8 @@ def answer(
             yield from speech.say(speech.unfolding.add(event.text))
         elif isinstance(event, chat.Reply):
             spoken, rest = speech.unfolding.finish(event.message.content)
-            yield SpokenText(spoken)
             yield from speech.say(rest)
+            yield SpokenText(spoken)  # after the last sentence's audio: the answer is complete
 
 
 class _Speech:

@@ -148,8 +148,10 @@ def send(page: Page, text: str) -> None:
 
 
 def wait_for_reply(page: Page) -> None:
-    """Until the newest answer has finished streaming."""
+    """Until the newest answer has finished streaming, and its stream has ended: what comes
+    after the reply too (suggested notes, a distillation), though the composer is free
+    before (test_pwa_answer.py)."""
     page.wait_for_function(
         "() => { const m = [...document.querySelectorAll('.msg-assistant')].pop();"
-        " return m && !m.hasAttribute('aria-busy'); }"
+        " return m && !m.hasAttribute('aria-busy') && !m.dataset.stream; }"
     )

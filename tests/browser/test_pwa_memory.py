@@ -113,7 +113,7 @@ def test_a_distillation_refreshes_the_panel_while_chatting(page: Page, server: S
     expect(panel.locator("#memory-summary")).to_contain_text("Planning a trip to Oslo in May.")
     expect(panel.locator("#memory-decisions li .decision-text")).to_have_text(["Go to Oslo in May"])
     expect(panel.locator("#memory-decisions .provenance")).to_contain_text("distilled from message")
-    expect(page.locator("#toast")).to_contain_text("Memory updated from the conversation.")
+    expect(page.locator("#memory-news")).to_contain_text("Memory updated from the conversation.")
 
 
 def test_an_unreadable_memory_file_is_reported_not_overwritten(page: Page, server: Server) -> None:

@@ -106,9 +106,76 @@ export function createChat(app) {
     return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
   }
 
-  function scrollDown(force = false) {
-    if (force || nearBottom()) scroller.scrollTop = scroller.scrollHeight;
+  // While an answer comes in, the view follows it down as it grows, but never so far that the
+  // person's message (or, for an answer to none, the answer's own start) leaves the top: an
+  // answer is read from its start. A person who scrolls takes over: scrolled up, the view
+  // stays where they put it; scrolled to the very end, it follows the end from then on.
+  /**
+   * @typedef {object} Follow
+   * @property {HTMLElement} anchor what stays in view: the person's message, or the answer
+   * @property {HTMLElement} answer the answer's element
+   * @property {boolean} following the view moves with the answer
+   * @property {boolean} pinned it stops where the anchor would leave the top
+   * @property {number} at the scrollTop this code last set (any other is the person's doing)
+   */
+  /** @type {Follow | null} */
+  let follow = null;
+
+  /** Scroll the messages to `top` at once (the stylesheet's smooth scrolling is for people). */
+  function scrollMessagesTo(top) {
+    scroller.scrollTo({ top, behavior: 'instant' });
+    if (follow) follow.at = scroller.scrollTop;
   }
+
+  function scrollToEnd() {
+    follow = null;
+    scrollMessagesTo(scroller.scrollHeight);
+  }
+
+  /** Where following puts the view now: the end, or as near it as keeps the anchor in view. */
+  function followedTop(following) {
+    const end = scroller.scrollHeight - scroller.clientHeight;
+    if (!following.pinned) return end;
+    const origin = scroller.getBoundingClientRect().top - scroller.scrollTop;
+    const top = (element) => element.getBoundingClientRect().top - origin;
+    const gap = parseFloat(getComputedStyle(scroller).paddingTop) || 0;
+    // A message taller than half the view gives way to the start of the answer.
+    const pin = Math.max(
+      top(following.anchor) - gap,
+      top(following.answer) - scroller.clientHeight / 2,
+    );
+    return Math.max(0, Math.min(end, pin));
+  }
+
+  /** Keep the answer coming in in view (when the person has not scrolled away from it). */
+  function scrollDown() {
+    if (!follow) {
+      if (nearBottom()) scrollMessagesTo(scroller.scrollHeight);
+    } else if (follow.following) {
+      scrollMessagesTo(followedTop(follow));
+    }
+  }
+
+  /** An answer starts: follow it, its anchor the person's message before it, if any. */
+  function startFollowing(answer, user) {
+    const before = answer.previousElementSibling;
+    const asked = before && before.classList.contains('msg-user') ? before : null;
+    const anchor = /** @type {HTMLElement} */ (user || asked || answer);
+    follow = { anchor, answer, following: true, pinned: true, at: scroller.scrollTop };
+    scrollDown();
+  }
+
+  scroller.addEventListener('scroll', () => {
+    if (!follow || Math.abs(scroller.scrollTop - follow.at) <= 1) return; // our own scroll
+    const atEnd = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight <= 2;
+    if (atEnd && !follow.following) {
+      follow.following = true; // they went to the end: follow it there
+      follow.pinned = false;
+    } else if (!atEnd) {
+      follow.following = false; // they scrolled away: leave the view where they put it
+    }
+    follow.at = scroller.scrollTop;
+  });
 
   function updateEmpty() {
     const hasMessages = list.children.length > 0;
@@ -170,6 +237,7 @@ export function createChat(app) {
 
   async function openNow(nextChannel, nextThread) {
     controller = null;
+    follow = null;
     setBusy(false);
     channel = nextChannel;
     thread = null;
@@ -209,7 +277,7 @@ export function createChat(app) {
       const messages = await get(messagesPath({ limit: HISTORY_LIMIT }));
       if (mine !== generation) return;
       showLatest(messages, { keep: true });
-      scrollDown(true);
+      scrollToEnd();
     } catch (error) {
       if (mine !== generation) return;
       empty.hidden = false;
@@ -231,6 +299,7 @@ export function createChat(app) {
   // The message `id` of this thread with the messages around it, scrolled to and marked.
   async function showAround(id) {
     generation += 1;
+    follow = null;
     const mine = generation;
     let messages;
     try {
@@ -297,6 +366,11 @@ export function createChat(app) {
   // place of `replacing` (a regenerated reply, a failed turn retried), or else at the end.
   // `open(signal)` starts the event stream; `intercept` sees each event first and returns
   // true for those it handled itself; `failed(error, streamed)` hears of a failed turn.
+  // The answer is complete at its `answered` event (`reply`: the reply stored; a spoken turn
+  // passes `spoken`, sent once its speech is too): the composer is free from then on, and
+  // what the stream brings after it — suggested notes, notices, the memory distilled from the
+  // conversation, which may take a minute on a small model — is read in the background.
+  // Events this page does not know (a newer server's) are passed over.
   /**
    * @param {(signal: AbortSignal) => AsyncIterable<{event: string, data: any}>} open
    * @param {{
@@ -304,12 +378,13 @@ export function createChat(app) {
    *   replacing?: HTMLElement | null,
    *   intercept?: (reply: Reply, event: string, data: any) => boolean,
    *   failed?: (error: any, streamed: boolean) => void,
+   *   answered?: string,
    * }} [options]
    * @returns {Promise<Turn>}
    */
   async function converse(
     open,
-    { user = null, replacing = null, intercept = () => false, failed } = {},
+    { user = null, replacing = null, intercept = () => false, failed, answered = 'reply' } = {},
   ) {
     const mine = generation;
     if (user) list.append(user);
@@ -323,23 +398,35 @@ export function createChat(app) {
     });
     if (replacing && replacing.parentNode === list) replacing.replaceWith(reply.item);
     else list.append(reply.item);
+    reply.item.dataset.stream = 'open'; // until the stream ends, after the answer too
     const own = new AbortController();
     controller = own;
     updateEmpty();
-    scrollDown(true);
+    startFollowing(reply.item, user);
     setBusy(true);
     status.textContent = 'Charlie is answering…';
+    const events = open(own.signal)[Symbol.asyncIterator]();
     let streamed = false;
+    let ended = false; // the stream ended with the answer (or before it was complete)
     let error = null;
     try {
-      for await (const { event, data } of open(own.signal)) {
+      for (;;) {
+        const next = await events.next();
+        if (next.done) {
+          ended = true;
+          break;
+        }
         streamed = true;
-        if (mine !== generation) continue; // another thread is shown now
-        if (!intercept(reply, event, data)) handleEvent(app, reply, event, data);
+        const { event, data } = next.value;
+        if (mine === generation && !intercept(reply, event, data)) {
+          handleEvent(app, reply, event, data);
+        } // else another thread is shown now
+        if (event === answered) break;
       }
       if (mine === generation)
         status.textContent = reply.text ? 'Charlie replied.' : 'Charlie finished.';
     } catch (caught) {
+      ended = true;
       error = caught;
       if (error.name === 'AbortError') {
         reply.notice(
@@ -365,7 +452,40 @@ export function createChat(app) {
         setBusy(false);
       }
     }
+    if (ended) delete reply.item.dataset.stream;
+    else afterTheAnswer(events, reply, intercept, mine);
     return { streamed, current: mine === generation, reply, error };
+  }
+
+  /**
+   * The rest of an answer's stream, once the answer is complete: shown with the reply while
+   * its thread is. A failure now is no failed answer (the reply is stored): it is a notice.
+   * @param {AsyncIterator<{event: string, data: any}>} events
+   * @param {Reply} reply
+   * @param {(reply: Reply, event: string, data: any) => boolean} intercept
+   * @param {number} mine the generation the answer belongs to
+   */
+  async function afterTheAnswer(events, reply, intercept, mine) {
+    try {
+      for (;;) {
+        const next = await events.next();
+        if (next.done) return;
+        const { event, data } = next.value;
+        if (mine !== generation || intercept(reply, event, data)) continue;
+        if (event === 'error') {
+          reply.notice(`The reply is saved, but what came after it failed: ${data.error}`);
+        } else {
+          handleEvent(app, reply, event, data);
+        }
+      }
+    } catch (error) {
+      if (error instanceof ApiError && error.offline) app.markOffline();
+      if (mine === generation) {
+        reply.notice(`The reply is saved; the connection closed after it. ${error.message}`);
+      }
+    } finally {
+      delete reply.item.dataset.stream;
+    }
   }
 
   /**
@@ -383,6 +503,7 @@ export function createChat(app) {
     } finally {
       result.reply.item.removeAttribute('aria-busy');
       actions.update();
+      if (result.current) scrollDown(); // its actions, shown now, stay in view too
     }
     if (result.current && mine === generation) hooks.changed(channel, thread);
   }
@@ -516,6 +637,7 @@ export function createChat(app) {
     const open = (signal) => voiceStream(to.channel, pcm, signal, to.thread);
     const result = await converse(open, {
       user: userItem,
+      answered: 'spoken', // the reply is stored before its speech is all sent
       intercept(reply, event, data) {
         if (event === 'heard') {
           said.classList.remove('muted');

@@ -96,15 +96,19 @@ export async function copyText(text, button) {
 }
 
 /**
- * Scroll `element` to the top of the nearest box that scrolls it — that box alone. (The
- * browser's scrollIntoView scrolls every box around it too, the page included: with a banner
- * shown, the app's header went off the top and left a grey band.)
+ * Scroll `element` to the top of the nearest box that scrolls it — that box alone, below its
+ * `scroll-padding-top` (what a sticky row at its top covers). (The browser's scrollIntoView
+ * scrolls every box around it too, the page included: with a banner shown, the app's header
+ * went off the top and left a grey band.)
  */
 export function bringIntoView(element) {
   for (let box = element.parentElement; box && box !== document.body; box = box.parentElement) {
-    const overflow = getComputedStyle(box).overflowY;
+    const style = getComputedStyle(box);
+    const overflow = style.overflowY;
     if ((overflow === 'auto' || overflow === 'scroll') && box.scrollHeight > box.clientHeight) {
-      box.scrollTop += element.getBoundingClientRect().top - box.getBoundingClientRect().top;
+      const covered = parseFloat(style.scrollPaddingTop) || 0; // `auto`: nothing
+      box.scrollTop +=
+        element.getBoundingClientRect().top - box.getBoundingClientRect().top - covered;
       return;
     }
   }

@@ -1,9 +1,11 @@
 // @ts-check
 // The memory panel: Summary, Decisions and Recent quotes, each editable in place; the
-// history of revisions as readable diffs, with undo.
+// history of revisions as readable diffs, with undo. What just happened to the memory (saved,
+// restored, updated from the conversation) is told in the panel's own line, never in a toast
+// floating over its decisions; on a phone showing the conversation, the Memory tab is marked.
 
 import { enc, get, post, put } from './api.js';
-import { $, h, toast, when } from './dom.js';
+import { $, h, when } from './dom.js';
 import { showHtml } from './markdown.js';
 
 const SECTIONS = [
@@ -89,6 +91,8 @@ export function createMemory(app) {
   const historyBox = $('#memory-history');
   const historyList = $('#history-list');
   const undoButton = $('#memory-undo');
+  const news = $('#memory-news');
+  const memoryTab = $('#show-memory');
 
   let channel = null;
   /** @type {import('./api-types.js').MemoryFile | import('./api-types.js').MemoryOut | null} */
@@ -254,7 +258,7 @@ export function createMemory(app) {
       current = await put(`/api/channels/${enc(channel)}/memory`, body);
       editing = null;
       render();
-      toast('Memory saved.');
+      tell('Memory saved.');
       sections.querySelector(`#memory-${key} button`)?.focus();
       if (!historyBox.hidden) loadHistory();
     } catch (error) {
@@ -351,7 +355,7 @@ export function createMemory(app) {
       current = await post(`/api/channels/${enc(channel)}/memory/undo`, { to });
       editing = null;
       render();
-      toast(to === null ? 'Undone: the previous version is back.' : `Revision ${to} restored.`);
+      tell(to === null ? 'Undone: the previous version is back.' : `Revision ${to} restored.`);
       loadHistory();
     } catch (error) {
       app.reportError(error, 'Undo failed');
@@ -384,11 +388,30 @@ export function createMemory(app) {
     }
   }
 
+  /** Say what just happened to the memory, in the panel's line (it stays until the next). */
+  function tell(text) {
+    news.textContent = `${text} (${when(new Date().toISOString())})`;
+    news.hidden = false;
+  }
+
+  // The Memory tab of a phone's chat, marked while the memory changed out of sight.
+  function markTab(marked) {
+    memoryTab.classList.toggle('updated', marked);
+    memoryTab.querySelector('.tab-news')?.remove();
+    if (marked) {
+      const hidden = h('span', { class: 'visually-hidden' }, ' (updated)');
+      memoryTab.append(h('span', { class: 'tab-news' }, hidden));
+    }
+  }
+  memoryTab.addEventListener('click', () => markTab(false));
+
   function open(nextChannel) {
     channel = nextChannel;
     generation += 1;
     current = null;
     editing = null;
+    news.hidden = true;
+    markTab(false);
     where.textContent = app.isPrivate(channel)
       ? 'Kept only in Charlie’s database and visible to you alone.'
       : `projects/${channel}/memory.md: edit it here or in any editor; your edits win.`;
@@ -406,7 +429,8 @@ export function createMemory(app) {
     pane.classList.remove('flash');
     void pane.offsetWidth; // restart the highlight animation
     pane.classList.add('flash');
-    toast('Memory updated from the conversation.');
+    tell('Memory updated from the conversation.');
+    if (!pane.getClientRects().length) markTab(true); // the conversation is shown instead
   }
 
   return { open, refresh, distilled };

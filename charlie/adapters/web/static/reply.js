@@ -23,7 +23,8 @@ function voiceTitle(voice) {
  * @typedef {object} ReplyPlace
  * @property {object} app the app (openNote, reportError: for its suggested notes)
  * @property {string} channel the channel the reply is in: a note suggested is pinned there
- * @property {() => void} scrollDown follow the reply down, when the person is at the bottom
+ * @property {() => void} scrollDown keep the reply in view as it grows (chat.js decides how:
+ *   never past the person's message, never when they scrolled away)
  * @property {(item: HTMLElement, message: any) => void} remember the stored message the
  *   reply's element now shows, for its actions
  * @property {() => boolean} busy whether an answer is streaming now (a Retry waits)

@@ -22,6 +22,20 @@ export function createSettings(app) {
   const newName = $('#new-project-name');
   const newStyle = $('#new-project-style');
   const newError = $('#new-project-error');
+
+  // The row of groups stays at the top as the settings scroll: whatever is brought into view
+  // there — a group's heading, a field reached with Tab — comes below it, never under it. Its
+  // height (two rows on a phone) is the view's scroll padding, kept as the row resizes.
+  const view = $('#settings-view');
+  const rowSize = new ResizeObserver(([entry]) => {
+    const below = entry.target.getBoundingClientRect().height;
+    view.style.setProperty('--settings-nav-height', `${Math.ceil(below)}px`);
+  });
+  function coveredBy(nav) {
+    rowSize.disconnect();
+    rowSize.observe(nav);
+  }
+
   const doctor = createDoctor();
   health.after(doctor.panel);
   const about = health.closest('section');
@@ -324,6 +338,7 @@ export function createSettings(app) {
       );
     });
     box.replaceChildren(nav, ...sections);
+    coveredBy(nav);
   }
 
   // Link Discord: a one-time code the person sends to the bot as `/charlie link CODE`.
