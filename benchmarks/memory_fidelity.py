@@ -108,6 +108,7 @@ class Oracle:
 
     decided: dict[str, str] = field(default_factory=dict)  # message text → decision text
     changes: dict[str, list[str]] = field(default_factory=dict)  # message text → old words
+    values: dict[str, list[str]] = field(default_factory=dict)  # message text → new words
 
     @classmethod
     def of(cls, plan: dict[str, Any]) -> Oracle:
@@ -119,6 +120,7 @@ class Oracle:
             oracle.decided[said[revision["decided_at"]]] = said[revision["decided_at"]].rstrip(".!")
             oracle.decided[said[revision["changed_at"]]] = said[revision["changed_at"]].rstrip(".!")
             oracle.changes[said[revision["changed_at"]]] = revision["old"]
+            oracle.values[said[revision["changed_at"]]] = revision["new"]
         return oracle
 
     def changes_it(self, old: str, message: str) -> bool:
@@ -178,7 +180,10 @@ def careless_step(request: dict[str, Any], oracle: Oracle, rng: random.Random) -
         return json.dumps({"decision": rng.random() < 0.3, "what": said})  # traps too
     if step == "change":
         old = user.split("Earlier decision: ", 1)[1].split("\n", 1)[0]
-        return json.dumps({"changes": oracle.changes_it(old, said)})
+        if not oracle.changes_it(old, said):
+            return json.dumps({"now": old})  # copied as it was
+        new = " ".join(word.split("|")[0] for word in oracle.values[said])
+        return json.dumps({"now": f"Now {new}."})  # the decision rewritten with its new value
     if step == "summary":
         old = json.loads(user.split("Current memory:\n", 1)[1].split("\n\nNew messages")[0])
         text = f"{old['summary']} {old['summary']} Charlie searched the notes. They plan."

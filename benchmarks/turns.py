@@ -225,7 +225,7 @@ class ScriptedModel:
     def __call__(self, request: dict[str, Any]) -> str:
         messages = request["messages"]
         if messages[0]["content"].startswith(CHANGE_MARKER):  # is an earlier decision changed?
-            return json.dumps({"earlier_is_about": "", "new_is_about": "", "changes": False})
+            return json.dumps({"now": ""})
         if "response_format" in request or messages[0]["content"].startswith(DISTILL_MARKER):
             return self.distill(messages[-1]["content"])
         last = messages[-1]["content"]

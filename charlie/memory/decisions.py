@@ -96,7 +96,8 @@ def _stem(word: str) -> str:
 # a small model words as "Charlie agreed to …"), as `words` stems them
 TELLING = frozenset(words(
     "decide decided decision agree agreed choose chose chosen settle settled go going goes "
-    f"went change changed plan people final answer {ASSISTANT}"
+    "went change changed plan people final answer book booked booking lock locked confirm "
+    f"confirmed reserve reserved switch switched move moved instead {ASSISTANT}"
 ))  # fmt: skip
 
 
@@ -118,11 +119,12 @@ def forms(text: str, names: frozenset[str] = frozenset()) -> set[str]:
     common = keywords.stop_words()
     bare = re.sub(r"['’]s\b", "", text.lower())
     tokens = [w.strip(".,'-") for w in re.findall(r"[\w'-]+", bare)]
-    for token in tokens:
-        if "-" in token:
-            found |= {_stem(part) for part in token.split("-") if len(part) > 2}
-            found.add(_stem(token.replace("-", "")))
     telling = TELLING | names
+    for token in tokens:
+        if "-" in token:  # "double-booked": "double" (booking tells, as deciding does)
+            parts = {_stem(part) for part in token.split("-") if len(part) > 2}
+            found |= {p for p in parts if p not in telling and p not in common}
+            found.add(_stem(token.replace("-", "")))
     for one, two in itertools.pairwise(tokens):
         plain = one.isalpha() and one not in common and two.isalpha()
         plain = plain and _stem(one) not in telling and _stem(two) not in telling
@@ -137,7 +139,8 @@ def overlap(one: str, other: str) -> float:
 
 
 def _values(text: str) -> set[str]:
-    return {w for w in words(text) if VALUE.match(w)}
+    """Days, months, numbers, and any word with a digit in it ("£4", "7am")."""
+    return {w for w in words(text) if VALUE.match(w) or any(c.isdigit() for c in w)}
 
 
 def revises(new: str, old: str) -> bool:
@@ -208,6 +211,22 @@ def names_explicitly(decision: str, said: str, names: frozenset[str] = frozenset
     """Whether `said` names `decision` outright: two thirds of what it is about, in words."""
     wanted = about(decision, names)
     return bool(wanted) and 3 * len(wanted & about(said, names)) >= 2 * len(wanted)
+
+
+def rewritten(old: str, now: str, said: str, names: frozenset[str] = frozenset()) -> bool:
+    """Whether `now` — the model's rewrite of the decision `old` as it stands after the
+    message `said` — changes it: something `old` is about or a value of it is gone, or a
+    value is new. Not when `old` is still there word for word (the model added to it), nor
+    when `now` is the message copied in place of the decision, keeping part of what the
+    decision is about and leaving out the rest (a message beside it: "I'll clear my calendar
+    for the Casa Lupita tasting" of "Casa Lupita is doing tacos")."""
+    if not now.strip() or key(old) in key(now):
+        return False
+    was, is_now = forms(old, names), forms(now, names)
+    copied = overlap(now, said) >= SAME and 10 * len(words(now)) >= 7 * len(words(said))
+    if copied and was & is_now and not was <= is_now:
+        return False  # (a copy keeping none of it may be a replacement: "the trio instead")
+    return bool((was | _values(old)) - (is_now | _values(now)) or _values(now) - _values(old))
 
 
 @dataclass(frozen=True)

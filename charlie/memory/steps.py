@@ -43,7 +43,7 @@ QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a w
 DECISION_CHARS = 200  # the message itself stands in for a decision the model left unworded
 # The longest answer of each step, in tokens: a small model held to a schema can run on
 # (a string that repeats, or whitespace) until the answer cap; a step needs a few words.
-STEP_TOKENS = {"_Decision": 120, "_Change": 64, "_Summary": 200, "_Quotes": 48}
+STEP_TOKENS = {"_Decision": 120, "_Change": 96, "_Summary": 200, "_Quotes": 48}
 
 DECISION_PROMPT = """\
 Does this message from a household's conversation record a decision: something the
@@ -56,14 +56,12 @@ Answer with a JSON object only: {"decision": true or false, "what": "the decisio
 short sentence with its names, numbers and dates, or empty"}"""
 
 CHANGE_PROMPT = """\
-You compare an earlier decision of a household with a new message.
-earlier_is_about: in two or three words, the thing the earlier decision settles.
-new_is_about: in two or three words, the thing the new message settles.
-changes: does the new message give that very thing another value (another day, time,
-price, number, name or place) or call it off? A reminder, a remark, praise or a question
-changes nothing.
-Answer with a JSON object only: {"earlier_is_about": "...", "new_is_about": "...", \
-"changes": true or false}"""
+You compare an earlier decision of a household with a new message. Write the earlier
+decision as it stands after the new message: copy it word for word when the message does
+not change it (a message about something else, a detail, a task, a reminder or a remark
+beside it changes nothing); rewrite it with the new value only when the message gives the
+very same thing another value or calls it off.
+Answer with a JSON object only: {"now": "..."}"""
 
 SUMMARY_PROMPT = """\
 You keep the summary of a household's conversation: what it is about and where it stands,
@@ -88,16 +86,7 @@ class _Decision(BaseModel):
 
 
 class _Change(BaseModel):
-    earlier_is_about: str = ""  # the thing each settles, in the model's words: compared by
-    new_is_about: str = ""  # Charlie (`same_thing`), not taken on the model's word
-    changes: bool
-
-    def same_thing(self, names: frozenset[str] = frozenset()) -> bool:
-        """Whether the two things the model named are one: words in common (compounds
-        said either way, the speakers' `names` aside), or either named by a value alone."""
-        earlier = decisions.forms(self.earlier_is_about, names)
-        new = decisions.forms(self.new_is_about, names)
-        return not earlier or not new or bool(earlier & new)  # "Sunday" names a value only
+    now: str  # the earlier decision as it stands after the message, in the model's words
 
 
 class _Summary(BaseModel):
@@ -291,20 +280,21 @@ def _cut(text: str, size: int = DECISION_CHARS) -> str:
 
 def judge(asker: Asker) -> decisions.Judge:
     """The model as the judge of a change (`charlie.memory.decisions.changes`): shown the
-    earlier decision and the new one side by side, with the message (and the question it
-    answers), it names the thing each settles and says whether the new gives it another
-    value or calls it off. A yes counts only when the two things it named are one: a small
-    model says "changes" too readily, and names what a message is about far better."""
+    earlier decision beside the message (and the question it answers), it writes the
+    decision as it stands after the message, and Charlie compares that with the decision
+    (`decisions.rewritten`). A small model asked "does this change it?" says yes to nearly
+    anything, and picks the first of any choices offered; asked to write the decision out,
+    it copies it when nothing changed and puts the new value in when something did."""
 
     def changes(change: decisions.Change) -> bool:
         lines = [f"Earlier decision: {change.old.text}"]
-        if change.new:
-            lines.append(f"New decision: {change.new}")
         if change.asked is not None:
             lines.append(f"Just before, {change.asked.speaker} asked: {change.asked.content}")
         lines.append(f"New message from {change.message.speaker}: {change.message.content}")
         answer = asker.ask(_Change, CHANGE_PROMPT, "\n".join(lines))
-        return answer.changes and answer.same_thing(change.names)
+        return decisions.rewritten(
+            change.old.text, answer.now, change.message.content, change.names
+        )
 
     return changes
 

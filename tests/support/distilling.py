@@ -67,6 +67,12 @@ def judged(request: dict[str, Any]) -> str:
     return line.split(": ", 1)[1] if ": " in line else line
 
 
+def earlier(request: dict[str, Any]) -> str:
+    """The held decision a change step asks about."""
+    user = str(request["messages"][1]["content"])
+    return user.split("Earlier decision: ", 1)[1].split("\n", 1)[0]
+
+
 def step_answer(request: dict[str, Any], quotable: str = "If it's not oak") -> str:
     """A sensible small model's answer to one step: decisions are what "decided", "let's go
     with" or "change of plan" say, a change of plan changes what it names, the summary says
@@ -77,8 +83,11 @@ def step_answer(request: dict[str, Any], quotable: str = "If it's not oak") -> s
         decided = re.match(r"(?i)(we decided:? |let's go with |change of plan: )(.*)", text)
         what = decided.group(2).split(", not ")[0] if decided else ""
         return json.dumps({"decision": decided is not None, "what": what})
-    if step == "change":
-        return json.dumps({"changes": judged(request).lower().startswith("change of plan")})
+    if step == "change":  # the decision as it stands: the plan named, or the old one copied
+        text = judged(request)
+        if text.lower().startswith("change of plan: "):
+            return json.dumps({"now": text[len("change of plan: ") :].split(", not ")[0]})
+        return json.dumps({"now": earlier(request)})
     if step == "summary":
         return json.dumps({"summary": "Planning the kitchen."})
     if step == "quotes":
@@ -97,8 +106,8 @@ def judge_says(changes: bool) -> Responder:
     (with `changes`); anything else finds no scripted response, as the empty queue does."""
 
     def respond(request: dict[str, Any]) -> ErrorReply | str:
-        if step_of(request) == "change":
-            return json.dumps({"changes": changes})
+        if step_of(request) == "change":  # called off, or copied as it was
+            return json.dumps({"now": "Called off." if changes else earlier(request)})
         return ErrorReply(500, "ScriptedLLMServer: no scripted response left")
 
     return respond
