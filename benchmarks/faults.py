@@ -77,6 +77,8 @@ from typing import Any
 import httpx
 from support import machine, percentile
 
+from charlie.memory import steps
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
@@ -87,6 +89,12 @@ DEFAULT_OUT = ROOT / "benchmarks" / "out" / "faults.json"
 MODEL = "test-model"
 PASSWORD = "correct horse battery"
 DISTILL_MARKER = "You maintain the long-term memory"
+STEP_PROMPTS = {
+    "decision": steps.DECISION_PROMPT,
+    "change": steps.CHANGE_PROMPT,
+    "summary": steps.SUMMARY_PROMPT,
+    "quotes": steps.QUOTE_PROMPT,
+}
 SECRET = "zebracorn-7731"  # alice's private words; must never reach bob
 WAIT = 60.0  # seconds: the bound of every wait in this script
 
@@ -116,12 +124,22 @@ class Outcome:
 # -- the model ------------------------------------------------------------------------------
 
 
-def is_distillation(request: dict[str, Any]) -> bool:
-    """The distiller's request, by its prompt (a constrained tool step asks for a schema too,
-    so `response_format` alone says nothing)."""
+def distill_step(request: dict[str, Any]) -> str | None:
+    """Which request of a distillation this is, by its prompt: "whole", or the step of one
+    in steps (`charlie.memory.steps`: a small model's constrained tools distill so); None
+    for anything else (a constrained tool step asks for a schema too, so `response_format`
+    alone says nothing)."""
     messages = request.get("messages") or []
     first = messages[0].get("content") if messages else ""
-    return isinstance(first, str) and first.startswith(DISTILL_MARKER)
+    if not isinstance(first, str):
+        return None
+    if first.startswith(DISTILL_MARKER):
+        return "whole"
+    return next((name for name, prompt in STEP_PROMPTS.items() if first == prompt), None)
+
+
+def is_distillation(request: dict[str, Any]) -> bool:
+    return distill_step(request) is not None
 
 
 class Model:
@@ -148,10 +166,19 @@ class Model:
             if self.hold_distillation:
                 self.distilling.set()
                 self.release.wait(WAIT)
-            return TextReply(json.dumps(self.memory))
+            return TextReply(json.dumps(self.step_answer(distill_step(request))))
         if self.script:
             return self.script.popleft()
         return TextReply(self.reply_text, chunk_size=8, chunk_delay=self.chunk_delay)
+
+    def step_answer(self, step: str | None) -> dict[str, Any]:
+        """`memory` as the whole form or a step asks for it (steps record no decision)."""
+        return {
+            "decision": {"decision": False, "what": ""},
+            "change": {"now": ""},
+            "summary": {"summary": self.memory["summary"]},
+            "quotes": {"quotes": []},
+        }.get(step or "whole", self.memory)
 
     def reset(self) -> None:
         self.hold_distillation = False
