@@ -176,6 +176,7 @@ class Need:
     context: int
     work: int
     measured: bool
+    window: int = PLANNED_CONTEXT  # the context's length in tokens
 
     @property
     def total(self) -> int:
@@ -185,7 +186,7 @@ class Need:
         context = f"{'' if self.measured else 'about '}{size_text(self.context)}"
         return (
             f"{size_text(self.total)} of memory ({size_text(self.weights)} of weights, "
-            f"{context} for a {PLANNED_CONTEXT:,}-token context, {size_text(self.work)} "
+            f"{context} for the context ({self.window:,} tokens), {size_text(self.work)} "
             "to work in)"
         )
 
@@ -200,7 +201,8 @@ def memory_needed(size: int, header: Header | None = None, context: int = PLANNE
         return Need(size, size // 4, WORK_SPACE, measured=False)
     layers, kv_heads, head_size = shape
     window = min(context, (header.of_architecture("context_length") if header else None) or context)
-    return Need(size, 2 * layers * kv_heads * head_size * window * 2, WORK_SPACE, measured=True)
+    cache = 2 * layers * kv_heads * head_size * window * 2
+    return Need(size, cache, WORK_SPACE, measured=True, window=window)
 
 
 def _kv_shape(header: Header) -> tuple[int, int, int] | None:
