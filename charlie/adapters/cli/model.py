@@ -42,7 +42,7 @@ def show_status() -> None:
     else:
         click.echo(f"Built-in model: {found.name}")
         click.echo(f"  file:   {found.chosen.path}")
-        click.echo(runnable(f"  chosen: by {models.SOURCE_WORDS[found.chosen.source]}"))
+        click.echo(f"  chosen: by {models.SOURCE_WORDS[found.chosen.source]}")
         click.echo(f"  size:   {size_text(found.size or 0)}")
         click.echo(f"  speed:  {found.speed.words() if found.speed else 'not measured yet'}")
     if found.downloaded_parts and (found.chosen is None or found.chosen.source != "starter"):
@@ -164,6 +164,19 @@ class Shown:
         self.drawn = 0
         self.last = float("-inf")
         self.said: tuple[str, int] | None = None
+        self.began: tuple[float, int] | None = None  # when this download began, and at what
+
+    def left(self, progress: Progress, now: float) -> str:
+        """ ", about 4 minutes left", from the speed measured since this download began."""
+        if progress.state != "downloading":
+            return ""
+        if self.began is None:
+            self.began = (now, progress.bytes)
+        took, got = now - self.began[0], progress.bytes - self.began[1]
+        if took < 3 or got <= 0:
+            return ""
+        seconds = (progress.total - progress.bytes) / (got / took)
+        return f", about {max(1, round(seconds / 60))} min left" if seconds >= 60 else ""
 
     def update(self, progress: Progress) -> None:
         if self.terminal:
@@ -172,7 +185,7 @@ class Shown:
                 return
             self.last = now
             share = f" ({progress.bytes / progress.total:.0%})" if progress.total else ""
-            line = progress.line + share
+            line = progress.line + share + self.left(progress, now)
             sys.stderr.write("\r" + line.ljust(self.drawn))
             sys.stderr.flush()
             self.drawn = len(line)
