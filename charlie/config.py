@@ -62,6 +62,11 @@ _FIXES: dict[str, str] = {
         "set CHARLIE_MCP_ALLOWED_HOSTS to the host names people reach Charlie by, "
         "comma-separated (e.g. charlie.home.arpa)"
     ),
+    "llm_model_file": (
+        "set CHARLIE_LLM_MODEL_FILE to the path of a GGUF model file, or unset it to use the "
+        "one `charlie model use` chose"
+    ),
+    "model_dir": "set CHARLIE_MODEL_DIR to a folder Charlie may write models to",
     "voice_stt_engine": "set CHARLIE_VOICE_STT_ENGINE to 'whisper' (the one built so far)",
     "voice_stt_model": (
         "set CHARLIE_VOICE_STT_MODEL to a Whisper model name (tiny.en, base, small, …) "
@@ -83,6 +88,13 @@ def default_model_cache() -> Path:
     raw = os.environ.get(f"{ENV_PREFIX}MODEL_CACHE")
     if raw:
         return Path(raw).expanduser()
+    return platformdirs.user_cache_path("charlie", appauthor=False) / "models"
+
+
+def default_model_dir() -> Path:
+    """Where the built-in model lives when CHARLIE_MODEL_DIR is not set: the user's cache
+    (${XDG_CACHE_HOME:-~/.cache}/charlie/models on Linux), never the data home, so a backup
+    of the data home does not carry a gigabyte of model."""
     return platformdirs.user_cache_path("charlie", appauthor=False) / "models"
 
 
@@ -122,6 +134,16 @@ class Settings(BaseSettings):
     )
     llm_max_tokens: int = Field(
         1024, ge=16, le=1_000_000, description="The longest answer, in tokens (max_tokens)."
+    )
+    llm_model_file: Path | None = Field(
+        None,
+        description="The GGUF file the built-in runtime loads; None: the one `charlie model "
+        "use` chose, else the starter model (`charlie model install`).",
+    )
+    model_dir: Path = Field(
+        default_factory=default_model_dir,
+        description="Where the built-in model is kept: the starter model, its download, and "
+        "the record of which model is chosen.",
     )
     tool_mode: Literal["auto", "native", "text", "constrained"] = Field(
         "auto",
@@ -231,10 +253,17 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name!r} is not a host name")
         return ",".join(names)
 
-    @field_validator("home")
+    @field_validator("home", "model_dir")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("llm_model_file", mode="before")
+    @classmethod
+    def _expand_file(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None  # CHARLIE_LLM_MODEL_FILE= (empty) means unset
+        return Path(str(value)).expanduser()
 
     @classmethod
     def settings_customise_sources(

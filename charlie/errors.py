@@ -124,6 +124,33 @@ class LLMPromptTruncated(LLMContextExceeded):
         self.estimated = estimated
 
 
+class ModelError(CharlieError):
+    """The built-in model: a model file Charlie cannot use, or its download."""
+
+
+class ModelRefused(ModelError):
+    """A model file Charlie will not load: not GGUF, damaged or cut short, without a chat
+    template, or too large for this machine's memory. Nothing was recorded."""
+
+
+class ModelDamaged(ModelError):
+    """The starter model's joined parts do not have the pinned size and sha256: the file is
+    deleted, never loaded."""
+
+
+class ModelMissing(NotFound):
+    """The model file chosen (`charlie model use`, CHARLIE_LLM_MODEL_FILE) is not there."""
+
+
+class InstallCancelled(ModelError):
+    """The starter model's install was stopped (the app's Cancel): nothing half-written is
+    left, and the parts downloaded are kept for the next install."""
+
+
+class ConsentNeeded(ModelError):
+    """A large download was asked for without the person's yes (`--yes` in a script)."""
+
+
 class DistillationError(CharlieError):
     """The model's distillation could not be turned into valid memory."""
 

@@ -41,6 +41,10 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("CHARLIE_HOME", str(home))
     monkeypatch.setenv("CHARLIE_USER", "alice")
     monkeypatch.setenv("CHARLIE_LLM_RETRIES", "0")
+    # The built-in model's folder is the test's own, and pip finds no package index: no
+    # test reads the person's models or downloads one (tests give pip their own wheels).
+    monkeypatch.setenv("CHARLIE_MODEL_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
     # The double answers what each test scripts: `auto`'s first look at a new model (one
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")

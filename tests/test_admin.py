@@ -64,6 +64,10 @@ REQUESTS = {
     ("GET", "/api/people/{name}/removal"): None,
     ("DELETE", "/api/people/{name}"): None,
     ("DELETE", "/api/projects/{slug}"): None,
+    ("GET", "/api/model"): None,
+    ("GET", "/api/model/install"): None,
+    ("POST", "/api/model/install"): None,
+    ("DELETE", "/api/model/install"): None,
 }
 
 

@@ -56,6 +56,7 @@ def _register() -> None:
         forget,
         importing,
         memory,
+        model,
         notes,
         projects,
         recall,
@@ -80,6 +81,7 @@ def _register() -> None:
     cli.add_command(voice.voice_command)
     cli.add_command(voice.say_command)
     cli.add_command(doctor.doctor_command)
+    cli.add_command(model.model_group)
     cli.add_command(importing.import_group)
     cli.add_command(recall.recall_command)
     cli.add_command(threads.threads_group)

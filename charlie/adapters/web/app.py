@@ -34,6 +34,7 @@ from charlie.adapters.web import (
     chat,
     documents,
     memory,
+    model,
     notes,
     projects,
     sessions,
@@ -46,12 +47,25 @@ from charlie.config import Settings, load_settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
 from charlie.home import Home, Shared
+from charlie.llm import starter
 from charlie.llm.client import LLMClient
 from charlie.retrieval import message_index, search
 from charlie.voice.turn import Voice
 
 # The API, one router a resource, in the order their routes are matched.
-ROUTERS = (sessions, status, projects, chat, memory, notes, voice, threads, admin, documents)
+ROUTERS = (
+    sessions,
+    status,
+    projects,
+    chat,
+    memory,
+    notes,
+    voice,
+    threads,
+    admin,
+    documents,
+    model,
+)
 STATIC = Path(__file__).parent / "static"
 mimetypes.add_type("text/javascript", ".js")  # some systems map .js to text/plain
 mimetypes.add_type("application/manifest+json", ".webmanifest")
@@ -139,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             message_index.stop_indexing(keeper)  # the same for messages
             keeper.close()
             app.state.llm.close()
+            app.state.model_install.cancel()  # a download stopped: the next install goes on
 
     app = FastAPI(
         title="Charlie",
@@ -157,6 +172,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.llm = LLMClient.from_settings(settings)
     app.state.voice = Voice(settings)  # loads its models on first use
     app.state.streams = StreamSlots()  # answers streaming now, per person
+    app.state.model_install = starter.Job()  # the starter model's download, when one runs
 
     @app.exception_handler(CharlieError)
     async def charlie_error(request: Request, exc: CharlieError) -> JSONResponse:

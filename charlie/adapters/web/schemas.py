@@ -444,3 +444,42 @@ class Uploaded(Out):
     pages: int | None
     warning: str | None
     indexing: bool  # searchable in a moment
+
+
+class ModelInstall(Out):
+    """The starter model's install in the background, as the app polls it."""
+
+    state: Literal["idle", "downloading", "checking", "done", "failed", "cancelled"]
+    part: int  # the part being downloaded or joined, 1 … parts (0: not yet)
+    parts: int
+    bytes: int  # downloaded (then joined and checked) so far …
+    total: int  # … of about this many
+    line: str  # in words
+    error: str | None  # why it failed
+
+
+class BuiltinModel(Out):
+    name: str  # from the file's metadata
+    path: str
+    size: int
+    source: Literal["setting", "chosen", "starter"]  # CHARLIE_LLM_MODEL_FILE, `model use`…
+    speed: str | None  # measured, in words
+
+
+class StarterModel(Out):
+    name: str
+    size: int
+    offer: str  # "1.1 GB download, about 6 minutes"
+    installed: bool
+    parts: int
+    downloaded_parts: int  # of a stopped download, kept for the next install
+
+
+class ModelStatus(Out):
+    """The built-in model: the one Charlie would run when no model server answers."""
+
+    model: BuiltinModel | None  # None: none installed or chosen
+    problem: str | None  # the chosen file is gone or unreadable
+    starter: StarterModel
+    install: ModelInstall
+    folder: str

@@ -5,6 +5,15 @@ export {};
 
 
 /**
+ * @typedef {Object} BuiltinModel
+ * @property {string} name
+ * @property {string} path
+ * @property {number} size
+ * @property {"setting"|"chosen"|"starter"} source
+ * @property {string|null} speed
+ */
+
+/**
  * @typedef {Object} ChatRequest
  * @property {string} text
  * @property {Array<string>} [images]
@@ -200,6 +209,28 @@ export {};
 /**
  * @typedef {Object} ModelChoice
  * @property {string} [model]
+ */
+
+/**
+ * The starter model's install in the background, as the app polls it.
+ * @typedef {Object} ModelInstall
+ * @property {"idle"|"downloading"|"checking"|"done"|"failed"|"cancelled"} state
+ * @property {number} part
+ * @property {number} parts
+ * @property {number} bytes
+ * @property {number} total
+ * @property {string} line
+ * @property {string|null} error
+ */
+
+/**
+ * The built-in model: the one Charlie would run when no model server answers.
+ * @typedef {Object} ModelStatus
+ * @property {BuiltinModel|null} model
+ * @property {string|null} problem
+ * @property {StarterModel} starter
+ * @property {ModelInstall} install
+ * @property {string} folder
  */
 
 /**
@@ -529,6 +560,16 @@ export {};
 /**
  * @typedef {Object} SignedIn
  * @property {Me} user
+ */
+
+/**
+ * @typedef {Object} StarterModel
+ * @property {string} name
+ * @property {number} size
+ * @property {string} offer
+ * @property {boolean} installed
+ * @property {number} parts
+ * @property {number} downloaded_parts
  */
 
 /**

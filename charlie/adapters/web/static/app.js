@@ -6,6 +6,7 @@ import { api, get, hasSessionHint, post, whenSignedOut } from './api.js';
 import { createChat } from './chat.js';
 import { $, bringIntoView, h, toast } from './dom.js';
 import { createMemory } from './memory.js';
+import { createModelOffer } from './model.js';
 import { createNotes } from './notes.js';
 import { createRecall } from './recall.js';
 import { createSettings } from './settings.js';
@@ -91,6 +92,7 @@ const app = {
   },
   llmProblem(message) {
     showLlmBanner(message);
+    modelOffer.unreachable();
     clearTimeout(healthTimer);
     healthTimer = setTimeout(checkHealth, 15_000);
   },
@@ -103,6 +105,7 @@ const app = {
   // A reply came through: whatever the banner said about the model is over.
   llmRecovered() {
     $('#llm-banner').hidden = true;
+    modelOffer.reachable();
   },
   memoryUpdated: () => memory.distilled(),
   projectChanged(saved) {
@@ -129,6 +132,7 @@ const memory = createMemory(app);
 const notes = createNotes(app);
 const settings = createSettings(app);
 const voice = createVoice(app, chat);
+const modelOffer = createModelOffer(app);
 
 // ------------------------------------------------------------ screens
 
@@ -279,10 +283,13 @@ async function checkHealth() {
     if (!llm.reachable) {
       const where = llm.base_url ? ` at ${llm.base_url}` : '';
       showLlmBanner(llm.error || `Charlie can't reach the model server${where}.`);
+      modelOffer.unreachable(); // an administrator is offered the built-in model
     } else if (llm.error) {
       showLlmBanner(llm.error, 'Language model problem.'); // reachable, but no such model
+      modelOffer.reachable();
     } else {
       $('#llm-banner').hidden = true;
+      modelOffer.reachable();
     }
     const index = app.health.index || {};
     if (index.incomplete) showIndexBanner(index.incomplete);

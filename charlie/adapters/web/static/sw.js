@@ -2,7 +2,7 @@
 // so the app opens without a network and says that it is offline. API requests are never
 // cached and never answered from here: conversations, memory and notes live on the server.
 
-const VERSION = 'charlie-shell-v8';
+const VERSION = 'charlie-shell-v9';
 const SHELL = [
   '/',
   '/style.css',
@@ -26,6 +26,7 @@ const SHELL = [
   '/household.js',
   '/voice.js',
   '/voice-worklet.js',
+  '/model.js',
   '/manifest.webmanifest',
   '/icons/icon-192.png',
   '/icons/icon-512.png',
