@@ -173,12 +173,13 @@ class Model:
 
     def step_answer(self, step: str | None) -> dict[str, Any]:
         """`memory` as the whole form or a step asks for it (steps record no decision)."""
-        return {
+        answers: dict[str, dict[str, Any]] = {
             "decision": {"decision": False, "what": ""},
             "change": {"now": ""},
             "summary": {"summary": self.memory["summary"]},
             "quotes": {"quotes": []},
-        }.get(step or "whole", self.memory)
+        }
+        return answers.get(step or "whole", self.memory)
 
     def reset(self) -> None:
         self.hold_distillation = False
