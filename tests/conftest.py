@@ -41,6 +41,9 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("CHARLIE_HOME", str(home))
     monkeypatch.setenv("CHARLIE_USER", "alice")
     monkeypatch.setenv("CHARLIE_LLM_RETRIES", "0")
+    # Today's server, as set (or LM Studio's default address): never a server that happens
+    # to run on this machine, nor the built-in model (tests/test_model_servers.py tests those).
+    monkeypatch.setenv("CHARLIE_LLM", "server")
     # The double answers what each test scripts: `auto`'s first look at a new model (one
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")
