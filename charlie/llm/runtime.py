@@ -350,6 +350,13 @@ class Lease:
                     "Stopped the built-in model (pid %s): no Charlie uses it now.", running.pid
                 )
 
+    def lend(self, pid: int) -> None:
+        """Hold the runtime for process `pid` too, until it ends: a process this one
+        started to go on with its work (`charlie chat -m`'s distillation), so the runtime is
+        not stopped, and loaded again, between this one's end and that one's start."""
+        with self._files.locked():
+            self._files.new_lease(pid)
+
     def __enter__(self) -> Lease:
         return self
 

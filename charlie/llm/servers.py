@@ -54,6 +54,12 @@ class ModelServer:
             return f"configured: {self.base_url}"
         return "none found"
 
+    def lend(self, pid: int) -> None:
+        """Keep the built-in runtime (if that is what answers) for process `pid` too, until
+        it ends (`charlie.llm.runtime.Lease.lend`)."""
+        if self.lease is not None:
+            self.lease.lend(pid)
+
     def release(self) -> None:
         """Give back the built-in runtime's lease (stopping it when this was its last user)."""
         if self.lease is not None:
