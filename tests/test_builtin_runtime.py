@@ -170,8 +170,8 @@ def test_auto_runs_the_builtin_model_when_no_server_answers_and_doctor_says_so(
     out = result.output.splitlines()
     news = [line for line in out if line.startswith(("Starting", "The built-in", "Model server"))]
     assert re.fullmatch(
-        r"Starting the built-in model SmolLM2-135M-Instruct\.Q4_1\.gguf \(0\.10 GB; \d+ "
-        r"threads? \(.*\), context 2048 \(CHARLIE_LLM_CONTEXT\)\) …",
+        r"Starting the built-in model SmolLM2-135M-Instruct\.Q4_1\.gguf \(0\.10 GB\): \d+ "
+        r"threads? \(.*\), context 2048 \(CHARLIE_LLM_CONTEXT\) …",
         news[0],
     ), news
     assert re.fullmatch(
@@ -249,3 +249,20 @@ def test_a_lent_runtime_outlives_its_owner_until_the_borrower_ends(
         borrower.wait()
     assert _gone(lease.runtime.pid)
     assert runtime.running(charlie_home) is None
+
+
+def test_threads_and_window_are_chosen_from_the_machine() -> None:
+    """One thread per core but one (llama.cpp's threads wait for each other: one that
+    loses its core to Charlie stalls them all); a window that fits the memory left."""
+    cores = runtime.usable_cores()
+    free = runtime.available_memory()
+    assert free is not None
+    small = runtime.fit(100 * 2**20)
+    assert small.threads == max(1, min(runtime.physical_cores() or cores, cores - 1))
+    if free > 3 * 2**30:  # 2 GiB beside the model: room for a 1.5B model's 8192 tokens
+        assert small.context == 8192
+    too_big = runtime.fit(free + 2**30)  # no memory left beside it: the smallest window
+    assert (too_big.context, too_big.cache_mib) == (2048, 0)
+    chosen = runtime.fit(100 * 2**20, threads=3, context=4096)  # the settings win
+    assert (chosen.threads, chosen.context) == (3, 4096)
+    assert chosen.why == "3 threads (CHARLIE_LLM_THREADS), context 4096 (CHARLIE_LLM_CONTEXT)"

@@ -162,7 +162,7 @@ def fit(model_bytes: int, *, threads: int = 0, context: int = 0) -> Fit:
     if context:
         why.append(f"context {context} (CHARLIE_LLM_CONTEXT)")
     else:
-        spare = spare_mib if spare_mib is not None else 0
+        spare = max(spare_mib or 0, 0)  # unknown, or none: the smallest window
         context = next(window for least, window in CONTEXTS if spare >= least)
         said = f"{spare_mib} MiB free beside the model" if spare_mib is not None else "unknown"
         why.append(f"context {context} ({said})")
@@ -179,8 +179,16 @@ def _started(pid: int) -> str:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
+        pass
+    else:
+        return stat[stat.rindex(")") + 2 :].split()[19]
+    try:  # no /proc (macOS): what ps says of it
+        found = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
         return ""
-    return stat[stat.rindex(")") + 2 :].split()[19]
+    return " ".join(found.stdout.split())
 
 
 def alive(pid: int, started: str = "") -> bool:
@@ -194,8 +202,8 @@ def alive(pid: int, started: str = "") -> bool:
         return True  # it runs, as another account
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc (macOS): the signal is all there is to go by
+    except OSError:  # no /proc (macOS)
+        return not started or _started(pid) in (started, "")
     fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] in ("Z", "X"):
         return False
@@ -494,7 +502,7 @@ def _start(files: _Files, model: Path, chosen: Fit, say: Callable[[str], None]) 
             size / 1e9,
             free / 1e9,
         )
-    say(f"Starting the built-in model {model.name} ({size / 1e9:.2f} GB; {chosen.why}) …")
+    say(f"Starting the built-in model {model.name} ({size / 1e9:.2f} GB): {chosen.why} …")
     command = [
         sys.executable,
         "-m",
