@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from support import machine
+import support
 
-from charlie.llm import runtime
+from charlie.llm import machine, runtime
 
 # About 300 tokens of household text: long enough that prompt speed means something.
 PROMPT = (
@@ -231,8 +231,8 @@ def main() -> None:
         result = {
             "model": str(model),
             "model_bytes": model.stat().st_size,
-            "machine": machine(),
-            "fit": asdict(runtime.fit(model.stat().st_size)),
+            "machine": support.machine(),
+            "fit": asdict(machine.fit(model.stat().st_size)),
             "max_tokens": args.max_tokens,
             "summary": summary,
             "samples": [asdict(s) for s in samples],

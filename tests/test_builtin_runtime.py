@@ -27,7 +27,7 @@ from support.servers import free_url
 
 from charlie.config import load_settings
 from charlie.errors import ModelRuntimeError
-from charlie.llm import runtime
+from charlie.llm import machine, runtime
 from charlie.llm.client import Completion, Delta, LLMClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,15 +254,15 @@ def test_a_lent_runtime_outlives_its_owner_until_the_borrower_ends(
 def test_threads_and_window_are_chosen_from_the_machine() -> None:
     """One thread per core but one (llama.cpp's threads wait for each other: one that
     loses its core to Charlie stalls them all); a window that fits the memory left."""
-    cores = runtime.usable_cores()
-    free = runtime.available_memory()
+    cores = machine.usable_cores()
+    free = machine.available_memory()
     assert free is not None
-    small = runtime.fit(100 * 2**20)
-    assert small.threads == max(1, min(runtime.physical_cores() or cores, cores - 1))
+    small = machine.fit(100 * 2**20)
+    assert small.threads == max(1, min(machine.physical_cores() or cores, cores - 1))
     if free > 3 * 2**30:  # 2 GiB beside the model: room for a 1.5B model's 8192 tokens
         assert small.context == 8192
-    too_big = runtime.fit(free + 2**30)  # no memory left beside it: the smallest window
+    too_big = machine.fit(free + 2**30)  # no memory left beside it: the smallest window
     assert (too_big.context, too_big.cache_mib) == (2048, 0)
-    chosen = runtime.fit(100 * 2**20, threads=3, context=4096)  # the settings win
+    chosen = machine.fit(100 * 2**20, threads=3, context=4096)  # the settings win
     assert (chosen.threads, chosen.context) == (3, 4096)
     assert chosen.why == "3 threads (CHARLIE_LLM_THREADS), context 4096 (CHARLIE_LLM_CONTEXT)"
