@@ -34,6 +34,15 @@ _FIXES: dict[str, str] = {
         "set CHARLIE_LLM_BASE_URL to your server's OpenAI-compatible URL, "
         "e.g. http://localhost:1234/v1 (LM Studio) or http://localhost:11434/v1 (Ollama)"
     ),
+    "llm": (
+        "set CHARLIE_LLM to 'auto' (a configured server, else one found on this machine, "
+        "else the built-in model), 'server' (CHARLIE_LLM_BASE_URL) or 'builtin'"
+    ),
+    "llm_probe": (
+        "set CHARLIE_LLM_PROBE to the servers to look for, comma-separated NAME=URL pairs, "
+        "e.g. 'LM Studio=http://127.0.0.1:1234/v1,Ollama=http://127.0.0.1:11434/v1'"
+    ),
+    "llm_threads": "set CHARLIE_LLM_THREADS to a number of CPU threads, or 0 to let Charlie choose",
     "llm_timeout": "set CHARLIE_LLM_TIMEOUT to a number of seconds, e.g. 120",
     "llm_retries": "set CHARLIE_LLM_RETRIES to a whole number from 0 to 10",
     "llm_context": (
@@ -75,6 +84,13 @@ _FIXES: dict[str, str] = {
 }
 
 TTS_ENGINES = ("edge", "piper", "espeak")
+# Where `CHARLIE_LLM=auto` looks for a model server when none is configured: each local
+# server's usual address, in this order.
+USUAL_SERVERS = (
+    "LM Studio=http://127.0.0.1:1234/v1,"
+    "Ollama=http://127.0.0.1:11434/v1,"
+    "llama.cpp=http://127.0.0.1:8080/v1"
+)
 
 
 def default_home() -> Path:
@@ -122,11 +138,27 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
     home: Path = Field(default_factory=default_home, description="The data home.")
+    llm: Literal["auto", "builtin", "server"] = Field(
+        "auto",
+        description="Which model answers: server (CHARLIE_LLM_BASE_URL), builtin (Charlie's "
+        "own runtime on a GGUF file), or auto (a configured URL, else a server found on this "
+        "machine, else the built-in model).",
+    )
+    llm_probe: str = Field(
+        USUAL_SERVERS,
+        description="The servers `auto` looks for, in order (comma-separated NAME=URL).",
+    )
     llm_base_url: str = Field(
         "http://localhost:1234/v1", description="OpenAI-compatible server (LM Studio default)."
     )
     llm_model: str = Field("", description="Model name; empty means the server's first model.")
     llm_api_key: SecretStr | None = Field(None, description="Bearer token, if needed.")
+    llm_threads: int = Field(
+        0,
+        ge=0,
+        le=512,
+        description="The built-in runtime's CPU threads; 0: chosen from the machine.",
+    )
     llm_timeout: float = Field(120.0, gt=0, description="Seconds to wait for the server.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries for transient server errors.")
     llm_context: int = Field(
@@ -219,6 +251,27 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value
+
+    @field_validator("llm_probe")
+    @classmethod
+    def _probes(cls, value: str) -> str:
+        pairs = [p.strip() for p in value.split(",") if p.strip()]
+        for pair in pairs:
+            name, _, url = pair.partition("=")
+            if not name.strip() or not url.strip().startswith(("http://", "https://")):
+                raise ValueError(f"{pair!r} is not NAME=http(s)://…")
+        return ",".join(pairs)
+
+    @property
+    def probes(self) -> list[tuple[str, str]]:
+        """`llm_probe` as (name, base URL) pairs, in order."""
+        pairs = (p.partition("=") for p in self.llm_probe.split(",") if p)
+        return [(name.strip(), url.strip().rstrip("/")) for name, _, url in pairs]
+
+    @field_validator("llm_model_file")
+    @classmethod
+    def _expand_model_file(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
 
     @field_validator("voice_tts")
     @classmethod

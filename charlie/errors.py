@@ -88,6 +88,11 @@ class LLMUnavailable(LLMError):
     """The server could not be reached, or kept failing."""
 
 
+class ModelRuntimeError(LLMUnavailable):
+    """Charlie's built-in model runtime (`charlie.llm.runtime`) could not start, or could
+    not load its model file."""
+
+
 class LLMModelNotFound(LLMError):
     """The server does not know the configured model."""
 

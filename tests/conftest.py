@@ -45,6 +45,9 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     # test reads the person's models or downloads one (tests give pip their own wheels).
     monkeypatch.setenv("CHARLIE_MODEL_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
+    # Today's server, as set (or LM Studio's default address): never a server that happens
+    # to run on this machine, nor the built-in model (tests/test_model_servers.py tests those).
+    monkeypatch.setenv("CHARLIE_LLM", "server")
     # The double answers what each test scripts: `auto`'s first look at a new model (one
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from llm_double import ScriptedLLMServer, ToolCallsReply
 from support.benchmark_data import write_locomo, write_scifact
+from support.builtin_model import smollm2_or_skip
 from support.distilling import distill_answer, is_distillation, is_step, step_answer, step_of
 
 from charlie.retrieval.search import MODES, SearchConfig
@@ -340,3 +341,28 @@ def test_household_tasks_scores_a_model_that_looks_things_up(
     assert (row["tasks"], row["right"], row["lookup_found_and_right"]) == (3, 3, 2)
     assert (row["right_tool"], row["markup"], row["errors"]) == (3, 0, 0)
     assert row["prompt_tokens"] > 0
+
+
+def test_builtin_runtime_measures_the_packaged_small_model(tmp_path: Path) -> None:
+    """The built-in runtime's figures: a start, a request, its memory; the runtime gone after."""
+    smollm2_or_skip()
+    out = tmp_path / "builtin.json"
+    printed = run(
+        "builtin_runtime",
+        "--repeats",
+        "1",
+        "--requests",
+        "1",
+        "--max-tokens",
+        "4",
+        "--context",
+        "1024",
+        "--out",
+        str(out),
+    )
+    assert printed.startswith("SmolLM2-135M-Instruct.Q4_1.gguf (98 MB), medians of 1 starts:")
+    (sample,) = json.loads(out.read_text())["samples"]
+    assert sample["server"] == "built-in" and sample["load_s"] > sample["llama_load_s"] > 0
+    assert sample["generated_tokens"] == 4 and sample["prompt_tokens"] > 300
+    assert sample["first_token_s"] > 0 and sample["generation_tps"] > 0
+    assert sample["rss_mib"] > 90  # the model's 98 MB, mapped and read

@@ -288,6 +288,19 @@ def fake_checkout(tmp_path: Path, pip_fails_for: str = "") -> Path:
     return root
 
 
+def machine_is(tmp_path: Path, system: str, arch: str) -> dict[str, str]:
+    """An environment whose `uname` says this machine is `system` on `arch` (scripts/run
+    installs the built-in model runtime only where it has a prebuilt wheel)."""
+    shims = tmp_path / "shims"
+    shims.mkdir(exist_ok=True)
+    (shims / "uname").write_text(
+        f"#!/usr/bin/env bash\ncase $1 in -s) echo {system} ;; -m) echo {arch} ;; esac\n"
+    )
+    (shims / "uname").chmod(0o755)
+    rest = {k: v for k, v in os.environ.items() if k != "CHARLIE_EXTRAS"}
+    return rest | {"PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+
+
 def test_the_run_script_says_what_it_is_doing_while_it_installs(tmp_path: Path) -> None:
     root = fake_checkout(tmp_path)
     first = subprocess.run(
@@ -315,20 +328,71 @@ def test_the_run_script_says_what_it_is_doing_while_it_installs(tmp_path: Path) 
 
 
 def test_the_run_script_says_when_the_optional_parts_cannot_be_installed(tmp_path: Path) -> None:
-    root = fake_checkout(tmp_path, pip_fails_for="[voice,discord]")
+    root = fake_checkout(tmp_path, pip_fails_for="[voice,discord,local]")
     result = subprocess.run(
         [str(root / "scripts" / "run"), "doctor"],
         capture_output=True,
         text=True,
         timeout=60,
-        env={k: v for k, v in os.environ.items() if k != "CHARLIE_EXTRAS"},
+        env=machine_is(tmp_path, "Linux", "x86_64"),
     )
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0].startswith("Installing Charlie and what it needs (with voice,discord)")
+    assert lines[0].startswith("Installing Charlie and what it needs (with voice,discord,local)")
     assert lines[1] == (
-        "The optional parts [voice,discord] could not be installed; installing Charlie without "
-        "them …"
+        "The optional parts [voice,discord,local] could not be installed; installing Charlie "
+        "without them …"
     )
-    assert lines[2].startswith("Warning: the optional parts [voice,discord] could not be")
+    assert lines[2].startswith("Warning: the optional parts [voice,discord,local] could not be")
+    assert lines[2].endswith(
+        "without the built-in model runtime, Charlie uses a model server (LM Studio, Ollama, "
+        "llama-server)."
+    )
+    assert result.stdout == "charlie ran: doctor\n"
+
+
+@pytest.mark.parametrize(("system", "arch"), [("Linux", "x86_64"), ("Darwin", "arm64")])
+def test_the_run_script_installs_the_builtin_model_runtime_where_it_has_a_wheel(
+    tmp_path: Path, system: str, arch: str
+) -> None:
+    root = fake_checkout(tmp_path)
+    result = subprocess.run(
+        [str(root / "scripts" / "run"), "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=machine_is(tmp_path, system, arch),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "Installing Charlie and what it needs (with voice,discord,local); this takes a minute "
+        "or two …",
+        "Charlie is installed. Starting: charlie doctor",
+    ]
+    assert (
+        f"pip install -e {root}[voice,discord,local]"
+        in (root / ".venv" / "install.log").read_text()
+    )
+
+
+def test_the_run_script_says_where_the_builtin_model_runtime_has_no_build(
+    tmp_path: Path,
+) -> None:
+    root = fake_checkout(tmp_path)
+    result = subprocess.run(
+        [str(root / "scripts" / "run"), "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=machine_is(tmp_path, "Linux", "aarch64"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "Installing Charlie and what it needs (with voice,discord); this takes a minute or two …",
+        "Note: Charlie's built-in model runtime (charlie[local]) has no prebuilt build for this "
+        "machine (Linux-aarch64; there are for Linux x86_64 and macOS arm64), so it is not "
+        "installed: Charlie will use a model server (LM Studio, Ollama or llama-server).",
+        "Charlie is installed. Starting: charlie doctor",
+    ]
+    assert f"pip install -e {root}[voice,discord]" in (root / ".venv" / "install.log").read_text()
     assert result.stdout == "charlie ran: doctor\n"

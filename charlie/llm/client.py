@@ -32,7 +32,7 @@ from charlie.errors import (
     LLMStreamError,
     LLMUnavailable,
 )
-from charlie.llm import textcalls
+from charlie.llm import servers, textcalls
 from charlie.llm.budget import DEFAULT_WINDOW
 from charlie.llm.textcalls import ToolCall, arguments_text
 
@@ -155,6 +155,9 @@ class LLMClient:
         self.retries = retries
         self.backoff = backoff
         self.observed = Observed()
+        # How the server was chosen (`from_settings`); its built-in runtime's lease is given
+        # back by `close`.
+        self.server: servers.ModelServer | None = None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(
             base_url=self.base_url,
@@ -165,19 +168,30 @@ class LLMClient:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LLMClient:
+        """A client of the server CHARLIE_LLM chooses (`charlie.llm.servers.locate`): may
+        start the built-in runtime, which `close` then gives back."""
+        server = servers.locate(settings)
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-        return cls(
-            settings.llm_base_url,
-            settings.llm_model,
-            api_key=key,
-            timeout=settings.llm_timeout,
-            retries=settings.llm_retries,
-            max_tokens=settings.llm_max_tokens,
-            context_window=settings.llm_context,
-        )
+        try:
+            made = cls(
+                server.base_url,
+                settings.llm_model,
+                api_key=key,
+                timeout=settings.llm_timeout,
+                retries=settings.llm_retries,
+                max_tokens=settings.llm_max_tokens,
+                context_window=settings.llm_context,
+            )
+        except BaseException:
+            server.release()
+            raise
+        made.server = server
+        return made
 
     def close(self) -> None:
         self._http.close()
+        if self.server is not None:
+            self.server.release()
 
     # ------------------------------------------------------------ budget
 
@@ -534,6 +548,8 @@ class LLMClient:
                 # would only queue behind the first (or run beside it).
                 raise LLMUnavailable(_silent(url, self._http.timeout.read)) from exc
             except httpx.TransportError as exc:
+                if last_try and self.server is not None and self.server.kind == "none":
+                    raise LLMUnavailable(self.server.why) from exc
                 if last_try:
                     raise LLMUnavailable(
                         f"Cannot reach the language model server at {self.base_url} ({exc}). "

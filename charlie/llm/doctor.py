@@ -26,6 +26,7 @@ from charlie.config import Settings
 from charlie.home import Home
 from charlie.llm import textcalls, toolmode
 from charlie.llm.client import LLMClient
+from charlie.llm.servers import ModelServer
 
 Status = Literal["ok", "warn", "slow", "fail", "skip", "unfinished"]
 ESSENTIAL = ("reachable", "model", "streaming")
@@ -81,7 +82,8 @@ ANSWER_SCHEMA = {
 }
 FIX_START = (
     "start the server (LM Studio: Developer → Start server; `llama-server -m MODEL.gguf "
-    "--jinja`; `ollama serve`) or set CHARLIE_LLM_BASE_URL to its URL, ending in /v1"
+    "--jinja`; `ollama serve`) or set CHARLIE_LLM_BASE_URL to its URL, ending in /v1; or "
+    "use Charlie's built-in model (`charlie model install`)"
 )
 FIX_TOOLS = (
     "start llama-server with --jinja for tool calls, with a model whose chat template supports "
@@ -112,6 +114,8 @@ class Report:
     server: str
     model: str
     checks: list[Check] = field(default_factory=list)
+    # Which server this is and why (`charlie.llm.servers.ModelServer.describe`), when known.
+    source: str = ""
     # What the model did with tools, for `auto` (`charlie.toolmode`); None: not probed.
     habits: toolmode.Habits | None = None
 
@@ -158,6 +162,7 @@ class Report:
     def as_json(self) -> dict[str, Any]:
         return {
             "server": self.server,
+            "source": self.source,
             "model": self.model,
             "ok": self.ok,
             "slow": self.slow,
@@ -176,9 +181,9 @@ OUT_OF_TIME = "not run: the doctor's time ran out"
 class _Probe:
     """The HTTP side: one client, every request bounded by the time left."""
 
-    def __init__(self, settings: Settings, timeout: float, total: float) -> None:
+    def __init__(self, settings: Settings, base_url: str, timeout: float, total: float) -> None:
         self.settings = settings
-        self.base_url = settings.llm_base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/")
         self.timeout, self.total = timeout, total
         self.deadline = time.monotonic() + total
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
@@ -643,12 +648,18 @@ def _alive(probe: _Probe) -> str | None:
 
 
 def examine(
-    settings: Settings, *, timeout: float = PROBE_SECONDS, total: float | None = None
+    settings: Settings,
+    *,
+    timeout: float = PROBE_SECONDS,
+    total: float | None = None,
+    server: ModelServer | None = None,
 ) -> Report:
-    """Probe the configured server; each request within `timeout` s, all within `total`
-    (default `TOTAL_SECONDS`)."""
-    probe = _Probe(settings, timeout, TOTAL_SECONDS if total is None else total)
-    report = Report(settings.llm_base_url, settings.llm_model)
+    """Probe the server (`server`, as `charlie.llm.servers.locate` chose it; else
+    CHARLIE_LLM_BASE_URL); each request within `timeout` s, all within `total` (default
+    `TOTAL_SECONDS`)."""
+    base_url = server.base_url if server is not None else settings.llm_base_url
+    probe = _Probe(settings, base_url, timeout, TOTAL_SECONDS if total is None else total)
+    report = Report(base_url, settings.llm_model, source=_source(server))
     try:
         for name, run, needed in ESSENTIAL_FIRST:
             check = _guarded(name, probe, partial(run, probe))
@@ -677,6 +688,16 @@ def examine(
         return report
     finally:
         probe.http.close()
+
+
+def _source(server: ModelServer | None) -> str:
+    """The server in words: built-in (….gguf, 1 thread, context 8192; loaded in 0.6 s),
+    LM Studio at … (found answering …), configured: …"""
+    if server is None:
+        return ""
+    if server.lease is not None:
+        return f"{server.describe()[:-1]}; loaded in {server.lease.runtime.load_seconds:.1f} s)"
+    return server.describe()
 
 
 def remember(home: Home, report: Report) -> None:

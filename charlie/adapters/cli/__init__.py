@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from charlie import __version__
-from charlie.adapters.cli.common import command_name, runnable
+from charlie.adapters.cli.common import command_name, runnable, tell_model_news
 from charlie.config import load_settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
@@ -24,6 +24,7 @@ class CharlieGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         # How to run `charlie` here, for commands that other adapters add (`charlie serve`).
         ctx.meta[COMMAND_NAME] = command_name()
+        tell_model_news()
         try:
             return super().invoke(ctx)
         except CharlieError as exc:

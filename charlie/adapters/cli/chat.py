@@ -126,7 +126,7 @@ def _say(
     if not core_chat.due(home, llm, channel):
         return printer.offered
     if not wait:
-        _distill_elsewhere(channel, user)
+        _distill_elsewhere(channel, user, llm)
         return printer.offered
     click.echo("(updating memory from the latest messages…)", err=True)
     for event in core_chat.distill_due(home, llm, channel):
@@ -137,7 +137,7 @@ def _say(
 DETACHED: list[subprocess.Popen[bytes]] = []  # distillations started in the background
 
 
-def _distill_elsewhere(channel: Channel, user: User) -> None:
+def _distill_elsewhere(channel: Channel, user: User, llm: LLMClient) -> None:
     """Start `charlie distill --due` for this thread in a detached process, so that
     `charlie chat -m` returns once the reply is shown. Its claim keeps two distillations of
     a thread from running at once; a failure is recorded with the thread (`distillations`)
@@ -169,6 +169,8 @@ def _distill_elsewhere(channel: Channel, user: User) -> None:
         close_fds=True,
     )
     DETACHED.append(started)  # it outlives this command: never waited for, never warned of
+    if llm.server is not None:
+        llm.server.lend(started.pid)  # the built-in model stays loaded for it
     shown = (
         "--private" if channel.private else f"-p {channel.project.slug if channel.project else ''}"
     )

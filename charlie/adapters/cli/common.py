@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
@@ -50,6 +51,28 @@ def command_name() -> str:
     if started.name == "charlie":
         return shlex.quote(sys.argv[0])
     return "charlie"
+
+
+class _Told(logging.Handler):
+    """Log records shown as plain lines on stderr (through click, so a test's runner sees
+    them too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(runnable(self.format(record)), err=True)
+
+
+# What people are told as it happens: which model server answers and why, and the built-in
+# model's start (loading takes seconds).
+TOLD_LOGGERS = ("charlie.llm.servers", "charlie.llm.runtime")
+
+
+def tell_model_news() -> None:
+    """Show the model server's news (`TOLD_LOGGERS`, INFO and up) on stderr; once."""
+    for name in TOLD_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, _Told) for h in logger.handlers):
+            logger.addHandler(_Told())
+            logger.setLevel(logging.INFO)
 
 
 def runnable(text: str) -> str:

@@ -8,7 +8,7 @@ import click
 
 from charlie.adapters.cli.common import opened_home, runnable
 from charlie.config import load_settings
-from charlie.llm import doctor
+from charlie.llm import doctor, servers
 
 
 @click.command("doctor")
@@ -28,12 +28,18 @@ def doctor_command(as_json: bool, timeout: float) -> None:
     Each check costs a small model call; the whole run takes at most a minute.
     """
     settings = load_settings()
-    report = doctor.examine(settings, timeout=timeout)
+    server = servers.locate(settings)  # the built-in model may start: said as it goes
+    try:
+        report = doctor.examine(settings, timeout=timeout, server=server)
+    finally:
+        server.release()
     with opened_home() as home:
         doctor.remember(home, report)  # `auto` starts from what it saw
     if as_json:
         click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=1))
     else:
+        if server.kind != "configured":  # else the line below says it all
+            click.echo(f"Model server: {report.source}")
         click.echo(f"Server: {report.server}  model: {report.model or '(the first offered)'}")
         for line in doctor.table(report):
             click.echo(line)

@@ -186,7 +186,7 @@ def list_models(session: SessionDep, request: Request, home: HomeDep) -> dict[st
     return {
         "models": request.app.state.llm.models(),
         "default": home.settings.llm_model or None,
-        "base_url": home.settings.llm_base_url,
+        "base_url": request.app.state.llm.base_url,
     }
 
 

@@ -408,6 +408,7 @@ class DoctorCheck(Out):
 
 class Doctor(Out):
     server: str
+    source: str  # which server this is and why: "built-in (….gguf, …)", "LM Studio at …"
     model: str
     ok: bool
     slow: bool

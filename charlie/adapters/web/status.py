@@ -57,24 +57,25 @@ def export_day() -> str:
 @router.get("/health", response_model=schemas.Health)
 def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     settings = home.settings
-    llm: dict[str, Any] = {"base_url": settings.llm_base_url, "model": settings.llm_model}
+    base_url = request.app.state.llm.base_url  # the server CHARLIE_LLM chose at the start
+    llm: dict[str, Any] = {"base_url": base_url, "model": settings.llm_model}
     try:
         with httpx.Client(timeout=3.0) as client:
             key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
             headers = {"Authorization": f"Bearer {key}"} if key else {}
-            answer = client.get(f"{settings.llm_base_url}/models", headers=headers)
+            answer = client.get(f"{base_url}/models", headers=headers)
         models = [m.get("id") for m in answer.json().get("data", [])]
         llm |= {"reachable": answer.status_code < 400, "models": models, "error": None}
         if settings.llm_model and settings.llm_model not in models:
             llm["error"] = f"The server has no model {settings.llm_model!r}."
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        llm |= {"reachable": False, "error": f"Cannot reach {settings.llm_base_url} ({exc})."}
+        llm |= {"reachable": False, "error": f"Cannot reach {base_url} ({exc})."}
     history = history_status(home, conversations.readable_by(home, session.user))
     return {"version": __version__, "llm": llm, "index": index_status(home), "history": history}
 
 
 @router.get("/doctor", response_model=schemas.Doctor)
-def run_doctor(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def run_doctor(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     """What the model server can do, as `charlie doctor --json` says it: each check is a small
     model call and the whole run takes at most a minute, so the app runs it on request."""
-    return doctor.examine(home.settings).as_json()
+    return doctor.examine(home.settings, server=request.app.state.llm.server).as_json()

@@ -49,6 +49,7 @@ export {};
 /**
  * @typedef {Object} Doctor
  * @property {string} server
+ * @property {string} source
  * @property {string} model
  * @property {boolean} ok
  * @property {boolean} slow
