@@ -296,8 +296,11 @@ class _HTTPServer(ThreadingHTTPServer):
 class ScriptedLLMServer:
     """Test double: a scripted OpenAI-compatible chat server on loopback."""
 
-    def __init__(self, model: str = "test-model", models: list[str] | None = None) -> None:
+    def __init__(
+        self, model: str = "test-model", models: list[str] | None = None, port: int = 0
+    ) -> None:
         self.model = model
+        self.wanted_port = port  # 0: any free one
         self.models: list[str] = list(models) if models is not None else [model]
         self.requests: list[dict[str, Any]] = []
         self.embedding_requests: list[dict[str, Any]] = []
@@ -332,7 +335,7 @@ class ScriptedLLMServer:
         if self._server is not None:
             raise RuntimeError("ScriptedLLMServer already started")
         self._stopping.clear()
-        server = _HTTPServer(("127.0.0.1", 0), _Handler)
+        server = _HTTPServer(("127.0.0.1", self.wanted_port), _Handler)
         server.double = self
         self._server = server
         self._thread = threading.Thread(

@@ -16,6 +16,7 @@ from support.servers import free_url, web_page
 
 from charlie.config import load_settings
 from charlie.errors import LLMUnavailable, ModelRuntimeError, SettingsError
+from charlie.home import Home
 from charlie.llm import runtime
 from charlie.llm.client import LLMClient
 
@@ -193,3 +194,30 @@ def test_a_bad_setting_names_itself(
     with pytest.raises(SettingsError) as raised:
         load_settings()
     assert f"setting {name}: " in str(raised.value) and said in str(raised.value)
+
+
+def test_the_app_started_without_a_model_server_answers_once_one_is_there(
+    auto: None, home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started with nothing to talk to, the app says so; a server started since (or the
+    starter model installed from the app's banner) answers the next message, no restart."""
+    from web_support import PASSWORD, signed_in
+
+    from charlie.adapters.web import deps
+    from charlie.users import ensure_user, set_password
+
+    ensure_user(home.db, "alice", is_admin=True)
+    set_password(home.db, "alice", PASSWORD)
+
+    nowhere = free_url()
+    monkeypatch.setenv("CHARLIE_LLM_PROBE", probe_list(LM_Studio=nowhere))
+    monkeypatch.setattr(deps, "_LOOK_AGAIN_SECONDS", 0.0)
+    client = signed_in("alice")
+    first = client.post("/api/channels/private/chat", json={"text": "Hello?"})
+    assert "No model server: none is configured" in first.text
+    port = int(nowhere.rsplit(":", 1)[1].split("/")[0])
+    with ScriptedLLMServer(port=port) as lm_studio:
+        lm_studio.default = "Hello, I am here now."
+        second = client.post("/api/channels/private/chat", json={"text": "Hello again?"})
+        assert "Hello, I am here now." in second.text
+    assert client.app.state.llm.server.describe().startswith(f"LM Studio at {nowhere}")

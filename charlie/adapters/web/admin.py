@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from charlie import projects, users
 from charlie.adapters.web import schemas
-from charlie.adapters.web.deps import HomeDep, SessionDep
+from charlie.adapters.web.deps import HomeDep, SessionDep, llm_of
 from charlie.errors import Conflict, Forbidden, InvalidName
 from charlie.home import Home
 from charlie.household import discord_links as links
@@ -184,9 +184,9 @@ class ModelChoice(BaseModel):
 def list_models(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     """The models the configured server offers (its GET /v1/models)."""
     return {
-        "models": request.app.state.llm.models(),
+        "models": llm_of(request).models(),
         "default": home.settings.llm_model or None,
-        "base_url": request.app.state.llm.base_url,
+        "base_url": llm_of(request).base_url,
     }
 
 
@@ -198,7 +198,7 @@ def choose_model(
     projects.get_project(home, slug)  # 404 before asking the server
     chosen = body.model.strip()
     if chosen:
-        offered = request.app.state.llm.models()
+        offered = llm_of(request).models()
         if chosen not in offered:
             raise InvalidName(
                 f"The model server has no model {chosen!r}; it offers: "

@@ -19,6 +19,7 @@ from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
+    llm_of,
     sse,
     stream,
 )
@@ -181,7 +182,7 @@ def chat_stream(
     found = channel_for(home, channel, session.user, thread)  # refused before streaming
     if not body.text.strip() and not body.images:
         raise CharlieError("The message is empty: type something to send.")
-    llm, user = request.app.state.llm, session.user
+    llm, user = llm_of(request), session.user
     folder = tempfile.TemporaryDirectory(prefix="charlie-upload-")
     try:
         images = _save_images(body.images, Path(folder.name))  # refuse bad images up front

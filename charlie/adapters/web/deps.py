@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any
@@ -36,6 +37,7 @@ from charlie.errors import (
 )
 from charlie.home import Home
 from charlie.household import sessions
+from charlie.llm.client import LLMClient
 from charlie.users import User
 
 SESSION_COOKIE = "charlie_session"
@@ -221,3 +223,34 @@ def stream(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+_LOOK_AGAIN_SECONDS = 10.0  # how often a server with no model looks for one again
+_looking = threading.Lock()
+
+
+def llm_of(request: Request) -> LLMClient:
+    """The app's model client. Started with no model server (none configured, none found,
+    no built-in model yet), it looks again — at most every few seconds — so a server
+    started since, or the starter model installed from the app's banner, answers the next
+    message without a restart (the built-in model loads then: the first answer waits)."""
+    state = request.app.state
+    client: LLMClient = state.llm
+    if client.server is None or client.server.kind != "none":
+        return client
+    with _looking:
+        client = state.llm
+        now = time.monotonic()
+        if client.server is None or client.server.kind != "none":
+            return client
+        if now - getattr(state, "llm_looked_at", 0.0) < _LOOK_AGAIN_SECONDS:
+            return client
+        state.llm_looked_at = now
+        found = LLMClient.from_settings(state.settings)
+        if found.server is not None and found.server.kind == "none":
+            found.close()
+            return client
+        log.info("A model server answers now: %s", found.server and found.server.why)
+        state.llm = found
+        client.close()
+        return found

@@ -17,6 +17,7 @@ from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
+    llm_of,
 )
 from charlie.llm import doctor
 from charlie.retrieval.index import status as index_status
@@ -57,7 +58,7 @@ def export_day() -> str:
 @router.get("/health", response_model=schemas.Health)
 def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     settings = home.settings
-    base_url = request.app.state.llm.base_url  # the server CHARLIE_LLM chose at the start
+    base_url = llm_of(request).base_url  # the server CHARLIE_LLM chose at the start
     llm: dict[str, Any] = {"base_url": base_url, "model": settings.llm_model}
     try:
         with httpx.Client(timeout=3.0) as client:
@@ -78,4 +79,4 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
 def run_doctor(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
     """What the model server can do, as `charlie doctor --json` says it: each check is a small
     model call and the whole run takes at most a minute, so the app runs it on request."""
-    return doctor.examine(home.settings, server=request.app.state.llm.server).as_json()
+    return doctor.examine(home.settings, server=llm_of(request).server).as_json()

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from charlie import conversations
 from charlie.adapters.web import schemas
 from charlie.adapters.web.chat import event_sse, shown_json
-from charlie.adapters.web.deps import HomeDep, SessionDep, stream
+from charlie.adapters.web.deps import HomeDep, SessionDep, llm_of, stream
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
 from charlie.conversations import Message
@@ -111,7 +111,7 @@ def regenerate(
     given the person's last message whose turn failed, its answer (retry)."""
     found = channel_for(home, channel, session.user, thread)
     chat.answerable(home, found, session.user, message_id)  # refused before streaming
-    llm, user = request.app.state.llm, session.user
+    llm, user = llm_of(request), session.user
 
     def answer(own: Home) -> Iterator[str]:
         target = channel_for(own, channel, user, thread)
@@ -138,7 +138,7 @@ def edit(
     """Your message `message_id`, edited, sent again and answered. The old version and the
     turns after it stay as an alternative branch."""
     found = channel_for(home, channel, session.user, thread)
-    llm, user = request.app.state.llm, session.user
+    llm, user = llm_of(request), session.user
     stored: list[Message] = []  # the new version, once `store` has run
 
     def store() -> None:  # refused, or stored, before the 200 (as a new message is)

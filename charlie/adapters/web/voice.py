@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from charlie.adapters.web import schemas
 from charlie.adapters.web.chat import event_sse
-from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, sse, stream
+from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, llm_of, sse, stream
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
 from charlie.conversations import Message
@@ -115,7 +115,7 @@ async def voice_chat(
     `Content-Type: audio/L16`). Answers a stream of events like the text chat, plus `heard`,
     `spoken` and `audio` (one per sentence, base64 WAV). `thread` as for the text chat."""
     found = channel_for(home, channel, session.user, thread)  # refused early
-    voice, llm = _voice(request), request.app.state.llm
+    voice, llm = _voice(request), llm_of(request)
     recording = await _recording(request)
     heard = await run_in_threadpool(voice.hear, recording)  # no speech → 400 before streaming
     user = session.user
