@@ -231,6 +231,17 @@ class Score:
     summary: str = ""
     problems: list[str] = field(default_factory=list)
     noise: int = 0  # held decisions that are none of the plants
+    lost_retired: int = 0  # planted decisions not held that are among the earlier ones
+    lost_unrecorded: int = 0  # … and not there either: never recorded, or dropped
+
+
+def lost(plan: dict[str, Any], held: list[str], earlier: list[str]) -> tuple[int, int]:
+    """Where the planted decisions not held at the end went: retired (among the earlier
+    decisions: a change judged wrongly), or nowhere (never recorded, or reworded past
+    their key words)."""
+    missing = [d["holds"] for d in plan["decisions"] if not has(held, d["holds"])]
+    retired = sum(has(earlier, words) for words in missing)
+    return retired, len(missing) - retired
 
 
 def _repeats(text: str) -> int:
@@ -383,6 +394,7 @@ def run_one(plan: dict[str, Any], llm: LLMClient, root: Path, mode: str | None) 
         held.summary,
         problems,
         noise,
+        *lost(plan, texts, earlier),
     )
 
 
@@ -411,6 +423,8 @@ def totals(scores: list[Score]) -> dict[str, Any]:
         "quote_questions": sum(s.quote_questions for s in scores),
         "forgotten": f"{sum(s.forgotten for s in scores)}/{len(scores)}",
         "noise": sum(s.noise for s in scores),
+        "lost_retired": sum(s.lost_retired for s in scores),
+        "lost_unrecorded": sum(s.lost_unrecorded for s in scores),
         "distillations": sum(s.distillations for s in scores),
         "failed": sum(s.failures for s in scores),
         "seconds": round(sum(s.seconds for s in scores), 1),
