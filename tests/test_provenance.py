@@ -120,7 +120,7 @@ def test_a_model_that_drops_and_rewrites_decisions_changes_none_of_them(
     assert held.decisions[1].by == HAND and held.decisions[0].sources == (said[0].id,)
     asked = [str(r["messages"][1]["content"]) for r in llm.requests if not is_distillation(r)]
     assert asked == [  # the message names the budget: the model judged it, side by side
-        "Earlier decision: Budget is 18,000\nNew decision: Budget is 25,000\n"
+        "Earlier decision: Budget is 18,000\n"
         "New message from alice: Round 1: the budget came up: 25,000."
     ]
 

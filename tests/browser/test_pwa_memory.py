@@ -209,6 +209,7 @@ def test_opening_the_history_scrolls_the_memory_pane_never_the_page(
     send(page, "Are you there?")
     wait_for_reply(page)
     expect(page.locator("#llm-banner")).to_be_visible()
+    expect(page.locator("#model-banner")).to_be_visible()  # the built-in model offered too
     header = page.locator("header").first
     before = header.bounding_box()
     panel.get_by_role("button", name="History").click()
