@@ -538,6 +538,21 @@ def m014_forgotten_messages(db: sqlite3.Connection) -> None:
     )
 
 
+def m015_model_size_and_clean_answers(db: sqlite3.Connection) -> None:
+    """What `auto` starts a model from before it has answered (`charlie.toolmode`): its
+    parameter count and where that was read (its name, or what the server says), and how
+    many answers in a row the model, given the tools itself, used them cleanly — what lets
+    a small model leave constrained steps."""
+    run_script(
+        db,
+        """
+        ALTER TABLE model_habits ADD COLUMN params INTEGER;
+        ALTER TABLE model_habits ADD COLUMN params_source TEXT NOT NULL DEFAULT '';
+        ALTER TABLE model_habits ADD COLUMN clean INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_initial,
     m002_usage,
@@ -553,6 +568,7 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m012_forget_log_and_refused_decisions,
     m013_message_ids_never_reused,
     m014_forgotten_messages,
+    m015_model_size_and_clean_answers,
 ]
 
 

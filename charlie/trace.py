@@ -27,6 +27,7 @@ Guard = Literal[
     "write_refused",  # a write the channel's write policy refused when the tool ran
     "timeout",  # the tool ran past its time limit
     "unreadable_call",  # the model wrote a call Charlie could not read; it was asked again
+    "not_an_answer",  # the reply was a tool's note, the prompt, or an earlier reply again
 ]
 ToolMode = Literal["native", "text", "constrained"]
 By = Literal["model", "charlie"]

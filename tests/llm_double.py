@@ -18,9 +18,10 @@ test:
         ...  # point the code under test at llm.base_url ("http://127.0.0.1:PORT/v1")
         assert llm.requests[0]["messages"][-1]["role"] == "user"
 
-Endpoints: ``GET /v1/models``, ``POST /v1/chat/completions`` (JSON or SSE when
-``"stream": true``), ``POST /v1/embeddings`` (deterministic fake vectors, see
-:func:`fake_embedding`), ``GET /props`` once ``n_ctx`` is set (llama.cpp's window). Anything
+Endpoints: ``GET /v1/models`` (with llama.cpp's ``meta`` for a model in ``meta``),
+``POST /v1/chat/completions`` (JSON or SSE when ``"stream": true``), ``POST /v1/embeddings``
+(deterministic fake vectors, see :func:`fake_embedding`), ``GET /props`` once ``n_ctx`` is
+set (llama.cpp's window), ``POST /api/show`` for a model in ``shown`` (Ollama). Anything
 else is a JSON 404. Every response is sent with
 ``Connection: close`` so that ``stop()`` never waits on an idle keep-alive connection.
 
@@ -319,6 +320,11 @@ class ScriptedLLMServer:
         # schemas included) is refused with llama.cpp's own 400 body, and `GET /props`
         # (at the server's root, beside /v1) reports it as llama.cpp does.
         self.n_ctx: int | None = None
+        # What the server says of each model: llama.cpp's `meta` in its `/v1/models` entry
+        # (`{"n_params": 1543714304, …}`), and Ollama's `POST /api/show` body
+        # (`{"details": {"parameter_size": "1.5B"}, …}`; a model not in it is a 404).
+        self.meta: dict[str, dict[str, Any]] = {}
+        self.shown: dict[str, dict[str, Any]] = {}
         # Used when the queue is empty: reply text, or a callback like `respond` takes.
         self.default: str | Responder | None = None
         self._queue: deque[_Queued] = deque()
@@ -574,6 +580,7 @@ class _Handler(BaseHTTPRequestHandler):
         "/v1/chat/completions": "POST",
         "/v1/embeddings": "POST",
         "/props": "GET",
+        "/api/show": "POST",
     }
 
     def _route(self, method: str) -> None:
@@ -591,6 +598,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._chat()
         elif path == "/props":
             self._props()
+        elif path == "/api/show":
+            self._show()
         else:
             self._embeddings()
 
@@ -612,8 +621,23 @@ class _Handler(BaseHTTPRequestHandler):
     # -- endpoints -------------------------------------------------------------------------
 
     def _models(self) -> None:
-        data = [{"id": m, "object": "model", "owned_by": "test"} for m in self.double.models]
+        data = [
+            {"id": m, "object": "model", "owned_by": "test"}
+            | ({"meta": self.double.meta[m]} if m in self.double.meta else {})
+            for m in self.double.models
+        ]
         self._send_json(200, {"object": "list", "data": data})
+
+    def _show(self) -> None:
+        """Ollama's `POST /api/show`: what `shown` holds for the model named, else 404."""
+        body = self._read_json()
+        if body is None:
+            return
+        shown = self.double.shown.get(str(body.get("model")))
+        if shown is None:
+            self._send_json(404, {"error": f"model '{body.get('model')}' not found"})
+            return
+        self._send_json(200, shown)
 
     def _props(self) -> None:
         if self.double.n_ctx is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -34,11 +35,14 @@ SETTINGS = "usage_weight = 0.4\nquotes_window = 6\n"
 
 
 def answer(request: dict[str, Any]) -> TextReply:
-    """A short streamed reply to a chat; a small valid memory to a distillation."""
+    """A short streamed reply to a chat, its own to each message (one that only repeats an
+    earlier reply is not an answer); a small valid memory to a distillation."""
     if "response_format" in request:
         memory = {"summary": "The household plans the kitchen.", "decisions": [], "quotes": []}
         return TextReply(json.dumps(memory))
-    return TextReply("Noted, I will keep that in mind for the kitchen.", 8)
+    found = re.search(r"p(\d+) chat (\d+)", str(request["messages"][-1]["content"]))
+    said = f"person {found[1]}, turn {found[2]}" if found else "?"
+    return TextReply(f"Noted, I will keep that in mind for the kitchen ({said}).", 8)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -115,7 +116,8 @@ def test_every_request_fits_the_window_with_the_oldest_messages_trimmed(
 ) -> None:
     channel, alice = kitchen(home)
     update_project(home, "kitchen", distill_every=1000)  # nothing distilled: all pending
-    llm.default = " ".join(f"Noted fact {n}." for n in range(40))
+    said = itertools.count()  # a reply that only repeats an earlier one is not an answer
+    llm.default = lambda _: f"Noted ({next(said)}). " + " ".join(f"Fact {n}." for n in range(40))
     for number in range(12):
         list(chat.turn(home, client(llm), channel, alice, f"Fact {number}: " + "oak " * 300))
     window = Budget.of(4096, 1024)  # the double says nothing: the default window

@@ -102,6 +102,21 @@ def test_models_lists_all_configured_models() -> None:
     assert ids == ["a", "b", "embed"]
 
 
+def test_models_carry_what_the_server_says_of_them() -> None:
+    """llama.cpp's `meta` in its /v1/models entry; Ollama's POST /api/show."""
+    with ScriptedLLMServer(model="a", models=["a", "b"]) as server:
+        server.meta["a"] = {"n_params": 1_543_714_304, "n_ctx_train": 32768}
+        server.shown["b"] = {"details": {"parameter_size": "3.2B"}}
+        listed = httpx.get(f"{server.base_url}/models").json()["data"]
+        root = server.base_url.removesuffix("/v1")
+        shown = httpx.post(f"{root}/api/show", json={"model": "b"})
+        missing = httpx.post(f"{root}/api/show", json={"model": "a"})
+    assert listed[0]["meta"] == {"n_params": 1_543_714_304, "n_ctx_train": 32768}
+    assert "meta" not in listed[1]
+    assert shown.json() == {"details": {"parameter_size": "3.2B"}}
+    assert missing.status_code == 404
+
+
 def test_unknown_path_and_wrong_method(client: httpx.Client) -> None:
     missing = client.get("/nope")
     assert missing.status_code == 404

@@ -125,7 +125,8 @@ ROWS: dict[str, list[str]] = {
         + "(9, 1, 1, 0, 'assistant', NULL, 'Charlie', 'Marble.', '[]', '2026-01-14', 3, 1)",
     ],
     "m011_model_habits_and_distill_backoff": [
-        "INSERT INTO model_habits VALUES ('http://127.0.0.1:8080/v1 qwen', 1, NULL, 1, 2, "
+        "INSERT INTO model_habits (key, native_calls, text_calls, json_schema, misses, "
+        "last_miss, updated_at) VALUES ('http://127.0.0.1:8080/v1 qwen', 1, NULL, 1, 2, "
         "'a tool call Charlie could not read', '2026-12-01')",
         "UPDATE conversations SET distill_failed_at = 9, distill_failures = 2 WHERE id = 3",
     ],
@@ -140,6 +141,9 @@ ROWS: dict[str, list[str]] = {
     "m014_forgotten_messages": [
         "INSERT INTO forgotten_messages VALUES (1, 6, 1, '[5, 9]', '2026-12-02', NULL)",
         "INSERT INTO forgotten_messages VALUES (2, 7, 1, '[]', '2026-12-02', '2026-12-02')",
+    ],
+    "m015_model_size_and_clean_answers": [
+        "UPDATE model_habits SET params = 1500000000, params_source = 'its name', clean = 1",
     ],
 }
 

@@ -309,7 +309,7 @@ def test_an_unreadable_call_gets_one_retry_that_names_the_tools_then_an_answer(
     shown = "".join(e.text for e in events if isinstance(e, chat.Token))
     assert shown == "I could not look that up, sorry."
     retry = llm.requests[1]["messages"][-1]["content"]
-    assert "could not read that tool call" in retry and "search_notes" in retry
+    assert "tool call could not be read" in retry and "search_notes" in retry
     assert "tools" not in llm.requests[2]  # the third time: answer without tools
     guards = [e.step for e in events if isinstance(e, chat.TraceEvent)]
     assert [getattr(s, "guard", None) for s in guards].count("unreadable_call") == 2

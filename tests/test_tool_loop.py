@@ -106,7 +106,8 @@ def test_category_requested_mid_turn(
     assert trace[1]["type"] == "load" and trace[1]["category"] == "time" and trace[1]["ok"]
     assert trace[2]["name"] == "now" and trace[2]["ok"]
     assert tool_names(llm.requests[0]) == ["load_tools"]
-    assert set(tool_names(llm.requests[1])) == {"load_tools", "now", "date_add", "days_between"}
+    time_tools = {"now", "date_add", "days_between", "weekday"}
+    assert set(tool_names(llm.requests[1])) == {"load_tools", *time_tools}
     assert "UTC" in llm.requests[2]["messages"][-1]["content"]
 
 

@@ -206,4 +206,4 @@ def test_the_stream_and_the_stored_reply_carry_the_same_trace(
     assert search["hits"][0]["key"] == "kitchen/worktop-decision"
     assert search["hits"][0]["title"] == "Worktop decision"
     assert "oak" in search["hits"][0]["snippet"]
-    assert streamed[2]["tools"] == ["now", "date_add", "days_between"]
+    assert streamed[2]["tools"] == ["now", "date_add", "days_between", "weekday"]

@@ -287,6 +287,25 @@ class LLMClient:
 
     # ------------------------------------------------------------ models
 
+    def about(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """What the server says about itself at `path` — under the API (`/models`) or, for
+        a path outside it, at the server's root (llama.cpp `/props`, Ollama `/api/show`,
+        POSTed with `body`) — or None where it has no such page or is not answering. A
+        quick look, never retried: what it says is a hint, not an answer."""
+        root = self.base_url.removesuffix("/v1")
+        url = f"{self.base_url}{path}" if path == "/models" else f"{root}{path}"
+        method = "POST" if body is not None else "GET"
+        try:
+            response = self._http.request(method, url, json=body, timeout=WINDOW_PROBE_SECONDS)
+        except httpx.TransportError:
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
     def models(self) -> list[str]:
         """The model names the server offers."""
         response = self._send("GET", "/models")

@@ -24,7 +24,7 @@ import httpx
 
 from charlie.config import Settings
 from charlie.home import Home
-from charlie.llm import textcalls, toolmode
+from charlie.llm import modelsize, textcalls, toolmode
 from charlie.llm.client import LLMClient
 from charlie.llm.servers import ModelServer
 
@@ -682,7 +682,14 @@ def examine(
             report.checks.append(Check("tool mode", "skip", f"not chosen: {why}"))
             return report
         schema = next(c for c in report.checks if c.check == "json_schema").status
-        report.habits = toolmode.Habits(probe.native_calls, probe.text_calls, schema == "ok")
+        size = _size(probe)
+        report.habits = toolmode.Habits(
+            probe.native_calls,
+            probe.text_calls,
+            schema == "ok",
+            params=size.params,
+            params_source=size.source,
+        )
         chosen = toolmode.decide(settings.tool_mode, report.habits)
         report.checks.append(Check("tool mode", "ok", f"{chosen.mode} ({chosen.reason})"))
         return report
@@ -713,6 +720,28 @@ def remember(home: Home, report: Report) -> None:
         text_calls=report.habits.text_calls,
         json_schema=report.habits.json_schema,
     )
+    if report.habits.params_source:  # looked again: the model behind a name may change
+        toolmode.record_size(home, report.server, report.model, report.habits.size)
+
+
+def _size(probe: _Probe) -> modelsize.Size:
+    """How big the model is, for the tool mode `auto` starts with (`charlie.llm.modelsize`)."""
+    try:
+        timeout = probe.limit()
+    except _OutOfTime:
+        return modelsize.Size()  # not looked for: the turn looks
+    key = probe.settings.llm_api_key
+    client = LLMClient(
+        probe.base_url,
+        probe.model,
+        api_key=key.get_secret_value() if key else None,
+        timeout=timeout,
+        retries=0,
+    )
+    try:
+        return modelsize.discover(client, probe.model)
+    finally:
+        client.close()
 
 
 def _skipped(report: Report, why: str) -> Report:

@@ -8,9 +8,13 @@
   which tool and its arguments, or `answer`), runs the tool, then asks for the answer in
   plain text — for models that narrate tools instead of calling them, or write calls
   nobody can read. Charlie also looks things up itself first (`charlie.toolloop`).
-- `auto` (the default) picks from what was seen of this model, kept in the database so
-  every process (the server, `charlie chat -m`, the Discord bot) picks the same: what
-  `charlie doctor` observed, and how many answers in a row the model's tool use failed.
+- `auto` (the default) picks from what is known of this model, kept in the database so
+  every process (the server, `charlie chat -m`, the Discord bot) picks the same: its size
+  (`charlie.llm.modelsize`: a model under ~4B parameters starts constrained, from its
+  first answer), what `charlie doctor` observed, and how its own tool use went — failing
+  in answers in a row moves it to constrained; a small model moves to native only once it
+  has shown, in `PROVEN` answers in a row where it was given the tools itself (a project
+  set to `native` or `text`), that it calls them cleanly.
 
 The choice comes with its reason, shown in the answer's trace and by `charlie doctor`.
 """
@@ -23,11 +27,14 @@ from typing import Any, Literal
 from charlie.conversations import Channel
 from charlie.db import now
 from charlie.home import Home
+from charlie.llm import modelsize
+from charlie.llm.client import LLMClient
 from charlie.trace import ToolMode
 
 Setting = Literal["auto", "native", "text", "constrained"]
 Outcome = Literal["used", "missed", "none"]
 MISSES_FOR_CONSTRAINED = 2  # answers in a row whose tool use failed before auto constrains
+PROVEN = 3  # answers in a row with clean tool calls before a small model is given native
 TEXT_TOOLS = (
     "You can use these tools. To use one, write only "
     '<tool_call>{{"name": "TOOL", "arguments": {{...}}}}</tool_call> and wait for its result; '
@@ -56,6 +63,13 @@ class Habits:
     json_schema: bool | None = None
     misses: int = 0
     last_miss: str = ""
+    params: int | None = None  # its parameter count (`charlie.llm.modelsize`)
+    params_source: str = ""  # where the count was read; empty: not looked for yet
+    clean: int = 0  # answers in a row in which it called the tools it was given cleanly
+
+    @property
+    def size(self) -> modelsize.Size:
+        return modelsize.Size(self.params, self.params_source)
 
 
 def key(base_url: str, model: str) -> str:
@@ -78,11 +92,14 @@ def habits(home: Home, base_url: str, model: str) -> Habits:
         flag(row["json_schema"]),
         int(row["misses"]),
         str(row["last_miss"]),
+        row["params"],
+        str(row["params_source"]),
+        int(row["clean"]),
     )
 
 
 def decide(setting: Setting, seen: Habits) -> Choice:
-    """The mode for `setting`, given what was seen of the model."""
+    """The mode for `setting`, given what is known of the model."""
     if setting != "auto":
         return Choice(setting, f"tool_mode = {setting} (set)")
     schema_ok = seen.json_schema is not False
@@ -96,6 +113,20 @@ def decide(setting: Setting, seen: Habits) -> Choice:
         return Choice("constrained", "auto: no tool call when tried")
     if seen.native_calls is False and seen.text_calls:
         return Choice("text", "auto: calls only as text when tried")
+    size = seen.size
+    if size.small and schema_ok:
+        if seen.clean < PROVEN:
+            return Choice(
+                "constrained",
+                f"auto: a small model ({size.label} parameters, from {size.source}) starts "
+                f"with constrained steps until it has called tools cleanly in {PROVEN} "
+                f"answers in a row ({seen.clean} so far)",
+            )
+        return Choice(
+            "native",
+            f"auto: a small model ({size.label}) that called tools cleanly in "
+            f"{seen.clean} answers in a row",
+        )
     if seen.native_calls:
         return Choice("native", "auto: a tool call when tried")
     return Choice("native", "auto: nothing seen of the model yet")
@@ -107,22 +138,45 @@ def setting_for(home: Home, channel: Channel) -> Setting:
     return configured or home.settings.tool_mode
 
 
-def choose(home: Home, setting: Setting, base_url: str, model: str) -> Choice:
-    return decide(setting, habits(home, base_url, model))
+def sized(home: Home, llm: LLMClient) -> Habits:
+    """What is known of `llm`'s model, its size looked for first if it never was (its name,
+    else what the server says: `charlie.llm.modelsize`). Kept, so the next answer and every
+    other process ask nothing; `charlie doctor` looks again."""
+    seen = habits(home, llm.base_url, llm.model)
+    if seen.params_source:
+        return seen
+    size = modelsize.discover(llm, llm.model)
+    if not size.source:  # the server did not answer: look again next time
+        return seen
+    record_size(home, llm.base_url, llm.model, size)
+    return habits(home, llm.base_url, llm.model)
+
+
+def record_size(home: Home, base_url: str, model: str, size: modelsize.Size) -> None:
+    home.db.execute(
+        "INSERT INTO model_habits (key, params, params_source, updated_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET params = excluded.params, "
+        "params_source = excluded.params_source, updated_at = excluded.updated_at",
+        (key(base_url, model), size.params, size.source, now()),
+    )
 
 
 def record_answer(home: Home, base_url: str, model: str, outcome: Outcome, why: str = "") -> None:
-    """After an answer that offered tools: a failure counts towards constrained mode, a
-    tool used well starts the count again, an answer that needed none changes nothing."""
+    """After an answer that offered the model the tools itself: a failure counts towards
+    constrained mode and ends a run of clean answers; a tool used well starts the count of
+    failures again and adds to the run (`PROVEN` of them give a small model native calls);
+    an answer that needed no tool changes nothing."""
     if outcome == "none":
         return
-    misses = "misses + 1" if outcome == "missed" else "0"
+    missed = outcome == "missed"
+    misses, clean = ("misses + 1", "0") if missed else ("0", "clean + 1")
     home.db.execute(
-        "INSERT INTO model_habits (key, misses, last_miss, updated_at) VALUES (?, ?, ?, ?) "
-        f"ON CONFLICT(key) DO UPDATE SET misses = {misses}, "
+        "INSERT INTO model_habits (key, misses, last_miss, clean, updated_at) "
+        "VALUES (?, ?, ?, ?, ?) "
+        f"ON CONFLICT(key) DO UPDATE SET misses = {misses}, clean = {clean}, "
         "last_miss = CASE WHEN excluded.misses > 0 THEN excluded.last_miss ELSE last_miss END, "
         "updated_at = excluded.updated_at",
-        (key(base_url, model), int(outcome == "missed"), why, now()),
+        (key(base_url, model), int(missed), why, int(not missed), now()),
     )
 
 

@@ -334,12 +334,15 @@ def check_quality(output: _Output, current: Memory, messages: list[Message]) -> 
 def method(home: Home, channel: Channel, llm: LLMClient) -> tuple[Method, str]:
     """How this channel's memory is distilled, and why: the project's `distill_mode`, else
     the setting; `auto` distills in steps (`charlie.memory.steps`) when the model's tools
-    are constrained (a small model: set so, or seen failing tool calls), else whole."""
+    are constrained (a small model: set so, one under ~4B parameters, or seen failing tool
+    calls), else whole."""
     configured = channel.project.config.distill_mode if channel.project else None
     setting = configured or home.settings.distill_mode
     if setting != "auto":
         return setting, f"distill_mode = {setting} (set)"
-    tools = toolmode.choose(home, toolmode.setting_for(home, channel), llm.base_url, llm.model)
+    tools_setting = toolmode.setting_for(home, channel)
+    seen = toolmode.sized(home, llm) if tools_setting == "auto" else toolmode.Habits()
+    tools = toolmode.decide(tools_setting, seen)
     if tools.mode == "constrained":
         return "steps", f"auto: tools are constrained for this model ({tools.reason})"
     return "whole", f"auto: tools are {tools.mode} for this model"

@@ -18,6 +18,8 @@ target.
 
 from __future__ import annotations
 
+import calendar
+import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
@@ -340,14 +342,32 @@ def now(context: ToolContext) -> Result:
 
 
 def _date(text: str) -> date:
+    """A date as a model writes it: YYYY-MM-DD (a time after it is ignored), or a day of
+    the month alone ("14", "14th"): the next such day from today on."""
+    written = text.strip()
+    day = re.fullmatch(r"(?:the\s+)?(\d{1,2})(?:st|nd|rd|th)?", written, re.IGNORECASE)
+    if day:
+        return next_day_of_month(int(day[1]), datetime.now(UTC).date())
     try:
-        return date.fromisoformat(text.strip()[:10])
+        return date.fromisoformat(written[:10])
     except ValueError as exc:
         raise ToolError(f"{text!r} is not a date; write it as YYYY-MM-DD.") from exc
 
 
+def next_day_of_month(day: int, today: date) -> date:
+    """The first date on or after `today` that falls on day `day` of its month."""
+    if not 1 <= day <= 31:
+        raise ToolError(f"There is no day {day} in a month; write the date as YYYY-MM-DD.")
+    year, month = today.year, today.month
+    if day < today.day:
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    while day > calendar.monthrange(year, month)[1]:  # the 31st: the next month that has one
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return date(year, month, day)
+
+
 def date_add(context: ToolContext, start: str, days: int) -> Result:
-    """The date a number of days after (or, if negative, before) a date.
+    """The date a number of days after (or, if negative, before) a date, with its weekday.
 
     Args:
         start: A date as YYYY-MM-DD.
@@ -358,13 +378,27 @@ def date_add(context: ToolContext, start: str, days: int) -> Result:
 
 
 def days_between(context: ToolContext, start: str, end: str) -> Result:
-    """How many days from one date to another.
+    """How many days from one date to another (negative when the end comes first). For
+    "how many days until…", start is today.
 
     Args:
         start: A date as YYYY-MM-DD.
         end: A date as YYYY-MM-DD.
     """
-    return Result(str((_date(end) - _date(start)).days))
+    first, last = _date(start), _date(end)
+    days = (last - first).days
+    unit = "day" if abs(days) == 1 else "days"
+    return Result(f"{days} {unit} from {first:%A %Y-%m-%d} to {last:%A %Y-%m-%d}", f"{days} {unit}")
+
+
+def weekday(context: ToolContext, day: str) -> Result:
+    """The weekday of a date ("what day of the week is the 14th?").
+
+    Args:
+        day: A date as YYYY-MM-DD, or a day of this month ("14"): the next one to come.
+    """
+    found = _date(day)
+    return Result(f"{found:%A %Y-%m-%d}")
 
 
 # ---------------------------------------------------------------- the registry
@@ -421,7 +455,8 @@ PROJECTS = Category(
 )
 TIME = Category(
     "time",
-    "today's date and time, date arithmetic",
+    "today's date and time; date arithmetic — days between dates, a date's weekday, a date "
+    "plus days (use these: never count days yourself)",
     (
         r"\btoday\b",
         r"\btomorrow\b",
@@ -429,6 +464,8 @@ TIME = Category(
         r"\bdate\b",
         r"\btime\b",
         r"\bdays?\b",
+        r"\bweekdays?\b",
+        r"\bday of the week\b",
         r"\bweeks?\b",
         r"\bmonths?\b",
         r"\bdeadline\b",
@@ -459,7 +496,7 @@ def registry() -> Registry:
     built.add(
         PROJECTS, [Tool.from_function(f, "projects") for f in (list_projects, switch_project)]
     )
-    built.add(TIME, [Tool.from_function(f, "time") for f in (now, date_add, days_between)])
+    built.add(TIME, [Tool.from_function(f, "time") for f in (now, date_add, days_between, weekday)])
     return built
 
 

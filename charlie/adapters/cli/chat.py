@@ -75,15 +75,23 @@ class Printer:
     def __init__(self, full_trace: bool = False) -> None:
         self.full_trace = full_trace
         self.streamed = False
+        self.said = ""  # every piece of reply text printed in this turn
         self.offered: list[int] = []  # ids of the suggestions shown, by their number
 
     def show(self, event: core_chat.Event) -> None:
         if isinstance(event, core_chat.Token):
             click.echo(event.text, nl=False)
             self.streamed = True
+            self.said += event.text
         elif isinstance(event, core_chat.Reply):
             if self.streamed:
                 click.echo()
+            kept = event.message.content
+            if not " ".join(self.said.split()).endswith(" ".join(kept.split())):
+                # Text that streamed was taken out of the reply once it was complete (a
+                # sentence of Charlie's own prompt): what is kept is the answer.
+                click.echo("Note: the reply as kept, without what was not an answer:", err=True)
+                click.echo(kept)
         elif isinstance(event, core_chat.Distilled):
             click.echo(distilled_line(event.result), err=True)
         elif isinstance(event, core_chat.Notice):

@@ -19,6 +19,7 @@ const GUARDS = {
   write_refused: 'write refused',
   timeout: 'timed out',
   unreadable_call: 'a tool call Charlie could not read',
+  not_an_answer: 'not an answer: asked again',
 };
 
 const MODES = {
