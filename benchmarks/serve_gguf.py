@@ -30,6 +30,10 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=8192, help="the context window (-c)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--parallel", type=int, default=1, help="slots (-np)")
+    parser.add_argument(
+        "--chat-template-file", help="a Jinja chat template, for a GGUF that carries none"
+    )
+    parser.add_argument("--greedy", action="store_true", help="temperature 0, seed 1")
     args = parser.parse_args()
     params = xllamacpp.CommonParams()
     params.model.path = args.model
@@ -41,6 +45,12 @@ def main() -> None:
     params.port = args.port
     params.hostnames = ["127.0.0.1"]
     params.endpoint_props = True
+    if args.chat_template_file:
+        with open(args.chat_template_file, encoding="utf-8") as template:
+            params.chat_template = template.read()
+    if args.greedy:  # where a request names no temperature: the same answers each run
+        params.sampling.temp = 0.0
+        params.sampling.seed = 1
     started = time.perf_counter()
     server = xllamacpp.Server(params)
     url = f"{server.listening_address}/v1"
