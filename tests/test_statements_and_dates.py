@@ -86,6 +86,38 @@ def test_a_question_keeps_what_was_found(
     assert answer["messages"][-1]["content"] == "Which tiles did we look at for the floor?"
 
 
+@pytest.mark.parametrize(
+    ("text", "step"),
+    [
+        # Qwen2.5-Coder-1.5B said "tells" of "When is the plumber coming?" and answered
+        # "I acknowledge that the plumber is coming.": a question mark asks, whatever it says
+        ("When is the plumber coming?", '{"message": "tells", "tool": "answer"}'),
+        # … and a message it goes to look something up for asks too
+        (
+            "The plumber, remind me.",
+            '{"message": "tells", "tool": "read_note", "arguments": {"note": "tiles"}}',
+        ),
+    ],
+)
+def test_a_question_the_model_calls_telling_keeps_what_was_found(
+    home: Home,
+    llm: ScriptedLLMServer,
+    client: LLMClient,
+    alice: User,
+    kitchen: Project,
+    text: str,
+    step: str,
+) -> None:
+    channel = shared_channel(home, kitchen)
+    llm.reply(step)
+    if "read_note" in step:
+        llm.reply('{"tool": "answer"}')
+    llm.reply("On Thursday.")
+    turn(home, client, channel, alice, text)
+    answer = llm.requests[-1]
+    assert answer["messages"][-1]["content"] == text  # answered, not merely acknowledged
+
+
 def test_only_the_first_step_asks_what_the_message_is(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
 ) -> None:

@@ -485,8 +485,11 @@ class ToolLoop:
                 yield self._event(trace.Stopped("unreadable_call", stop))
                 break
             name, arguments, said = step
-            if step_number == 0:
-                self.tells = said == constrained.TELLS
+            if step_number == 0:  # a small model says "tells" of a question too readily: a
+                # message that ends asking, or one it went to look something up for, asks
+                asking = _text_of(self._asked).rstrip().rstrip("\"'”’)").endswith("?")
+                self.tells = said == constrained.TELLS and name == constrained.ANSWER
+                self.tells = self.tells and not asking
             if name == constrained.ANSWER:
                 break
             call = ToolCall(f"step_{len(self.trace)}", name, json.dumps(arguments))
