@@ -339,6 +339,12 @@ REPLY = (
 )
 
 
+def answer(turn: int) -> str:
+    """The reply of turn `turn`: never word for word an earlier one (Charlie asks again for
+    a reply that only repeats one)."""
+    return f"{REPLY} (Turn {turn}.)"
+
+
 def _today() -> str:
     return f"{datetime.now(UTC):%Y-%m-%d}"
 
@@ -351,7 +357,7 @@ SCENARIOS = (
         lambda n: [
             ("tools", [("search_notes", {"query": "wall tiles area square metres"})]),
             ("tools", [("read_note", {"note": "kitchen/tiles"})]),
-            ("reply", REPLY),
+            ("reply", answer(n)),
         ],
     ),
     Scenario(
@@ -362,7 +368,7 @@ SCENARIOS = (
             ("tools", [("load_tools", {"category": "memory"})]),
             ("tools", [("search_notes", {"query": "refresh token lifetime"})]),
             ("tools", [("read_note", {"note": "auth/jwt-refresh-tokens"})]),
-            ("reply", REPLY),
+            ("reply", answer(n)),
         ],
     ),
     Scenario(
@@ -372,7 +378,7 @@ SCENARIOS = (
         lambda n: [
             ("tools", [("now", {})]),
             ("tools", [("date_add", {"start": _today(), "days": 40})]),
-            ("reply", REPLY),
+            ("reply", answer(n)),
         ],
     ),
     Scenario(
@@ -382,7 +388,7 @@ SCENARIOS = (
         lambda n: [
             ("tools", [("read_memory", {"layer": "all"})]),
             ("tools", [("search_notes", {"query": "kitchen dates budget status"})]),
-            ("reply", REPLY),
+            ("reply", answer(n)),
         ],
     ),
     Scenario(
@@ -393,7 +399,7 @@ SCENARIOS = (
             ("tools", [("switch_project", {"project": "auth"})]),
             ("tools", [("search_notes", {"query": "session idle timeout"})]),
             ("tools", [("read_note", {"note": "auth/session-cookies"})]),
-            ("reply", REPLY),
+            ("reply", answer(n)),
         ],
     ),
     Scenario(
@@ -402,16 +408,16 @@ SCENARIOS = (
         "We'll use EdDSA for the signing keys in the new service too, write that down.",
         lambda n: [
             ("tools", [("record_decision", {"decision": f"Service {n} signs with EdDSA."})]),
-            ("reply", REPLY),
+            ("reply", answer(n)),
         ],
     ),
     Scenario(
         "list_projects",
         "private",
         "Which projects do we have going on?",
-        lambda n: [("tools", [("list_projects", {})]), ("reply", REPLY)],
+        lambda n: [("tools", [("list_projects", {})]), ("reply", answer(n))],
     ),
-    Scenario("plain", "trip", "Good morning Charlie!", lambda n: [("reply", REPLY)]),
+    Scenario("plain", "trip", "Good morning Charlie!", lambda n: [("reply", answer(n))]),
 )
 
 

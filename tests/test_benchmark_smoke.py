@@ -282,7 +282,8 @@ def plain_model(request: dict[str, Any]) -> str:
         return '{"tool": "answer"}'
     if is_distillation(request):
         return distill_answer()
-    return "Noted. That sounds like a sensible plan for the house."
+    said = str(request["messages"][-1].get("content") or "")[:60]
+    return f"Noted ({said}). That sounds like a sensible plan for the house."  # never a repeat
 
 
 def looking_up_model(request: dict[str, Any]) -> str | ToolCallsReply:
