@@ -90,7 +90,7 @@ def test_an_administrator_adds_resets_and_removes_people(
         channel = shared_channel(home, projects.get_project(home, kitchen))
         conversations.add_message(home, channel, "user", "Oak, not marble.", user=bob)
     bobs = sign_in(new_context().new_page(), "bob")
-    console.allow(r"status of 401 .*/api/me")  # bob's browser, signed out
+    console.allow(r"status of 401 .*/api/(me|health)")  # bob's browser, signed out: its checks too
     sign_in(page)
     page.goto("/#/settings/private")
     household = page.get_by_role("region", name="Household")
@@ -150,7 +150,7 @@ def test_someone_who_is_not_an_administrator_sees_no_household_panel(
 def test_your_account_changes_your_password_and_signs_out_your_other_browsers(
     page: Page, server: Server, new_context: Callable[..., BrowserContext], console: Console
 ) -> None:
-    console.allow(r"status of 401 .*/api/me")  # the other browser, signed out
+    console.allow(r"status of 401 .*/api/(me|health)")  # the other browser, signed out
     other = sign_in(new_context().new_page(), "bob")
     sign_in(page, "bob")
     page.goto("/#/settings/private")
