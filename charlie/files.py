@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from charlie.errors import CharlieError, DiskError, DiskFull
@@ -125,3 +128,20 @@ def not_written(exc: OSError, path: Path) -> CharlieError:
         f"{path} could not be written ({exc.strerror or exc}). Check that its folder is "
         "writable and the disk healthy, then try again. Nothing already saved was lost."
     )
+
+
+@contextlib.contextmanager
+def locked(path: Path | str, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on the file `path` (made if missing), across the threads and
+    processes of this machine: yields True once held, or False at once when another holds it
+    and `wait` is false. A killed holder's lock ends with its process."""
+    with open(path, "a+b") as handle:  # one open file each: threads too
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -45,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from charlie import files
 from charlie.errors import ModelRuntimeError
 from charlie.llm.machine import PROMPT_CACHE_MIB, Fit, available_memory, fit
 
@@ -147,16 +147,8 @@ class _Files:
         """Hold the runtime's lock (across processes); yields False at once when another
         holds it and `wait` is false. A killed holder's lock ends with its process."""
         self.make()
-        with open(self.lock, "a+b") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with files.locked(self.lock, wait=wait) as held:
+            yield held
 
     def read(self) -> Runtime | None:
         try:

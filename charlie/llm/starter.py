@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import os
 import queue
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from charlie import files
 from charlie.config import Settings
 from charlie.errors import CharlieError, Conflict, InstallCancelled, ModelDamaged, ModelError
 from charlie.files import fsync_folder, sha256_of, write_atomic
@@ -237,18 +237,13 @@ def remove(settings: Settings, starter: Starter) -> int:
 
 @contextlib.contextmanager
 def _install_lock(path: Path) -> Iterator[None]:
-    with path.open("a+b") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with files.locked(path, wait=False) as held:
+        if not held:
             raise Conflict(
                 "The starter model is being installed already (by another Charlie: the app or "
                 "a `charlie model install`): wait for it to finish, or stop it there."
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            )
+        yield
 
 
 def _checked_existing(run: _Run) -> Path | None:

@@ -18,6 +18,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from charlie import db as database
+from charlie import files
 from charlie.db import now, run_script, transaction
 from charlie.errors import CharlieError
 from charlie.retrieval import message_vectors
@@ -124,16 +125,8 @@ def claim(path: Path, what: str, *, wait: bool) -> Iterator[bool]:
     """Hold the claim on `what` ("embedding", "indexer") of the index file at `path`, across
     the threads and processes of a data home: yields True once held, or False at once when
     another holds it and `wait` is false. A killed holder's claim ends with its process."""
-    with open(f"{path}.{what}.lock", "a+b") as handle:  # one open file each: threads too
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with files.locked(f"{path}.{what}.lock", wait=wait) as held:
+        yield held
 
 
 def delete_files(path: Path) -> None:
