@@ -3,7 +3,7 @@
 `Index.refresh()` runs this scan on every search after 10 s of quiet, before anything is
 searched, so at 100,000 notes it is paid by real requests. This makes a data home of
 `--notes` small note files in 20 projects (a third of them in sub-folders) and times
-`charlie.notes.scan` against the pathlib walk it replaced (`rglob` + `is_file` +
+`charlie.notes.files.scan` against the pathlib walk it replaced (`rglob` + `is_file` +
 `relative_to` + `stat`, sorted Paths), checking both find the same files.
 
     .venv/bin/python benchmarks/note_scan.py [--notes 100000] [--repeat 3]

@@ -1,7 +1,7 @@
 """Conversation recall at scale on 2 cores: a project holding 200,000 messages.
 
-What it measures, each with the shipped code (`charlie.importing`, `charlie.message_index`,
-`charlie.recall`):
+What it measures, each with the shipped code (`charlie.transfer.jsonl`,
+`charlie.retrieval.message_index`, `charlie.retrieval.recall`):
 
 - **import with embeddings**: the LoCoMo dev turns (2,960 distinct messages) imported into
   an empty project and indexed with the packaged model — messages/s, storage and indexing;

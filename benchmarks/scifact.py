@@ -4,15 +4,16 @@ Measures nDCG@10 and Recall@100 on BEIR SciFact for each way Charlie can retriev
 every knob on the *train* qrels and reports the *test* qrels with the knobs train chose:
 
 - keyword: SQLite FTS5 `bm25()` over title and text columns (tokenizer
-  `charlie.keywords.FTS5_TOKENIZE`), queries made of `charlie.keywords` terms OR'ed: all terms,
-  all terms plus the pieces of compounds, or the top-k terms by IDF; title weight tuned;
-- vector: `charlie.embeddings.LocalEmbedder` over title + text (truncated at 256 tokens) and
-  over overlapping chunks (`charlie.chunking.chunk_text`, each prefixed with the title), a
-  document scoring as its whole text, its best chunk, or the mean of the two; chunk sizes
-  given with --chunks (default 120 words, 30 overlapping: ~170 tokens with the title, inside
-  the model's 256-token window) are tried too;
+  `charlie.retrieval.keywords.FTS5_TOKENIZE`), queries made of `charlie.retrieval.keywords`
+  terms OR'ed: all terms, all terms plus the pieces of compounds, or the top-k terms by IDF;
+  title weight tuned;
+- vector: `charlie.retrieval.embeddings.LocalEmbedder` over title + text (truncated at 256
+  tokens) and over overlapping chunks (`charlie.retrieval.chunking.chunk_text`, each prefixed
+  with the title), a document scoring as its whole text, its best chunk, or the mean of the
+  two; chunk sizes given with --chunks (default 120 words, 30 overlapping: ~170 tokens with
+  the title, inside the model's 256-token window) are tried too;
 - fallback: vector, merged with keyword (RRF) when the best cosine is under a threshold or the
-  query holds a literal (`charlie.keywords.literals`);
+  query holds a literal (`charlie.retrieval.keywords.literals`);
 - fusion: reciprocal-rank fusion (k=60); a convex combination of min-max normalised scores;
   and a blend of the raw cosine with BM25 divided by the query's best BM25;
 - reference: BM25 from `bm25s` (Lucene k1=1.2, b=0.75, English stop words, Snowball stemmer),
@@ -172,7 +173,7 @@ def keyword_run(
     index: KeywordIndex, queries: dict[str, str], k: int | None, parts: bool, title_weight: float
 ) -> Run:
     """k=None: every term of the query, else its top-k terms by IDF; parts: add the pieces
-    of compound terms (`charlie.keywords.with_parts`)."""
+    of compound terms (`charlie.retrieval.keywords.with_parts`)."""
     run: Run = {}
     for qid, text in queries.items():
         chosen = terms(text) if k is None else top_terms(text, index.idf, k)

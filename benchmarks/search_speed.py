@@ -24,7 +24,7 @@ solar…), each with its own nouns and literals (`refresh_token`, `JWT`, `kubect
 sentences from templates, drawn from a per-topic pool (250 each), grouped in paragraphs,
 headings and bullet lists; 30–400 words (log-normal, median ~110; about a quarter of the
 notes are long enough to be cut into several chunks); YAML front matter with title, tags, created
-and updated, written exactly as `charlie.notes.render` writes it; 20 projects, some notes in
+and updated, written exactly as `charlie.notes.files.render` writes it; 20 projects, some notes in
 sub-folders. Queries: natural questions, literal-carrying queries, two-word queries and
 off-topic ones, seeded.
 
@@ -585,7 +585,7 @@ def timed_call(fn: Callable[..., Any], bucket: dict[str, float], key: str) -> Ca
 
 
 def generate(home: Any, size: int, pools: Pools, seed: int) -> dict[str, Any]:
-    """Write `size` notes over `PROJECTS` projects, as `charlie.notes.render` would."""
+    """Write `size` notes over `PROJECTS` projects, as `charlie.notes.files.render` would."""
     from charlie.notes.files import NOTES_DIR, render
     from charlie.projects import create_project
 
@@ -816,7 +816,7 @@ def spinning_ab(texts: list[str], rounds: int = 2) -> dict[str, Any]:
 
 
 class _TimedHashlib:
-    """Stands in for the `hashlib` module inside charlie.index: times sha256."""
+    """Stands in for the `hashlib` module inside `charlie.retrieval.index`: times sha256."""
 
     def __init__(self, bucket: dict[str, float]) -> None:
         self.bucket = bucket
@@ -1160,12 +1160,12 @@ def two_stage(
 
 
 def vector_table(vectors: Any, qs: Any, clock: Callable[..., float]) -> dict[str, Any]:
-    """The shipped vector search (`Vectors.table`, charlie.vecsearch) against the exact
+    """The shipped vector search (`Vectors.table`, `charlie.retrieval.vectors`) against the exact
     product: ms per query over the sample's queries, and whether it finds the same 100
     notes (best 400 chunks, first 100 distinct notes) and the same 400 chunks."""
     table = getattr(vectors, "table", None)
     if table is None:
-        return {"skipped": "no charlie.vecsearch table"}
+        return {"skipped": "no charlie.retrieval.vectors table"}
     matrix, note_ids = vectors.matrix, vectors.note_ids
     everything = np.arange(len(matrix))
     same_notes = same_chunks = 0

@@ -1,6 +1,6 @@
 """Tool-loop benchmark: how well the pre-suggestion guesses, and what a loop iteration costs.
 
-Two figures of the guarded tool loop (`charlie.chat.ToolLoop`):
+Two figures of the guarded tool loop (`charlie.chat.toolloop.ToolLoop`):
 
 1. Pre-suggestion quality. `toolkit.registry().suggest(text)` picks tool categories from
    regular-expression cues before the first model call. Over the hand-labelled prompts of

@@ -3,8 +3,8 @@
 A data home with one shared project of real scientific abstracts (a subset of BEIR SciFact:
 every abstract relevant to a *test* claim, plus hard negatives — the abstracts BM25 ranks
 highest for those claims without being relevant to any — up to `--notes`) is indexed with
-the local model and searched with `charlie.search.Searcher` (default mode, fusion; the other
-modes too) for every test claim, as different people:
+the local model and searched with `charlie.retrieval.search.Searcher` (default mode, fusion;
+the other modes too) for every test claim, as different people:
 
 - bob: never used anything: his ranking is the plain one (and is checked to stay so);
 - alice: worked on 40 *train* claims that share evidence with test claims: she viewed each of

@@ -148,7 +148,7 @@ def m001_initial(db: sqlite3.Connection) -> None:
 
 
 def m002_usage(db: sqlite3.Connection) -> None:
-    """Usage events, the input of the usage model (`charlie.usage`).
+    """Usage events, the input of the usage model (`charlie.retrieval.usage`).
 
     A note is named by its stable key "project-slug/note-name", never by an index row id:
     the search index is derived data that gets rebuilt. Tags are lower-case, without '#'.
@@ -240,7 +240,8 @@ def m005_distill_claim(db: sqlite3.Connection) -> None:
 
 
 def m006_discord(db: sqlite3.Connection) -> None:
-    """The Discord bot's links and bindings (`charlie.links`, `charlie.adapters.discord`).
+    """The Discord bot's links and bindings (`charlie.household.discord_links`,
+    `charlie.adapters.discord`).
 
     Discord ids are snowflakes kept as text. A link code is stored as its sha256 only.
     """
@@ -301,7 +302,7 @@ def m008_imported_messages(db: sqlite3.Connection) -> None:
 
 
 def m009_api_tokens(db: sqlite3.Connection) -> None:
-    """Personal bearer tokens other apps use to act as a person (`charlie.tokens`), each
+    """Personal bearer tokens other apps use to act as a person (`charlie.household.tokens`), each
     stored as the sha256 of its secret; a revoked one is kept, marked, so its owner can
     see when it stopped working."""
     run_script(
@@ -365,7 +366,7 @@ def m010_threads_and_branches(db: sqlite3.Connection) -> None:
 
 
 def m011_model_habits_and_distill_backoff(db: sqlite3.Connection) -> None:
-    """What Charlie has seen a model do with tools (`charlie.toolmode`: what `charlie doctor`
+    """What Charlie has seen a model do with tools (`charlie.llm.toolmode`: what `charlie doctor`
     observed, and how many answers in a row its tool use failed), so every process picks the
     same tool mode; and each thread's distillation back-off (the newest message when the
     model last failed to distill it, and how many times in a row), so every process honours
@@ -391,7 +392,7 @@ def m011_model_habits_and_distill_backoff(db: sqlite3.Connection) -> None:
 def m012_forget_log_and_refused_decisions(db: sqlite3.Connection) -> None:
     """Forgetting leaves a log of when, by whom, where and how many messages — never what;
     and each distillation keeps the decisions it refused to add or supersede, and why
-    (`charlie.decisions`)."""
+    (`charlie.memory.decisions`)."""
     run_script(
         db,
         """
@@ -517,9 +518,10 @@ def m014_forgotten_messages(db: sqlite3.Connection) -> None:
     """The ids of forgotten messages (never their text), written in the transaction that
     deletes them: so a forget tried again says the message is already forgotten, and the
     search index — another file, which may be busy — is scrubbed of them for sure, by the
-    forget or, failing that, by whoever uses the index next (`charlie.retrieval.forgotten`).
-    `neighbours` are the messages whose index entries hold the forgotten words as context,
-    to be indexed again; `scrubbed_at` says when the index was done."""
+    forget or, failing that, by whoever uses the index next
+    (`charlie.retrieval.message_index.MessageIndex.scrub`). `neighbours` are the messages
+    whose index entries hold the forgotten words as context, to be indexed again;
+    `scrubbed_at` says when the index was done."""
     run_script(
         db,
         """
@@ -539,7 +541,7 @@ def m014_forgotten_messages(db: sqlite3.Connection) -> None:
 
 
 def m015_model_size_and_clean_answers(db: sqlite3.Connection) -> None:
-    """What `auto` starts a model from before it has answered (`charlie.toolmode`): its
+    """What `auto` starts a model from before it has answered (`charlie.llm.toolmode`): its
     parameter count and where that was read (its name, or what the server says), and how
     many answers in a row the model, given the tools itself, used them cleanly — what lets
     a small model leave constrained steps."""

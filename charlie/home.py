@@ -55,7 +55,7 @@ class Home:
     db: sqlite3.Connection = field(repr=False)
     # Expensive things built once and reused by every home of the process (see `Shared`).
     shared: Shared = field(default_factory=Shared, repr=False)
-    # The search index's own database file, opened on first use by `charlie.index.Index`
+    # The search index's own database file, opened on first use by `charlie.retrieval.index.Index`
     # and closed with the home. It is derived data, kept apart from `db` so that a damaged
     # index can be replaced whole and its long writes never hold up the message log.
     index_db: sqlite3.Connection | None = field(default=None, repr=False)

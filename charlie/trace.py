@@ -94,7 +94,7 @@ class Called:
 
 @dataclass(frozen=True)
 class Moded:
-    """How this answer talks to the model about tools (`charlie.toolmode`), and why:
+    """How this answer talks to the model about tools (`charlie.llm.toolmode`), and why:
     native calls, calls written as text, or constrained JSON steps."""
 
     type: ClassVar[str] = "mode"

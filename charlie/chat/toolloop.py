@@ -1,7 +1,7 @@
 """The guarded tool loop of one answer: an explicit `while` with a hard limit, in three modes.
 
 - native / text: the model is offered the tools (in the request, or described in the
-  prompt) and calls them as it likes; calls written as text are read by `charlie.textcalls`
+  prompt) and calls them as it likes; calls written as text are read by `charlie.llm.textcalls`
   and never shown. A call Charlie cannot read, or one naming a tool that does not exist,
   gets one retry that tells the model what went wrong and the real names.
 - constrained: each step is asked as JSON held to a schema (`charlie.chat.constrained`) —
@@ -19,7 +19,7 @@ Whatever the mode, what the person sees is the answer only: no tool-call markup 
 stray HTML tag on any path; nothing that is not an answer — a tool's own note, Charlie's
 own prompt, an earlier reply said again (`charlie.chat.parrots`) — which is asked for again
 once; and after a write tool did its work, never an error but what was done. How the tools
-went is recorded for `auto` (`charlie.toolmode`).
+went is recorded for `auto` (`charlie.llm.toolmode`).
 """
 
 from __future__ import annotations

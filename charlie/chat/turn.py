@@ -4,8 +4,8 @@ Context is bounded: persona + the project's response style + the three memory la
 the messages since the last distillation (with the last exchange always included) —
 never the whole transcript, so a long conversation costs no more per turn than a short one.
 Every request is fitted to the model's context window with room kept for the answer
-(`charlie.budget`); a server that still finds it too long gets one retry at half the
-budget; a reply that loops is stopped (`charlie.loops`); and the conversation is distilled
+(`charlie.llm.budget`); a server that still finds it too long gets one retry at half the
+budget; a reply that loops is stopped (`charlie.llm.loops`); and the conversation is distilled
 early when what is undistilled nears the window, so a project never outgrows it.
 """
 

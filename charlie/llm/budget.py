@@ -10,7 +10,7 @@ four (emoji, byte-split by small vocabularies) four. Measured against six real t
 French, German, Japanese, emoji chat and a table of numbers, it came out 0.86 to 1.94 times
 the true count (prose 1.1–1.4); plain characters/3 ranged 0.42 (numbers) to 1.5. Erring high
 costs a little history; erring low costs a refused request, which gets one retry at half
-the budget (`chat.ToolLoop`).
+the budget (`charlie.chat.toolloop.ToolLoop`).
 
 What gives way, in order, when a request is too long (`fit`; one that fits is sent as is):
 1. any one earlier message longer than a quarter of the room is shortened, its start and
@@ -18,7 +18,7 @@ What gives way, in order, when a request is too long (`fit`; one that fits is se
 2. the oldest messages are left out, first to last;
 3. the current turn (the person's message, tool results) is shortened, biggest part first;
 4. the system prompt itself is shortened (its memory and pins are shortened before, in
-   `chat.context`, to at most half of the room).
+   `charlie.chat.turn.context`, to at most half of the room).
 The person's message and the system prompt are never left out.
 """
 

@@ -116,7 +116,7 @@ class Report:
     checks: list[Check] = field(default_factory=list)
     # Which server this is and why (`charlie.llm.servers.ModelServer.describe`), when known.
     source: str = ""
-    # What the model did with tools, for `auto` (`charlie.toolmode`); None: not probed.
+    # What the model did with tools, for `auto` (`charlie.llm.toolmode`); None: not probed.
     habits: toolmode.Habits | None = None
 
     @property

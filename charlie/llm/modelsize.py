@@ -1,7 +1,7 @@
 """How big a model is — its parameter count — read from what is already said about it.
 
 `auto` starts a small model (under `SMALL_BELOW` parameters) in constrained steps from its
-first answer (`charlie.toolmode`), instead of spending its first answers finding out. The
+first answer (`charlie.llm.toolmode`), instead of spending its first answers finding out. The
 count comes, in this order, from:
 
 - the model's name, as servers and model files spell it: `qwen2.5-coder-1.5b-instruct`,

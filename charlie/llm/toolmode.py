@@ -1,13 +1,13 @@
 """How an answer offers tools to the model — and, in `auto`, which way suits this model.
 
 - `native`: the tools go in the request's `tools`; the model answers with `tool_calls`
-  (or writes them as text, which `charlie.textcalls` reads all the same).
+  (or writes them as text, which `charlie.llm.textcalls` reads all the same).
 - `text`: the tools are described in the prompt and the model writes its calls as text —
   for servers that drop `tools` (llama.cpp without `--jinja`).
 - `constrained`: Charlie asks for the next step as JSON held to a schema (`json_schema`:
   which tool and its arguments, or `answer`), runs the tool, then asks for the answer in
   plain text — for models that narrate tools instead of calling them, or write calls
-  nobody can read. Charlie also looks things up itself first (`charlie.toolloop`).
+  nobody can read. Charlie also looks things up itself first (`charlie.chat.lookup`).
 - `auto` (the default) picks from what is known of this model, kept in the database so
   every process (the server, `charlie chat -m`, the Discord bot) picks the same: its size
   (`charlie.llm.modelsize`: a model under ~4B parameters starts constrained, from its

@@ -1,7 +1,7 @@
 """A document's text as markdown: PDF (pypdf), Word (python-docx), text and markdown files.
 
-This is the part of bringing a document in (`charlie.documents`) that reads files from
-anywhere, so it runs in a child process of its own, `python -m charlie.document_text PATH
+This is the part of bringing a document in (`charlie.notes.documents`) that reads files from
+anywhere, so it runs in a child process of its own, `python -m charlie.notes.document_text PATH
 KIND LIMITS`, capped in memory and CPU time (`Limits`), and answers with JSON on its
 standard output. It imports little, so the child starts quickly; the parent raises the
 child's `DocumentError` as its own.
@@ -174,7 +174,7 @@ def decode_text(data: bytes) -> str:
 
 
 def _child(argv: list[str]) -> int:
-    """`python -m charlie.document_text PATH KIND LIMITS`: read one document and print
+    """`python -m charlie.notes.document_text PATH KIND LIMITS`: read one document and print
     what it holds as JSON (`{"ok": …}` or `{"error": …, "type": …}`) on standard output."""
     path, kind, raw = argv
     limits = Limits(**json.loads(raw))

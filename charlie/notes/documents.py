@@ -12,7 +12,7 @@ is refused, and so is a scanned PDF (no text layer), a password-protected one, a
 file, or anything bigger than `Limits.max_bytes`. Whatever is refused, nothing is saved.
 
 Files come from anywhere, so reading one must not hang Charlie or eat its memory (a "PDF
-bomb", a zip bomb dressed as .docx): `charlie.document_text` reads it in a child process
+bomb", a zip bomb dressed as .docx): `charlie.notes.document_text` reads it in a child process
 with a time limit and a memory ceiling, and stops at `Limits.max_pages` pages or
 `Limits.max_chars` characters, saying so at the end of the note.
 """

@@ -1,6 +1,6 @@
 """The index's own SQLite file (`index.db`): its schema, opening it, telling damage from
 other failures, replacing a damaged file, and carrying over an index an older Charlie kept in
-`charlie.db`. `charlie.index` builds on it; nothing here knows about notes.
+`charlie.db`. `charlie.retrieval.index` builds on it; nothing here knows about notes.
 
 A damaged file (SQLITE_CORRUPT, SQLITE_NOTADB, a missing or unreadable table) is replaced by
 a new one. Opening and replacing the file hold an advisory lock on `index.db.lock`, and a
@@ -63,8 +63,8 @@ CREATE TABLE IF NOT EXISTS note_problems (
     seen_at TEXT NOT NULL
 );
 """
-# Messages (`charlie.message_index`): a vector per message, and its words with the words of
-# the messages around it. Added to a version-2 file in place (`add_message_tables`).
+# Messages (`charlie.retrieval.message_index`): a vector per message, and its words with the
+# words of the messages around it. Added to a version-2 file in place (`add_message_tables`).
 MESSAGE_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,

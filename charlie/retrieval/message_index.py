@@ -32,7 +32,7 @@ is embedded by its first `MESSAGE_TOKENS` tokens (its words are all in the FTS5 
 identical texts in a batch are embedded once.
 
 Private messages are indexed like any other; what keeps them private is the query, which
-only ever reads the conversations it is given (`charlie.recall` decides which).
+only ever reads the conversations it is given (`charlie.retrieval.recall` decides which).
 """
 
 from __future__ import annotations

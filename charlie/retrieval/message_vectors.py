@@ -106,7 +106,7 @@ class ConversationVectors:
         """The `k` messages most similar to `query` (only those where `inside` is true, when
         given): message id → exact cosine.
 
-        A large conversation is searched in two stages (`charlie.vecsearch`) over the rows
+        A large conversation is searched in two stages (`charlie.retrieval.vectors`) over the rows
         it had when its table was built, and exactly over the few added since; the table is
         built again once those grow past a tenth of it. A time asked about is searched as
         the runs of rows it covers (messages are mostly indexed in time order)."""

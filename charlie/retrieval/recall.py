@@ -1,6 +1,6 @@
 """Conversation recall: what was said, found again — by meaning, by words, and by when.
 
-Every stored message is in the search index (`charlie.message_index`). A recall ranks the
+Every stored message is in the search index (`charlie.retrieval.message_index`). A recall ranks the
 messages of some conversations against a question:
 
 - **vector**: cosine of the question to the message's own words ("Speaker: text");
@@ -11,12 +11,12 @@ messages of some conversations against a question:
   side found — both signals are computed for all of them, so a message found by one side
   is not scored 0 on the other;
 - **when**: a time expression in the question ("last spring", "in May", "three weeks ago",
-  `charlie.timeexpr`) is taken out of the words searched; messages from then are searched
+  `charlie.retrieval.timeexpr`) is taken out of the words searched; messages from then are searched
   on their own too, and score `× (1 + time_weight)`. "The first time" / "most recently"
   reorders the messages that score close to the best by time. Recency is a tie-breaker,
   never a rank;
 - **usage**: a recalled message the person's answers drew on gets the notes' boost rule,
-  `score × (1 + boost × 0.3)`, fading when unused (`charlie.usage`).
+  `score × (1 + boost × 0.3)`, fading when unused (`charlie.retrieval.usage`).
 
 Which conversations are searched is decided here and nowhere else (`conversations_for`):
 the channel asked from, and, when asked, every shared project; a private channel only ever

@@ -14,7 +14,7 @@ Modes (all selectable; `DEFAULT_MODE` was chosen by measurement, see docs/retrie
   minimum is subtracted); a note found by one signal scores 0 on the other.
 
 Whatever the mode, the final score is `similarity × (1 + boost × weight)` with the person's
-usage boost in [0, 1] (`charlie.usage`).
+usage boost in [0, 1] (`charlie.retrieval.usage`).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class Suggestion:
     note: str
     title: str
     why: str  # in words, for the person
-    detail: str  # the numbers behind it (`charlie.search.Hit.why`)
+    detail: str  # the numbers behind it (`charlie.retrieval.search.Hit.why`)
 
 
 def offer(

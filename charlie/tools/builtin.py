@@ -1,19 +1,20 @@
 """Charlie's own tools, by category: memory, notes, projects, time.
 
-Each is a plain function (see `charlie.tools`): the first parameter is the `ToolContext`,
-the docstring is what the model reads. A tool returns the text the model gets back, a
-(text, summary) pair where the summary is what the person sees in the trace, or a
-`tools.Result` that also gives the trace what a search found (`trace.Hit`s). Text taken
-from notes, memory or messages is escaped and wrapped in <note>/<memory>/<messages> tags
-(`charlie.llm.fence`): it is data, not instructions, and cannot close its tag.
+Each is a plain function (see `charlie.tools.registry`): the first parameter is the
+`ToolContext`, the docstring is what the model reads. A tool returns the text the model gets
+back, a (text, summary) pair where the summary is what the person sees in the trace, or a
+`charlie.tools.registry.Result` that also gives the trace what a search found (`trace.Hit`s).
+Text taken from notes, memory or messages is escaped and wrapped in
+<note>/<memory>/<messages> tags (`charlie.llm.fence`): it is data, not instructions, and
+cannot close its tag.
 
 Writes are confined, whatever the model was told (a note it read may tell it otherwise):
 a write tool writes only into the channel's own project — `switch_project` widens what is
 *read*, never where writes go — and only if that project's `write_tools` allows it; in a
 private channel, `record_decision` writes the person's private memory only while the answer
 has read nothing other people wrote (no note, no other project's memory, no pinned note).
-`tools.run_tool` checks the policy before any write tool runs; each write tool checks its
-target.
+`charlie.tools.registry.run_tool` checks the policy before any write tool runs; each write
+tool checks its target.
 """
 
 from __future__ import annotations

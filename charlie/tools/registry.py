@@ -6,8 +6,8 @@ docstring (the first paragraph, plus an `Args:` section for each parameter). Cat
 are loaded on demand: a turn starts with the `load_tools` meta-tool and whatever the
 pre-suggestion pass chose, and the model asks for more.
 
-Models call tools natively (OpenAI `tool_calls`) or in text; `charlie.textcalls` reads every
-text form and keeps such markup from ever reaching the person, and `charlie.toolloop` runs
+Models call tools natively (OpenAI `tool_calls`) or in text; `charlie.llm.textcalls` reads every
+text form and keeps such markup from ever reaching the person, and `charlie.chat.toolloop` runs
 the calls.
 """
 

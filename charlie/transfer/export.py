@@ -22,7 +22,7 @@ sessions, API tokens, Discord links, `charlie.toml` (it may hold the model serve
 and the search index (derived data: `charlie reindex` rebuilds it).
 
 `open_archive` checks every file against the manifest before anything is written;
-`charlie.restore` brings a checked archive into a data home.
+`charlie.transfer.restore` brings a checked archive into a data home.
 """
 
 from __future__ import annotations

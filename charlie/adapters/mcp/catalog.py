@@ -1,15 +1,17 @@
-"""The tools other apps get over MCP: thin wrappers over Charlie's own (`charlie.toolkit`).
+"""The tools other apps get over MCP: thin wrappers over Charlie's own
+(`charlie.tools.builtin`).
 
 Each tool names the project it works in — a project's slug, or "private" for the caller's
 own private channel — builds the `ToolContext` chat would have there, and runs Charlie's
-own tool through `tools.run_tool`. So the rules are the ones chat follows: writes go only
-into that project and only if its `write_tools` allows them, a private channel writes no
-files, note text comes back inside a <note> fence, long results are cut with a note saying
-so, and the notes and messages read count as cited in the caller's usage. On top of that, a
-read-only token is refused every write tool before anything runs.
+own tool through `charlie.tools.registry.run_tool`. So the rules are the ones chat follows:
+writes go only into that project and only if its `write_tools` allows them, a private
+channel writes no files, note text comes back inside a <note> fence, long results are cut
+with a note saying so, and the notes and messages read count as cited in the caller's usage.
+On top of that, a read-only token is refused every write tool before anything runs.
 
 The wrappers are plain functions as well, so their schemas and descriptions come from their
-signatures and docstrings (`tools.Tool.from_function`), as for Charlie's own model.
+signatures and docstrings (`charlie.tools.registry.Tool.from_function`), as for Charlie's
+own model.
 """
 
 from __future__ import annotations

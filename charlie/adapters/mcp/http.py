@@ -4,7 +4,7 @@ Every request passes the `Guard` before the SDK sees it:
 - DNS rebinding: the Host must be this machine by address (an IP literal, `localhost`) or
   a name the server was told to answer to; a browser's Origin, when sent, the same. A page
   that rebinds its own name to this machine is refused, token or not.
-- The bearer token (`Authorization: Bearer chk_…`, `charlie.tokens`) must be valid and not
+- The bearer token (`Authorization: Bearer chk_…`, `charlie.household.tokens`) must be valid and not
   revoked. Otherwise the answer is 401 with a JSON-RPC error saying why, so MCP clients
   show the reason; nothing runs.
 The verified caller travels in the request's ASGI scope (`server.CALLER`); the SDK also sees

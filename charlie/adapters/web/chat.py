@@ -153,7 +153,7 @@ def recall(
 ) -> dict[str, Any]:
     """What was said in this channel (and, with `all`, in every shared project) that best
     answers `q`, each hit with its neighbours. Which conversations may be read is decided by
-    `charlie.recall.conversations_for`, never here."""
+    `charlie.retrieval.recall.conversations_for`, never here."""
     found = channel_for(home, channel, session.user)
     channels = conversations_for(home, session.user, found, everywhere=everywhere)
     result = recaller_for(home).recall(

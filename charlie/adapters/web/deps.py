@@ -1,7 +1,7 @@
 """What the web routers depend on: the data home and the session per request, the error →
 status mapping, and the one way a route streams server-sent events.
 
-Routers (`api.py`, `voice.py`) import this module, never `app.py`; `app.py` imports the
+Routers (`chat.py`, `voice.py`, …) import this module, never `app.py`; `app.py` imports the
 routers. So the web adapter has no import cycle.
 """
 
@@ -42,7 +42,8 @@ from charlie.users import User
 
 SESSION_COOKIE = "charlie_session"
 CSRF_COOKIE = "charlie_csrf"
-DEVICE_COOKIE = "charlie_device"  # a browser that signed in before (see charlie.sessions)
+# A browser that signed in before (see `charlie.household.sessions`).
+DEVICE_COOKIE = "charlie_device"
 CSRF_HEADER = "x-csrf-token"
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 log = logging.getLogger("charlie.web")

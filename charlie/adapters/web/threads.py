@@ -184,7 +184,7 @@ def forget_message(
     channel: str, thread: int, message_id: int, body: ForgetBody, session: SessionDep, home: HomeDep
 ) -> dict[str, Any]:
     """Forget a message for good (and, unless `only`, Charlie's answer to it): see
-    `charlie.forget` for everywhere it goes from, and who may."""
+    `charlie.household.forget` for everywhere it goes from, and who may."""
     found = channel_for(home, channel, session.user, thread)
     return forgotten_json(forget.forget(home, found, session.user, message_id, only=body.only))
 
