@@ -1,7 +1,7 @@
 """The trash: deleted projects and notes, kept in the data home until someone restores them.
 
 Nothing Charlie deletes is destroyed: a note moves to `trash/<project>/`, a project's whole
-folder to `trash/_projects/` (`charlie.notes`, `charlie.projects`). This module is what every
+folder to `trash/_projects/` (`charlie.notes.files`, `charlie.projects`). This module is what every
 front end calls to delete, list and restore, so the search index follows at once: a deleted
 project's notes are dropped from it before the delete returns, a restored one is indexed
 again on the next search.

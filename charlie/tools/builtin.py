@@ -1,12 +1,11 @@
 """Charlie's own tools, by category: memory, notes, projects, time.
 
 Each is a plain function (see `charlie.tools.registry`): the first parameter is the
-`ToolContext`, the docstring is what the model reads. A tool returns the text the model gets
-back, a (text, summary) pair where the summary is what the person sees in the trace, or a
-`charlie.tools.registry.Result` that also gives the trace what a search found (`trace.Hit`s).
-Text taken from notes, memory or messages is escaped and wrapped in
-<note>/<memory>/<messages> tags (`charlie.llm.fence`): it is data, not instructions, and
-cannot close its tag.
+`ToolContext`, the docstring is what the model reads. Each returns a
+`charlie.tools.registry.Result`: the text the model gets back, the summary the person sees in
+the trace, and for a search what it found (`trace.Hit`s). Text taken from notes, memory or
+messages is escaped and wrapped in <note>/<memory>/<messages> tags (`charlie.llm.fence`): it
+is data, not instructions, and cannot close its tag.
 
 Writes are confined, whatever the model was told (a note it read may tell it otherwise):
 a write tool writes only into the channel's own project — `switch_project` widens what is

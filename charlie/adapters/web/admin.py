@@ -1,8 +1,9 @@
 """Household administration and your own account: people, passwords, sessions, trash, models.
 
-Every route here is a call into the core (`charlie.users`, `charlie.household`,
-`charlie.trash`). The routes that manage other people take `AdminDep`: a signed-in person
-who is not an administrator gets 403 from each of them, whatever the request holds.
+Every route here is a call into the core (`charlie.users`, `charlie.household.removal`,
+`charlie.household.sessions`, `charlie.household.trash`). The routes that manage other
+people take `AdminDep`: a signed-in person who is not an administrator gets 403 from each of
+them, whatever the request holds.
 """
 
 from __future__ import annotations
