@@ -151,9 +151,9 @@ def test_the_core_is_layered_and_nothing_imports_upward() -> None:
             )
 
 
-def test_the_readme_names_every_module() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text()
-    table = readme[readme.index("## Architecture") :]
+def test_the_module_table_names_every_module() -> None:
+    page = (PACKAGE.parent / "docs" / "development.md").read_text()
+    table = page[page.index("## Architecture") :]
     table = table[: table.index("\n## ", 4)]
     modules = [
         p.relative_to(PACKAGE).with_suffix("").as_posix()
@@ -163,10 +163,10 @@ def test_the_readme_names_every_module() -> None:
         and p.relative_to(PACKAGE).parts[0] != "adapters"
     ]
     missing = sorted(m for m in modules if f"`{m}`" not in table)
-    assert not missing, f"the README's architecture table does not name {missing}"
+    assert not missing, f"docs/development.md's module table does not name {missing}"
     adapters = sorted(p.name for p in (PACKAGE / "adapters").iterdir() if p.is_dir())
     missing = [a for a in adapters if a != "__pycache__" and f"`adapters/{a}`" not in table]
-    assert not missing, f"the README's architecture table does not name {missing}"
+    assert not missing, f"docs/development.md's module table does not name {missing}"
 
 
 def test_no_test_module_imports_another() -> None:
