@@ -174,7 +174,7 @@ class Model:
     def step_answer(self, step: str | None) -> dict[str, Any]:
         """`memory` as the whole form or a step asks for it (steps record no decision)."""
         answers: dict[str, dict[str, Any]] = {
-            "decision": {"decision": False, "what": ""},
+            "decision": {"kind": "only news", "what": ""},
             "change": {"now": ""},
             "summary": {"summary": self.memory["summary"]},
             "quotes": {"quotes": []},

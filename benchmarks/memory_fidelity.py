@@ -176,8 +176,10 @@ def careless_step(request: dict[str, Any], oracle: Oracle, rng: random.Random) -
     said = user.rsplit("\n", 1)[-1].split(": ", 1)[-1]
     if step == "decision":
         if said in oracle.decided:
-            return json.dumps({"decision": True, "what": oracle.decided[said]})
-        return json.dumps({"decision": rng.random() < 0.3, "what": said})  # traps too
+            return json.dumps({"kind": steps.SETTLES, "what": oracle.decided[said]})
+        return json.dumps(
+            {"kind": steps.steps.SETTLES if rng.random() < 0.3 else "only news", "what": said}
+        )  # traps too
     if step == "change":
         old = user.split("Earlier decision: ", 1)[1].split("\n", 1)[0]
         if not oracle.changes_it(old, said):
@@ -501,6 +503,35 @@ def plot(run: Path, path: Path, label: str = "") -> bool:
     return True
 
 
+def merge(runs: list[Path], out: Path) -> None:
+    """One run from runs of parts of the conversations (each `--ids` on its own server,
+    side by side): the scores together, each part's totals counted again."""
+    loaded = [json.loads(run.read_text()) for run in runs]
+    scores = [Score(**s) for run in loaded for s in run["scores"]]
+    first = loaded[0]["summary"]
+    result: dict[str, Any] = {"model": first["model"], "distill_mode": first["distill_mode"]}
+    for part in PARTS:
+        mine = [s for s in scores if s.part == part]
+        if mine:
+            result[part] = totals(mine)
+            result[part]["seconds"] = round(
+                max(r["summary"].get(part, {}).get("seconds", 0) for r in loaded), 1
+            )
+    print(json.dumps(result, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "summary": result,
+                "machine": loaded[0]["machine"],
+                "scores": [asdict(s) for s in scores],
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+    )
+    print(f"wrote {out} (the seconds are the longest shard's: they ran side by side)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--server", action="store_true", help="the configured real server")
@@ -519,7 +550,16 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="draw the run of --from here, run nothing")
     parser.add_argument("--from", dest="run", type=Path, help="a run's JSON (--out)")
     parser.add_argument("--label", default="", help="the model, as the plot names it")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        help="put together the runs (--out) of several --ids shards into --out, run nothing",
+    )
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     if args.plot:
         if args.run is None:
             parser.error("--plot needs --from RUN.json")

@@ -71,7 +71,7 @@ def test_each_persons_message_is_judged_alone_and_only_decisions_are_kept(
     assert result.memory.summary == "Planning the kitchen."
     schema = llm.requests[0]["response_format"]["json_schema"]
     assert schema["name"] == "decision"
-    assert schema["schema"]["properties"]["decision"] == {"type": "boolean"}
+    assert "settles something" in schema["schema"]["properties"]["kind"]["enum"]
 
 
 def test_the_message_before_is_shown_for_context(
@@ -81,8 +81,8 @@ def test_the_message_before_is_shown_for_context(
     talk(home, channel, (sam, "Maybe oak worktops."), (alex, "Yes, let's do that."))
     answers = iter(
         [
-            {"decision": False, "what": ""},
-            {"decision": True, "what": "The worktops are oak."},
+            {"kind": "only news", "what": ""},
+            {"kind": steps.SETTLES, "what": "The worktops are oak."},
         ]
     )
     llm.default = lambda r: (
@@ -196,7 +196,7 @@ def test_a_decision_worded_without_its_value_is_the_message_itself(
     channel, sam, _ = kitchen
     talk(home, channel, (sam, "OK, the car goes in for repair on Friday 5 March."))
     llm.default = lambda r: (
-        '{"decision": true, "what": "The car repair schedule"}'
+        '{"kind": "settles something", "what": "The car repair schedule"}'
         if step_of(r) == "decision"
         else step_answer(r)
     )
@@ -224,7 +224,7 @@ def test_a_decision_left_unworded_is_the_message_itself(
     channel, sam, _ = kitchen
     talk(home, channel, (sam, "Right. Oak it is, for the worktops. " + "And more. " * 30))
     llm.default = lambda r: (
-        '{"decision": true, "what": " "}' if step_of(r) == "decision" else step_answer(r)
+        '{"kind": "settles something", "what": " "}' if step_of(r) == "decision" else step_answer(r)
     )
     (decision,) = distill.distill(home, channel, client).memory.texts
     assert decision.startswith("Right. Oak it is, for the worktops.") and len(decision) <= 200
@@ -282,22 +282,30 @@ def test_auto_distills_in_steps_when_tools_are_constrained(
     assert distill.method(home, channel, client) == ("steps", "distill_mode = steps (set)")
 
 
-def test_a_decision_that_lost_its_numbers_is_asked_for_once_more(
+def test_a_decision_worded_without_its_numbers_or_with_words_nobody_said_is_the_message(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
 ) -> None:
-    channel, sam, _ = kitchen
-    talk(home, channel, (sam, "Change of plan: the plumber comes on Thursday 11 December."))
+    channel, sam, alex = kitchen
+    talk(
+        home,
+        channel,
+        (sam, "Change of plan: the plumber comes on Thursday 11 December."),
+        (alex, "Let's go with Bea's quote for the tiling, she starts Monday."),
+        (sam, "We decided: the bins go out on Tuesdays."),
+    )
     answers = [
-        '{"decision": true, "what": "The plumber moved to Thursday"}',
-        '{"decision": true, "what": "The plumber comes on Thursday 11 December"}',
+        '{"kind": "settles something", "what": "The plumber moved to Thursday"}',  # lost "11"
+        '{"kind": "settles something", "what": "Charlie chose the cheapest tiler"}',  # made up
+        '{"kind": "settles something", "what": "The bins go out on Tuesdays."}',  # true
     ]
     llm.default = lambda r: answers.pop(0) if step_of(r) == "decision" else step_answer(r)
     result = distill.distill(home, channel, client)
-    again = [r for r in llm.requests if step_of(r) == "decision"][1]
-    assert "Keep its names, numbers and dates: 11, december, thursday." in str(
-        again["messages"][1]["content"]
-    )
-    assert result.memory.texts == ["The plumber comes on Thursday 11 December"]
+    assert result.memory.texts == [
+        "Change of plan: the plumber comes on Thursday 11 December.",
+        "Let's go with Bea's quote for the tiling, she starts Monday.",
+        "The bins go out on Tuesdays.",
+    ]
+    assert len([r for r in llm.requests if step_of(r) == "decision"]) == 3  # asked once each
 
 
 def test_a_run_on_summary_cut_by_the_cap_keeps_its_clauses(
@@ -316,7 +324,7 @@ def test_decisions_told_alike_are_not_taken_for_the_same_thing(
 ) -> None:
     channel, sam, _ = kitchen
     llm.default = lambda r: (
-        json.dumps({"decision": True, "what": f"sam decided {judged(r).split(': ', 1)[1]}"})
+        json.dumps({"kind": steps.SETTLES, "what": f"sam decided {judged(r).split(': ', 1)[1]}"})
         if step_of(r) == "decision"
         else step_answer(r)
     )
@@ -331,3 +339,24 @@ def test_decisions_told_alike_are_not_taken_for_the_same_thing(
         "sam decided on Lisbon for the spring trip.",
         "sam decided to fly from Bristol.",
     ]
+
+
+def test_the_first_message_of_a_batch_is_judged_with_the_question_asked_before_it(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    talk(home, channel, (sam, "We decided: the bins go out on Tuesdays."))
+    talk(home, channel, (alex, "Oak or walnut for the worktops?"))
+    llm.default = step_answer
+    distill.distill(home, channel, client)  # the question is distilled with the first batch
+    llm.requests.clear()
+    talk(home, channel, (sam, "Oak, no question."), (alex, "Lovely."))
+    distill.distill(home, channel, client)
+    asked = [str(r["messages"][1]["content"]) for r in llm.requests if step_of(r) == "decision"]
+    assert asked[0] == (
+        "Just before (context only):\n"
+        "sam: We decided: the bins go out on Tuesdays.\n"
+        "alex: Oak or walnut for the worktops?\n\n"
+        "The message:\nsam: Oak, no question."
+    )
+    assert len(asked) == 2  # the earlier messages are context, never judged again

@@ -19,7 +19,7 @@ from charlie import conversations
 from charlie.conversations import Channel, Message, shared_channel
 from charlie.home import Home
 from charlie.llm.client import LLMClient
-from charlie.memory import decisions, distill
+from charlie.memory import decisions, distill, steps
 from charlie.memory import layers as memory
 from charlie.memory.layers import DISTILLED, HAND, Decision, Memory
 from charlie.projects import create_project, get_project, update_project
@@ -54,7 +54,7 @@ def greedy(request: dict[str, Any]) -> str:
     if step == "change":
         return json.dumps({"now": "Called off."})
     if step == "decision":
-        return json.dumps({"decision": True, "what": judged(request)})
+        return json.dumps({"kind": steps.SETTLES, "what": judged(request)})
     if step == "summary":
         return json.dumps({"summary": "The household plans the fair."})
     if step == "quotes":
@@ -251,7 +251,7 @@ def summary_model(summaries: list[str]) -> Any:
                 return json.dumps({"summary": text})
             return json.dumps({"summary": text, "decisions": [], "quotes": []})
         if step == "decision":
-            return json.dumps({"decision": False, "what": ""})
+            return json.dumps({"kind": "only news", "what": ""})
         return json.dumps({"quotes": []} if step == "quotes" else {"now": earlier(request)})
 
     return respond
@@ -335,7 +335,7 @@ def test_a_question_is_never_a_quote(
         if is_distillation(request):
             quotes = [{"speaker": m.speaker, "text": m.content} for m in said]
             return json.dumps({"summary": "Plans.", "decisions": [], "quotes": quotes})
-        return greedy(request) if step_of(request) != "decision" else '{"decision": false}'
+        return greedy(request) if step_of(request) != "decision" else '{"kind": "only news"}'
 
     llm.default = respond
     result = distill.distill(home, channel, client)

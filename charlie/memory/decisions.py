@@ -247,7 +247,7 @@ Judge = Callable[[Change], bool]
 
 
 def _question_before(message: Message, messages: list[Message]) -> Message | None:
-    at = messages.index(message)
+    at = next(i for i, m in enumerate(messages) if m.id == message.id)
     before = messages[at - 1] if at else None
     return before if before is not None and before.role == "user" and is_question(before) else None
 
@@ -278,6 +278,7 @@ def changes(
     revisions: list[Revision],
     messages: list[Message],
     judge: Judge,
+    earlier: list[Message] | None = None,
 ) -> tuple[list[Change], list[dict[str, str]]]:
     """Which held decisions the new messages change, each judged by `judge` (the model,
     shown the old and the new side by side) after the checks no answer can pass: the
@@ -285,8 +286,10 @@ def changes(
     what the old one is about (a person's decision: by its own words); one message changes
     at most one decision. Candidates are the ones the model named (`revisions`), then the
     held decisions most alike each new one (`candidates`). What was refused is returned
-    with why, to be logged with the run."""
+    with why, to be logged with the run. `earlier`: the messages just before `messages`,
+    where the question a first message answers may be."""
     people = {m.id: m for m in messages if m.role == "user"}
+    shown = [*(earlier or []), *messages]
     names = frozenset(words(" ".join({m.speaker for m in people.values()})))
     stated: dict[int, list[str]] = {}
     for offer in proposed:
@@ -304,12 +307,12 @@ def changes(
             continue
         told = stated.get(changer.id, [])
         new = max(told, key=lambda t: overlap(t, target.text), default="")
-        before = _question_before(changer, messages)
+        before = _question_before(changer, shown)
         asked.append((Change(target, changer, before, new, names), True))
     for source, told in stated.items():
         for text in told:
             for old in candidates(text, held, names):
-                before = _question_before(people[source], messages)
+                before = _question_before(people[source], shown)
                 change = Change(old, people[source], before, text, names)
                 asked.append((change, False))
     confirmed: list[Change] = []

@@ -349,14 +349,14 @@ def method(home: Home, channel: Channel, llm: LLMClient) -> tuple[Method, str]:
 
 
 def _ask_steps(
-    llm: LLMClient, current: Memory, messages: list[Message]
+    llm: LLMClient, current: Memory, messages: list[Message], earlier: list[Message]
 ) -> tuple[_Output, bool, int]:
     """The answer asked step by step; the same checks as the whole form's."""
 
     def check_summary(summary: str) -> None:
         check_quality(_Output(summary=summary, decisions=[], quotes=[]), current, messages)
 
-    answer, asker = steps.ask(llm, current, messages, check_summary)
+    answer, asker = steps.ask(llm, current, messages, check_summary, earlier)
     try:
         output = _Output.model_validate(answer)
     except ValidationError as exc:
@@ -681,8 +681,9 @@ def distill(
             memory.sync_hand_edits(home, channel)
         seen = memory.load(home, channel)
         how, _ = method(home, channel, llm)
+        earlier = _before(home, channel, window)
         if how == "steps":
-            output, structured, attempts = _ask_steps(llm, seen, window)
+            output, structured, attempts = _ask_steps(llm, seen, window, earlier)
         else:
             output, structured, attempts = _ask(llm, _prompt(seen, window), seen, window)
         confirmed, not_changed = decisions.changes(
@@ -691,6 +692,7 @@ def distill(
             [decisions.Revision(r.decision, r.message) for r in output.superseded],
             window,
             steps.judge(steps.Asker(llm, structured)),
+            earlier,
         )
     except (DistillationError, LLMError, MemoryFormatError) as exc:
         failed(exc)
@@ -763,6 +765,13 @@ def distill(
         attempts,
         how,
     )
+
+
+def _before(home: Home, channel: Channel, window: list[Message]) -> list[Message]:
+    """The messages just before `window` (already distilled): the context a first message
+    needs ("Outside, under the gazebo." answers a question asked before the batch began)."""
+    shown = conversations.around(home, channel, window[0].id, steps.CONTEXT_MESSAGES, 0)
+    return [m for m in shown if m.id != window[0].id and not m.incomplete]
 
 
 def _still_there(home: Home, window: list[Message]) -> list[Message]:

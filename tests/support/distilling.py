@@ -8,6 +8,8 @@ from typing import Any
 
 from llm_double import ErrorReply, Responder
 
+from charlie.memory.steps import SETTLES
+
 
 def is_distillation(request: dict[str, Any]) -> bool:
     return str(request["messages"][0]["content"]).startswith("You maintain the long-term memory")
@@ -46,7 +48,7 @@ def naming_answer(request: dict[str, Any], **layers: Any) -> str:
 
 
 STEP_PROMPTS = {
-    "decision": "Does this message from a household's conversation record a decision",
+    "decision": "A message from a household's conversation about their plans. Which is it?",
     "change": "You compare an earlier decision of a household with a new message",
     "summary": "You keep the summary of a household's conversation",
     "quotes": "From a household's conversation, pick",
@@ -82,7 +84,7 @@ def step_answer(request: dict[str, Any], quotable: str = "If it's not oak") -> s
         text = judged(request)
         decided = re.match(r"(?i)(we decided:? |let's go with |change of plan: )(.*)", text)
         what = decided.group(2).split(", not ")[0] if decided else ""
-        return json.dumps({"decision": decided is not None, "what": what})
+        return json.dumps({"kind": SETTLES if decided is not None else "only news", "what": what})
     if step == "change":  # the decision as it stands: the plan named, or the old one copied
         text = judged(request)
         if text.lower().startswith("change of plan: "):
