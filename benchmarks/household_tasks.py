@@ -19,7 +19,11 @@ Per task: right (every expected string group found in the reply, or, for a decis
 the memory's decisions afterwards), found (the expected note or earlier message came back
 from a look-up, the model's or Charlie's own), right tool (the tool it needed was called,
 or none when none was needed), markup (the reply shows tool-call or template markup),
-prompt tokens (the sum of `usage.prompt_tokens` over every request), seconds.
+prompt tokens (the sum of `usage.prompt_tokens` over every request), of them the tokens the
+server reused from its cache (`usage.prompt_tokens_details.cached_tokens`, where the server
+says: llama.cpp does), requests to the model, seconds. Per mode, besides the means: the
+median seconds, requests per task and the share of prompt tokens reused — where a task's
+seconds go.
 
 Writes benchmarks/out/household_tasks.json and, with matplotlib installed, the plot
 docs/benchmarks/household-tasks.png. `--quick` runs three tasks in one mode (a smoke run).
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -81,6 +86,8 @@ class Outcome:
     reply: str
     calls: list[str] = field(default_factory=list)
     error: str = ""
+    requests: int = 0  # requests to the model for this task
+    cached_tokens: int = 0  # prompt tokens the server reused from its cache
 
 
 def _matches(text: str, groups: tuple[tuple[str, ...], ...]) -> bool:
@@ -121,6 +128,20 @@ def _usage_total(client: RecordingLLM) -> int:
     return sum(
         int((c.completion.usage if c.completion else {}).get("prompt_tokens", 0)) for c in calls
     )
+
+
+def _requests(client: RecordingLLM) -> int:
+    return len(client.streams) + len(client.chats)
+
+
+def _cached(client: RecordingLLM) -> int:
+    """The prompt tokens the server reused from its cache, over every request."""
+    total = 0
+    for call in [*client.streams, *client.chats]:
+        usage: dict[str, Any] = dict(call.completion.usage) if call.completion else {}
+        details = usage.get("prompt_tokens_details") or {}
+        total += int(details.get("cached_tokens", 0)) if isinstance(details, dict) else 0
+    return total
 
 
 # ---------------------------------------------------------------- Charlie
@@ -164,6 +185,8 @@ def charlie_task(
         reply,
         [f"{s.name}{'' if s.by == 'model' else '*'}" for s in called],
         error,
+        _requests(client),
+        _cached(client),
     )
 
 
@@ -239,6 +262,8 @@ def baseline_task(client: RecordingLLM, task: Task, mode: str, window: int, answ
         reply,
         [],
         error,
+        _requests(client),
+        _cached(client),
     )
 
 
@@ -265,7 +290,8 @@ def run_mode(mode: str, tasks: list[Task], answer: int, root: Path) -> list[Outc
             print(
                 f"{mode:>11} {task.id:<18} {mark:<5} found={outcome.found} "
                 f"tool={outcome.right_tool} markup={outcome.markup} "
-                f"tokens={outcome.prompt_tokens} {outcome.seconds:.1f}s "
+                f"tokens={outcome.prompt_tokens} reused={outcome.cached_tokens} "
+                f"requests={outcome.requests} {outcome.seconds:.1f}s "
                 f"calls={outcome.calls} | {outcome.reply[:90]!r} {outcome.error[:80]}",
                 flush=True,
             )
@@ -290,6 +316,11 @@ def summary(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
             "prompt_tokens": sum(o.prompt_tokens for o in rows),
             "prompt_tokens_per_task": round(sum(o.prompt_tokens for o in rows) / len(rows)),
             "seconds_per_task": round(sum(o.seconds for o in rows) / len(rows), 1),
+            "median_seconds": round(statistics.median(o.seconds for o in rows), 1),
+            "requests_per_task": round(sum(o.requests for o in rows) / len(rows), 2),
+            "prompt_tokens_reused": round(
+                sum(o.cached_tokens for o in rows) / max(1, sum(o.prompt_tokens for o in rows)), 3
+            ),
             "by_kind": {
                 kind: f"{sum(o.right for o in rows if o.kind == kind)}/"
                 f"{sum(1 for o in rows if o.kind == kind)}"
@@ -302,7 +333,7 @@ def summary(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
 def print_table(table: dict[str, dict[str, Any]]) -> None:
     print(
         f"\n{'mode':<12}{'right':>8}{'look-ups':>10}{'tool':>8}{'markup':>8}"
-        f"{'tokens/task':>13}{'s/task':>8}  by kind"
+        f"{'tokens/task':>13}{'reused':>8}{'req/task':>10}{'s/task':>8}{'median':>8}  by kind"
     )
     for mode, row in table.items():
         lookups = f"{row['lookup_found_and_right']}/{row['lookup_tasks']}"
@@ -311,7 +342,8 @@ def print_table(table: dict[str, dict[str, Any]]) -> None:
         print(
             f"{mode:<12}{row['right']:>5}/{row['tasks']:<2}{lookups:>10}{tool:>8}"
             f"{row['markup']:>8}{row['prompt_tokens_per_task']:>13}"
-            f"{row['seconds_per_task']:>8}  {kinds}"
+            f"{row.get('prompt_tokens_reused', 0):>8.0%}{row.get('requests_per_task', 0):>10}"
+            f"{row['seconds_per_task']:>8}{row.get('median_seconds', '-'):>8}  {kinds}"
         )
 
 

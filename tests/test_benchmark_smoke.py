@@ -342,6 +342,10 @@ def test_household_tasks_scores_a_model_that_looks_things_up(
     assert (row["tasks"], row["right"], row["lookup_found_and_right"]) == (3, 3, 2)
     assert (row["right_tool"], row["markup"], row["errors"]) == (3, 0, 0)
     assert row["prompt_tokens"] > 0
+    # a look-up is two requests (the call, then the answer), plain chat one
+    assert [o["requests"] for o in result["outcomes"]] == [2, 2, 1]
+    assert row["requests_per_task"] == round(5 / 3, 2)
+    assert row["prompt_tokens_reused"] == 0  # the double keeps no cache, and says none
 
 
 def test_builtin_runtime_measures_the_packaged_small_model(tmp_path: Path) -> None:
