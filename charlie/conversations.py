@@ -8,6 +8,8 @@ stored before anything else happens to it, so a failing model never loses what w
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -570,6 +572,58 @@ def mark_distilled(home: Home, channel: Channel, upto_id: int) -> None:
     )
 
 
+@dataclass(frozen=True)
+class DistillFailures:
+    """The model failed the thread's last `times` distillations, the last after message
+    `after_id` (`charlie.chat.turn` waits longer after each)."""
+
+    after_id: int
+    times: int
+
+
+def distill_failures(home: Home, channel: Channel) -> DistillFailures | None:
+    """The thread's failed distillations in a row (None when the last one did not fail)."""
+    row = home.db.execute(
+        "SELECT distill_failed_at, distill_failures FROM conversations WHERE id = ?",
+        (channel.conversation_id,),
+    ).fetchone()
+    if row is None or row["distill_failed_at"] is None:
+        return None
+    return DistillFailures(int(row["distill_failed_at"]), int(row["distill_failures"]))
+
+
+def note_distill_failure(home: Home, channel: Channel) -> None:
+    home.db.execute(
+        "UPDATE conversations SET distill_failed_at = ?, distill_failures = distill_failures + 1 "
+        "WHERE id = ?",
+        (newest_id(home, channel), channel.conversation_id),
+    )
+
+
+def clear_distill_failures(home: Home, channel: Channel) -> None:
+    home.db.execute(
+        "UPDATE conversations SET distill_failed_at = NULL, distill_failures = 0 "
+        "WHERE id = ? AND distill_failures > 0",
+        (channel.conversation_id,),
+    )
+
+
+def count_since(home: Home, channel: Channel, message_id: int) -> int:
+    """How many messages the thread stored after message `message_id` (set aside included)."""
+    (count,) = home.db.execute(
+        "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ?",
+        (channel.conversation_id, message_id),
+    ).fetchone()
+    return int(count)
+
+
+def still_stored(home: Home, ids: Sequence[int]) -> set[int]:
+    """Those of the messages `ids` still stored (not forgotten meanwhile)."""
+    marks = ", ".join("?" * len(ids))
+    rows = home.db.execute(f"SELECT id FROM messages WHERE id IN ({marks})", list(ids))
+    return {int(row[0]) for row in rows}
+
+
 # ---------------------------------------------------------------- branches
 
 
@@ -708,3 +762,351 @@ def _choose(home: Home, channel: Channel, chosen: Message) -> None:
         path.append(int(row[0]))
     _show(home, path, shown=True)
     _show(home, sorted(set(_subtree(home, chosen.id)) - set(path)), shown=False)
+
+
+# ---------------------------------------------------------------- forgetting
+
+
+def thread_message_ids(home: Home, channel: Channel) -> list[int]:
+    """Every message of the thread, set aside ones included, oldest first."""
+    rows = home.db.execute(
+        "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id", (channel.conversation_id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def answer_ids(home: Home, message_id: int) -> list[int]:
+    """Charlie's replies to message `message_id`, the ones set aside included, oldest first."""
+    rows = home.db.execute(
+        "SELECT id FROM messages WHERE parent_id = ? AND role = 'assistant' ORDER BY id",
+        (message_id,),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def answers_to(home: Home, asked: Sequence[int]) -> list[tuple[int, int]]:
+    """(id, thread) of Charlie's replies to any of the messages `asked`, in any thread."""
+    rows = home.db.execute(
+        f"SELECT id, conversation_id FROM messages WHERE role = 'assistant' "
+        f"AND parent_id IN ({_marks(asked)})",
+        list(asked),
+    ).fetchall()
+    return [(int(r[0]), int(r[1])) for r in rows]
+
+
+def said_elsewhere(home: Home, word: str, ids: Sequence[int]) -> bool:
+    """Whether a stored message other than `ids` holds `word` (lower case), in any thread."""
+    found = home.db.execute(
+        f"SELECT 1 FROM messages WHERE id NOT IN ({_marks(ids)}) AND instr(lower(content), ?) > 0 "
+        "LIMIT 1",
+        [*ids, word],
+    ).fetchone()
+    return found is not None
+
+
+@dataclass(frozen=True)
+class StoredTrace:
+    """A reply's tool trace as stored (JSON steps, not read into `Step`s)."""
+
+    message_id: int
+    conversation_id: int
+    steps: list[dict[str, Any]]
+
+
+def traces_naming(home: Home, threads: Sequence[int]) -> list[StoredTrace]:
+    """The traces that may name a message: every one with a message search hit, and every
+    one in the threads `threads`."""
+    rows = home.db.execute(
+        "SELECT id, conversation_id, trace FROM messages WHERE trace IS NOT NULL AND "
+        f"(trace LIKE '%message:%' OR conversation_id IN ({_marks(threads)}))",
+        list(threads),
+    ).fetchall()
+    return [
+        StoredTrace(int(r["id"]), int(r["conversation_id"]), json.loads(r["trace"])) for r in rows
+    ]
+
+
+def rewrite_trace(home: Home, message_id: int, steps: list[dict[str, Any]]) -> None:
+    home.db.execute(
+        "UPDATE messages SET trace = ? WHERE id = ?",
+        (json.dumps(steps, ensure_ascii=False), message_id),
+    )
+
+
+def failed_distillations_over(home: Home, ids: Sequence[int]) -> set[int]:
+    """The failed distillations (with an error) whose messages included one of `ids`."""
+    return {
+        int(r[0])
+        for r in home.db.execute(
+            "SELECT DISTINCT d.id FROM distillations d JOIN messages m ON "
+            "m.conversation_id = d.conversation_id AND m.id BETWEEN d.first_message_id AND "
+            f"d.last_message_id WHERE d.error IS NOT NULL AND m.id IN ({_marks(ids)})",
+            list(ids),
+        )
+    }
+
+
+@dataclass(frozen=True)
+class Beside:
+    """A message and the ids of the messages just before and after it in its thread."""
+
+    message_id: int
+    conversation_id: int
+    neighbours: list[int]
+
+
+def beside(home: Home, ids: Sequence[int]) -> list[Beside]:
+    """Each stored message of `ids` with its neighbours in time in its thread (the one just
+    before, the one just after), leaving out those among `ids`."""
+    rows = home.db.execute(
+        f"SELECT id, conversation_id, created_at FROM messages WHERE id IN ({_marks(ids)})",
+        list(ids),
+    ).fetchall()
+    out, taken = [], set(ids)
+    for message_id, conversation_id, created_at in rows:
+        near_ids = []
+        for where, order in (("<", "DESC"), (">", "ASC")):
+            near = home.db.execute(
+                "SELECT id FROM messages WHERE conversation_id = ? AND "
+                f"(created_at, id) {where} (?, ?) ORDER BY created_at {order}, id {order} LIMIT 1",
+                (conversation_id, created_at, message_id),
+            ).fetchone()
+            if near is not None and int(near[0]) not in taken:
+                near_ids.append(int(near[0]))
+        out.append(Beside(message_id, conversation_id, near_ids))
+    return out
+
+
+def delete_messages(home: Home, ids: Sequence[int]) -> None:
+    """Delete the messages `ids` (in the caller's transaction); a message that followed one
+    of them follows its parent now, and an untitled thread is named again (`retitle`)."""
+    marks = _marks(ids)
+    for message_id in ids:
+        row = home.db.execute(
+            "SELECT parent_id FROM messages WHERE id = ?", (message_id,)
+        ).fetchone()
+        if row is None:
+            continue
+        home.db.execute(
+            "UPDATE messages SET parent_id = ? WHERE parent_id = ?", (row["parent_id"], message_id)
+        )
+    threads = [
+        int(r[0])
+        for r in home.db.execute(
+            f"SELECT DISTINCT conversation_id FROM messages WHERE id IN ({marks})", list(ids)
+        )
+    ]
+    home.db.execute(f"DELETE FROM messages WHERE id IN ({marks})", list(ids))
+    for thread in threads:
+        retitle(home, thread)  # an untitled thread was named by its words
+
+
+def newest_stored_id(home: Home) -> int:
+    """The largest message id stored, in any thread (0 when there is none)."""
+    (newest,) = home.db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+    return int(newest)
+
+
+def last_said_by(home: Home, channel: Channel, user: User) -> int | None:
+    """The id of `user`'s last message in any thread of `channel`'s project or private
+    channel (None when they have none there)."""
+    row = home.db.execute(
+        "SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id "
+        "WHERE m.role = 'user' AND m.user_id = ? AND c.private = ? AND "
+        "ifnull(c.project_id, 0) = ? AND ifnull(c.owner_id, 0) = ? ORDER BY m.id DESC LIMIT 1",
+        (
+            user.id,
+            int(channel.private),
+            channel.project.id if channel.project else 0,
+            channel.owner.id if channel.owner else 0,
+        ),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" for _ in values)
+
+
+# ---------------------------------------------------------------- recall and provenance
+
+
+def count_in(home: Home, conversation_ids: Sequence[int]) -> int:
+    """How many messages the conversations `conversation_ids` store (set aside included)."""
+    marks = ",".join("?" * len(conversation_ids))
+    (count,) = home.db.execute(
+        f"SELECT count(*) FROM messages WHERE conversation_id IN ({marks})", conversation_ids
+    ).fetchone()
+    return int(count)
+
+
+def first_time(home: Home, conversation_id: int) -> str | None:
+    """When the conversation's earliest message was written (None when it has none)."""
+    row = home.db.execute(
+        "SELECT min(created_at) FROM messages WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()
+    return None if row[0] is None else str(row[0])
+
+
+def shown_places(home: Home, ids: Sequence[int]) -> dict[int, tuple[int, str]]:
+    """Each shown (not set aside) message of `ids`: its conversation and time."""
+    out: dict[int, tuple[int, str]] = {}
+    for start in range(0, len(ids), 500):
+        part = list(ids[start : start + 500])
+        for row in home.db.execute(
+            f"SELECT id, conversation_id, created_at FROM messages WHERE hidden = 0 AND id IN "
+            f"({','.join('?' * len(part))})",
+            part,
+        ):
+            out[int(row[0])] = (int(row[1]), str(row[2]))
+    return out
+
+
+def sources_in(home: Home, channel: Channel, ids: Sequence[int]) -> list[tuple[int, str, str, str]]:
+    """(id, speaker, time, text) of the messages `ids` held in a thread of `channel`'s
+    project or private channel, oldest first; another channel's are never returned."""
+    marks = ", ".join("?" * len(ids))
+    holder = (
+        "c.project_id = ? AND c.private = 0"
+        if channel.project
+        else "c.owner_id = ? AND c.private = 1"
+    )
+    owner = channel.project.id if channel.project else (channel.owner.id if channel.owner else -1)
+    rows = home.db.execute(
+        f"SELECT m.id, m.speaker, m.created_at, m.content FROM messages m JOIN conversations c "
+        f"ON c.id = m.conversation_id WHERE m.id IN ({marks}) AND {holder} ORDER BY m.id",
+        (*ids, owner),
+    ).fetchall()
+    return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+
+# ---------------------------------------------------------------- export, import, backup
+
+
+def export_rows(home: Home, conversation_id: int) -> Iterator[sqlite3.Row]:
+    """Every column of every message of the thread, set aside ones included, oldest first,
+    with the account name of the person who wrote it as `user_name` (an export copies the
+    columns as stored)."""
+    yield from home.db.execute(
+        "SELECT m.*, u.name AS user_name FROM messages m LEFT JOIN users u "
+        "ON u.id = m.user_id WHERE m.conversation_id = ? ORDER BY m.id",
+        (conversation_id,),
+    )
+
+
+def shown_in_time(home: Home, conversation_id: int) -> Iterator[sqlite3.Row]:
+    """`speaker`, `content` and `created_at` of the thread's shown messages, in time order."""
+    yield from home.db.execute(
+        "SELECT speaker, content, created_at FROM messages WHERE conversation_id = ? "
+        "AND hidden = 0 ORDER BY created_at, id",
+        (conversation_id,),
+    )
+
+
+@dataclass(frozen=True)
+class ImportedMessage:
+    """A message brought in from a file (an import, a restored archive). The last five
+    fields default to what the table gives a message stored without them."""
+
+    conversation_id: int
+    project_id: int | None
+    private: int
+    role: str
+    user_id: int | None
+    speaker: str
+    content: str
+    created_at: str
+    source_id: str | None
+    distill: int
+    images: str = "[]"  # JSON
+    trace: str | None = None  # JSON
+    incomplete: int = 0
+    parent_id: int | None = None
+    hidden: int = 0
+
+
+def add_imported(home: Home, message: ImportedMessage) -> int | None:
+    """Store `message` (in the caller's transaction) and return its id; None when the
+    thread holds it already (the same source id)."""
+    cursor = home.db.execute(
+        "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
+        "content, images, created_at, trace, incomplete, source_id, distill, parent_id, hidden) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (
+            message.conversation_id,
+            message.project_id,
+            message.private,
+            message.role,
+            message.user_id,
+            message.speaker,
+            message.content,
+            message.images,
+            message.created_at,
+            message.trace,
+            message.incomplete,
+            message.source_id,
+            message.distill,
+            message.parent_id,
+            message.hidden,
+        ),
+    )
+    if cursor.rowcount == 1 and cursor.lastrowid is not None:
+        return cursor.lastrowid
+    return None
+
+
+def imported_id(home: Home, conversation_id: int, source_id: str | None) -> int | None:
+    """The id of the message the thread imported from `source_id`."""
+    row = home.db.execute(
+        "SELECT id FROM messages WHERE conversation_id = ? AND source_id = ?",
+        (conversation_id, source_id),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def same_unsourced(
+    home: Home, conversation_id: int, created_at: str, role: str, speaker: str, content: str
+) -> int | None:
+    """The id of a message of the thread with no source id and this time, role, speaker and
+    text (a restored archive's message that is here already)."""
+    row = home.db.execute(
+        "SELECT id FROM messages WHERE conversation_id = ? AND created_at = ? AND role = ? "
+        "AND speaker = ? AND content = ? AND source_id IS NULL",
+        (conversation_id, created_at, role, speaker, content),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def distill_imported(home: Home, channel: Channel) -> None:
+    """Mark the thread's imported messages not yet distilled to be folded into memory."""
+    home.db.execute(
+        "UPDATE messages SET distill = 1 WHERE conversation_id = ? AND distill = 0 "
+        "AND source_id IS NOT NULL AND id > ?",
+        (channel.conversation_id, distilled_upto(home, channel)),
+    )
+
+
+def count_stored(db: sqlite3.Connection) -> int:
+    """How many messages the database `db` stores (a backup's copy, say)."""
+    return int(db.execute("SELECT count(*) FROM messages").fetchone()[0])
+
+
+# ---------------------------------------------------------------- removing a person
+
+
+def ids_in_threads(db: sqlite3.Connection, threads: Sequence[int]) -> list[int]:
+    """The ids of every message of the threads `threads`, oldest first."""
+    marks = ",".join("?" * len(threads))
+    rows = db.execute(
+        f"SELECT id FROM messages WHERE conversation_id IN ({marks}) ORDER BY id", list(threads)
+    )
+    return [int(r[0]) for r in rows]
+
+
+def count_shared_by(db: sqlite3.Connection, user_id: int) -> int:
+    """How many messages the person `user_id` wrote in shared projects."""
+    return int(
+        db.execute(
+            "SELECT count(*) FROM messages WHERE user_id = ? AND private = 0", (user_id,)
+        ).fetchone()[0]
+    )

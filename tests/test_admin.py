@@ -23,7 +23,7 @@ from charlie.conversations import private_channel, shared_channel
 from charlie.errors import Conflict
 from charlie.home import Home
 from charlie.household import discord_links as links
-from charlie.household import tokens
+from charlie.household import removal, tokens
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory
 from charlie.retrieval import usage
@@ -159,7 +159,7 @@ def test_an_administrator_cannot_remove_or_demote_themselves_by_accident(
 
 def test_the_last_administrator_stays_one(alice: TestClient, app_home: Home) -> None:
     with pytest.raises(Conflict, match="only administrator"):
-        users.remove_user(app_home.db, "alice")
+        removal.remove_user(app_home.db, "alice")
     with pytest.raises(Conflict, match="only administrator"):
         users.set_admin(app_home.db, "alice", False)
     assert users.get_user(app_home.db, "alice").is_admin
@@ -167,9 +167,9 @@ def test_the_last_administrator_stays_one(alice: TestClient, app_home: Home) -> 
     # only an administrator removing themselves).
     promoted = alice.patch("/api/people/bob", json={"is_admin": True})
     assert promoted.status_code == 200 and promoted.json()["is_admin"] is True
-    users.remove_user(app_home.db, "alice")
+    removal.remove_user(app_home.db, "alice")
     with pytest.raises(Conflict, match="bob is the household's only administrator"):
-        users.remove_user(app_home.db, "bob")
+        removal.remove_user(app_home.db, "bob")
 
 
 def secret_words(home: Home) -> list[str]:

@@ -1,6 +1,8 @@
-"""The core never imports an adapter or an adapter's framework; adapters never import each other."""
+"""The core never imports an adapter or an adapter's framework; adapters never import each other;
+SQL about the `messages` table stays in its owner modules."""
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "charlie"
@@ -194,3 +196,44 @@ def test_every_page_script_is_type_checked() -> None:
         if p.name not in outside and not p.read_text().startswith("// @ts-check\n")
     )
     assert not unchecked, f"these page scripts do not start with // @ts-check: {unchecked}"
+
+
+# The modules whose SQL may name the `messages` table (or its search tables): its owner,
+# the schema and migrations of charlie.db, and the search index of messages with its file's
+# schema (index.db keeps its own `messages` and `messages_fts`, derived from charlie.db's).
+MESSAGE_SQL_OWNERS = {
+    "conversations.py",
+    "db.py",
+    "retrieval/message_index.py",
+    "retrieval/index_file.py",
+}
+MESSAGE_SQL = re.compile(
+    r"\b(FROM|INTO|UPDATE|JOIN|TABLE)\s+(IF\s+NOT\s+EXISTS\s+)?messages(_\w+)?\b"
+)
+
+
+def _strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string in the code with its line; an f-string with its holes as `{}`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((node.lineno, node.value))
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            found.append((node.lineno, text))
+    return found
+
+
+def test_only_the_owners_write_sql_about_messages() -> None:
+    """SQL about the `messages` table lives in `charlie.conversations`; the other parts call
+    its typed functions (adapters never write SQL)."""
+    strays = sorted(
+        {
+            f"charlie/{path.relative_to(PACKAGE).as_posix()}:{line}"
+            for path in PACKAGE.rglob("*.py")
+            if path.relative_to(PACKAGE).as_posix() not in MESSAGE_SQL_OWNERS
+            for line, text in _strings(ast.parse(path.read_text()))
+            if MESSAGE_SQL.search(text)
+        }
+    )
+    assert not strays, f"SQL naming `messages` outside its owner modules: {strays}"

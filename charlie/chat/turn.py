@@ -586,34 +586,12 @@ def _failed_recently(home: Home, channel: Channel, every: int) -> bool:
     failure in a row, at most 8 cadences (`/distill` tries at once). Kept in the database,
     so every process honours it (`charlie chat -m` is a new process each time). A storage
     failure (a full disk) is not remembered here: the next turn tries again."""
-    row = home.db.execute(
-        "SELECT distill_failed_at, distill_failures FROM conversations WHERE id = ?",
-        (channel.conversation_id,),
-    ).fetchone()
-    if row is None or row["distill_failed_at"] is None:
+    failed = conversations.distill_failures(home, channel)
+    if failed is None:
         return False
-    (since,) = home.db.execute(
-        "SELECT count(*) FROM messages WHERE conversation_id = ? AND id > ?",
-        (channel.conversation_id, row["distill_failed_at"]),
-    ).fetchone()
-    times = max(int(row["distill_failures"]), 1)
-    return int(since) < every * min(2 ** (times - 1), 8)  # waits longer after each failure
-
-
-def _note_failure(home: Home, channel: Channel) -> None:
-    home.db.execute(
-        "UPDATE conversations SET distill_failed_at = ?, distill_failures = distill_failures + 1 "
-        "WHERE id = ?",
-        (conversations.newest_id(home, channel), channel.conversation_id),
-    )
-
-
-def _clear_failures(home: Home, channel: Channel) -> None:
-    home.db.execute(
-        "UPDATE conversations SET distill_failed_at = NULL, distill_failures = 0 "
-        "WHERE id = ? AND distill_failures > 0",
-        (channel.conversation_id,),
-    )
+    since = conversations.count_since(home, channel, failed.after_id)
+    times = max(failed.times, 1)
+    return since < every * min(2 ** (times - 1), 8)  # waits longer after each failure
 
 
 def due(home: Home, llm: LLMClient, channel: Channel) -> bool:
@@ -651,10 +629,10 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
                     distiller, part = batches.fitted(home, channel, llm, batch)
                     result = distill.distill(home, channel, distiller, part)
                 except (DistillationError, LLMError, MemoryFormatError) as exc:
-                    _note_failure(home, channel)
+                    conversations.note_distill_failure(home, channel)
                     yield Notice(f"Memory was not updated: {exc}")
                     return
-                _clear_failures(home, channel)
+                conversations.clear_distill_failures(home, channel)
                 yield Distilled(result)
                 batch = batch[len(part) :]
     finally:

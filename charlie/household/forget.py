@@ -97,11 +97,10 @@ def planned(
 
 def _answers(home: Home, thread: Channel, message: Message) -> list[Message]:
     """Charlie's answers to `message`: its replies, the ones set aside included."""
-    rows = home.db.execute(
-        "SELECT id FROM messages WHERE parent_id = ? AND role = 'assistant' ORDER BY id",
-        (message.id,),
-    ).fetchall()
-    return [conversations.get_message(home, thread, int(r[0])) for r in rows]
+    return [
+        conversations.get_message(home, thread, i)
+        for i in conversations.answer_ids(home, message.id)
+    ]
 
 
 def _message(home: Home, thread: Channel, message_id: int) -> Message | None:
@@ -144,10 +143,10 @@ def forget(
 def forget_thread(home: Home, thread: Channel, user: User) -> Forgotten:
     """Forget every message of `thread` (alternatives set aside included); refused whole if
     it holds a message `user` may not forget (someone else's, in a shared project)."""
-    rows = home.db.execute(
-        "SELECT id FROM messages WHERE conversation_id = ? ORDER BY id", (thread.conversation_id,)
-    ).fetchall()
-    messages = [conversations.get_message(home, thread, int(r[0])) for r in rows]
+    messages = [
+        conversations.get_message(home, thread, i)
+        for i in conversations.thread_message_ids(home, thread)
+    ]
     for message in messages:
         _may_forget(home, thread, user, message)
     return forget_messages_of(home, thread, user, messages)
@@ -174,7 +173,7 @@ def forget_messages_of(
             done.revisions = _from_revisions(home, channel, ids, gone)
             _from_the_rest(home, channel, ids, gone)
             _record(home, ids)  # the search index's to-do, in the same transaction
-            _delete(home, ids)
+            conversations.delete_messages(home, ids)
             home.db.execute(
                 "INSERT INTO forget_log (at, by_user_id, place, messages) VALUES (?, ?, ?, ?)",
                 (now(), user.id, _place(channel), len(ids)),
@@ -194,15 +193,10 @@ def _answered_meanwhile(home: Home, channel: Channel, messages: list[Message]) -
     if not asked:
         return []
     taken = {m.id for m in messages}
-    rows = home.db.execute(
-        f"SELECT id, conversation_id FROM messages WHERE role = 'assistant' "
-        f"AND parent_id IN ({_marks(asked)})",
-        asked,
-    ).fetchall()
     return [
-        conversations.get_message(home, replace(channel, conversation_id=int(r[1])), int(r[0]))
-        for r in rows
-        if int(r[0]) not in taken
+        conversations.get_message(home, replace(channel, conversation_id=thread), answer)
+        for answer, thread in conversations.answers_to(home, asked)
+        if answer not in taken
     ]
 
 
@@ -285,17 +279,7 @@ def _gone(home: Home, messages: list[Message]) -> Gone:
     candidates = {
         w for m in messages for w in _tokens(m.content) if len(w) >= 3 and DIGIT.search(w)
     }
-    marks = _marks(ids)
-    only = {
-        word
-        for word in candidates
-        if home.db.execute(
-            f"SELECT 1 FROM messages WHERE id NOT IN ({marks}) AND instr(lower(content), ?) > 0 "
-            "LIMIT 1",
-            [*ids, word],
-        ).fetchone()
-        is None
-    }
+    only = {word for word in candidates if not conversations.said_elsewhere(home, word, ids)}
     said = [normalise(m.content) for m in messages if normalise(m.content)]
     return Gone(said, frozenset(only))
 
@@ -456,20 +440,11 @@ def _threads_of(home: Home, channel: Channel) -> list[int]:
 def _from_traces(home: Home, threads: list[int], keys: set[str], gone: Gone) -> None:
     """Other replies' traces: a search hit of a forgotten message goes from any (someone may
     have searched every project); in the channel's own threads, what echoes them too."""
-    rows = home.db.execute(
-        "SELECT id, conversation_id, trace FROM messages WHERE trace IS NOT NULL AND "
-        f"(trace LIKE '%message:%' OR conversation_id IN ({_marks(threads)}))",
-        threads,
-    ).fetchall()
-    for row in rows:
-        steps = json.loads(row["trace"])
-        echoes = gone if row["conversation_id"] in threads else None
-        kept = [_scrubbed_step(step, keys, echoes) for step in steps]
-        if kept != steps:
-            home.db.execute(
-                "UPDATE messages SET trace = ? WHERE id = ?",
-                (json.dumps(kept, ensure_ascii=False), row["id"]),
-            )
+    for trace in conversations.traces_naming(home, threads):
+        echoes = gone if trace.conversation_id in threads else None
+        kept = [_scrubbed_step(step, keys, echoes) for step in trace.steps]
+        if kept != trace.steps:
+            conversations.rewrite_trace(home, trace.message_id, kept)
 
 
 def _scrubbed_step(step: dict[str, Any], keys: set[str], gone: Gone | None) -> dict[str, Any]:
@@ -547,15 +522,7 @@ def _from_distillations(home: Home, threads: list[int], ids: list[int], gone: Go
                     f"UPDATE distillations SET {column} = ? WHERE id = ?",
                     (json.dumps(kept, ensure_ascii=False), row["id"]),
                 )
-    covered = {
-        int(r[0])
-        for r in home.db.execute(
-            "SELECT DISTINCT d.id FROM distillations d JOIN messages m ON "
-            "m.conversation_id = d.conversation_id AND m.id BETWEEN d.first_message_id AND "
-            f"d.last_message_id WHERE d.error IS NOT NULL AND m.id IN ({_marks(ids)})",
-            ids,
-        )
-    }
+    covered = conversations.failed_distillations_over(home, ids)
     for row in home.db.execute(
         f"SELECT id, error FROM distillations WHERE {mine} AND error IS NOT NULL AND error <> ?",
         (*threads, UNKEPT_ERROR),
@@ -566,29 +533,6 @@ def _from_distillations(home: Home, threads: list[int], ids: list[int], gone: Go
             )
 
 
-def _delete(home: Home, ids: list[int]) -> None:
-    """The rows themselves; a message that followed one of them follows its parent now."""
-    marks = _marks(ids)
-    for message_id in ids:
-        row = home.db.execute(
-            "SELECT parent_id FROM messages WHERE id = ?", (message_id,)
-        ).fetchone()
-        if row is None:
-            continue
-        home.db.execute(
-            "UPDATE messages SET parent_id = ? WHERE parent_id = ?", (row["parent_id"], message_id)
-        )
-    threads = [
-        int(r[0])
-        for r in home.db.execute(
-            f"SELECT DISTINCT conversation_id FROM messages WHERE id IN ({marks})", ids
-        )
-    ]
-    home.db.execute(f"DELETE FROM messages WHERE id IN ({marks})", ids)
-    for thread in threads:
-        conversations.retitle(home, thread)  # an untitled thread was named by its words
-
-
 def _record(home: Home, ids: list[int]) -> None:
     """Record the messages `ids`, about to be deleted in the caller's transaction, as
     forgotten (their ids, never their text) and not scrubbed from the search index yet: the
@@ -597,21 +541,11 @@ def _record(home: Home, ids: list[int]) -> None:
     neighbours: the messages just before and after it in its conversation, in time order
     (unless forgotten too: theirs are recorded with them), whose index entries show its
     words as their context."""
-    rows = home.db.execute(
-        f"SELECT id, conversation_id, created_at FROM messages WHERE id IN ({_marks(ids)})", ids
-    ).fetchall()
-    at, records, forgotten = now(), [], set(ids)
-    for message_id, conversation_id, created_at in rows:
-        beside = []
-        for where, order in (("<", "DESC"), (">", "ASC")):
-            near = home.db.execute(
-                "SELECT id FROM messages WHERE conversation_id = ? AND "
-                f"(created_at, id) {where} (?, ?) ORDER BY created_at {order}, id {order} LIMIT 1",
-                (conversation_id, created_at, message_id),
-            ).fetchone()
-            if near is not None and int(near[0]) not in forgotten:
-                beside.append(int(near[0]))
-        records.append((message_id, conversation_id, json.dumps(beside), at))
+    at = now()
+    records = [
+        (b.message_id, b.conversation_id, json.dumps(b.neighbours), at)
+        for b in conversations.beside(home, ids)
+    ]
     home.db.executemany(
         "INSERT INTO forgotten_messages (message_id, conversation_id, neighbours, forgotten_at) "
         "VALUES (?, ?, ?, ?)",

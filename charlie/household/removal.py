@@ -1,26 +1,209 @@
 """Removing a person from the household everywhere Charlie keeps something of theirs.
 
-The database part is `users.remove_user` (one transaction). The search index of messages
-is derived data in its own file: it must not keep a word of the removed person's private
-channel either, so their messages are dropped from it at once rather than at its next
-check. Every front end (the command line, the app) removes people through `remove_person`.
+Removing takes everything that was theirs alone (their private channel and its memory,
+sessions, tokens, usage, Discord links) and keeps what they said in shared projects, under
+their name. The database part is `remove_user` (one transaction). The search index of
+messages is derived data in its own file: it must not keep a word of the removed person's
+private channel either, so their messages are dropped from it at once rather than at its
+next check. Every front end (the command line, the app) removes people through
+`remove_person`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from charlie.errors import CharlieError
+from charlie import conversations
+from charlie.db import transaction
+from charlie.errors import CharlieError, Conflict
 from charlie.home import Home
 from charlie.retrieval import index_file
 from charlie.retrieval.message_index import UPTO, WORDS
 from charlie.retrieval.recall import recaller_for
-from charlie.users import Removal, remove_user
+from charlie.users import User, admins, get_user
+
+# Every table that refers to a person, and what happens to its rows when they are removed.
+# Rows in their private channel go with it whatever the table. Elsewhere, the columns in
+# `ATTRIBUTED` are cleared (the row stays: a message keeps its speaker's name), and every
+# other row that refers to them is deleted. A reference this list does not know stops the
+# removal before anything is changed (`_check_references`), so a new table cannot silently
+# keep, or lose, a person's data.
+ATTRIBUTED = {
+    ("messages", "user_id"),  # what they said in shared projects stays, under their name
+    ("memory_revisions", "owner_id"),
+    ("distillations", "owner_id"),
+    ("discord_bindings", "bound_by"),
+    ("forget_log", "by_user_id"),  # when and how much was forgotten stays; no longer by whom
+}
+WITH_PERSON = {
+    ("conversations", "owner_id"),  # their private channel (each of its threads)
+    ("usage_events", "user_id"),
+    ("suggestions", "user_id"),
+    ("pins", "user_id"),
+    ("sessions", "user_id"),
+    ("api_tokens", "user_id"),
+    ("discord_links", "user_id"),
+    ("discord_link_codes", "user_id"),
+}
+# What refers to a private thread, or to what is in one: deleted with it.
+IN_THREAD = {
+    "conversations": {
+        ("messages", "conversation_id"),
+        ("memory_revisions", "conversation_id"),
+        ("distillations", "conversation_id"),
+        ("suggestions", "conversation_id"),
+        ("pins", "conversation_id"),
+    },
+    "messages": {("suggestions", "message_id")},
+    "suggestions": {("discord_suggestion_messages", "suggestion_id")},
+    "memory_revisions": {("distillations", "revision_id")},
+}
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What removing a person takes, and what stays: shown before (to confirm) and after."""
+
+    name: str
+    private_threads: int
+    private_messages: int
+    private_memory_revisions: int
+    sessions: int
+    tokens: int
+    usage_events: int
+    discord_links: int
+    shared_messages: int  # kept, attributed by name
+    message_ids: tuple[int, ...] = ()  # the private messages deleted (for the search index)
+
+    def describe(self) -> str:
+        """The confirmation, in words (the same in the app and on the command line)."""
+        threads = "" if self.private_threads <= 1 else f" in {self.private_threads} threads"
+        gone = [
+            f"their private channel ({_count(self.private_messages, 'message')}{threads}) and "
+            f"its memory ({_count(self.private_memory_revisions, 'revision')})",
+            f"{_count(self.sessions, 'signed-in session')}",
+            f"{_count(self.tokens, 'app token')}",
+            f"their usage history ({_count(self.usage_events, 'event')})",
+        ]
+        if self.discord_links:
+            gone.append(f"{_count(self.discord_links, 'linked Discord account')}")
+        kept = (
+            f"Their {_count(self.shared_messages, 'message')} in shared projects "
+            f"{'stays' if self.shared_messages == 1 else 'stay'}, attributed to {self.name}."
+            if self.shared_messages
+            else "They have no messages in shared projects."
+        )
+        return f"Removing {self.name} deletes {', '.join(gone)}. {kept}"
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'' if number == 1 else 's'}"
+
+
+def _references(db: sqlite3.Connection, target: str) -> set[tuple[str, str]]:
+    """Every (table, column) with a foreign key to `target`'s id."""
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    found = set()
+    for table in tables:
+        for key in db.execute(f"PRAGMA foreign_key_list({table})").fetchall():
+            if key["table"] == target:
+                found.add((table, key["from"]))
+    return found
+
+
+def _check_references(db: sqlite3.Connection) -> None:
+    unknown = _references(db, "users") - ATTRIBUTED - WITH_PERSON
+    for target, known in IN_THREAD.items():
+        unknown |= _references(db, target) - known
+    if unknown:
+        names = ", ".join(f"{t}.{c}" for t, c in sorted(unknown))
+        raise CharlieError(
+            f"Charlie does not know what removing a person should do to {names}; nothing was "
+            "removed. This is a bug: please report it."
+        )
+
+
+def _private_threads(db: sqlite3.Connection, user: User) -> list[int]:
+    rows = db.execute(
+        "SELECT id FROM conversations WHERE owner_id = ? AND private = 1", (user.id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def removal_of(db: sqlite3.Connection, name: str) -> Removal:
+    """What removing `name` would take and keep (changes nothing)."""
+    user = get_user(db, name)
+    threads = _private_threads(db, user)
+    marks = ",".join("?" * len(threads))
+
+    def count(sql: str, *params: object) -> int:
+        return int(db.execute(sql, params).fetchone()[0])
+
+    private_ids = conversations.ids_in_threads(db, threads)
+    return Removal(
+        name=user.name,
+        private_threads=len(threads),
+        private_messages=len(private_ids),
+        private_memory_revisions=count(
+            f"SELECT count(*) FROM memory_revisions WHERE conversation_id IN ({marks})", *threads
+        ),
+        sessions=count("SELECT count(*) FROM sessions WHERE user_id = ?", user.id),
+        tokens=count("SELECT count(*) FROM api_tokens WHERE user_id = ?", user.id),
+        usage_events=count("SELECT count(*) FROM usage_events WHERE user_id = ?", user.id),
+        discord_links=count("SELECT count(*) FROM discord_links WHERE user_id = ?", user.id),
+        shared_messages=conversations.count_shared_by(db, user.id),
+        message_ids=tuple(private_ids),
+    )
+
+
+def check_removable(db: sqlite3.Connection, name: str) -> User:
+    """`name`, if they may be removed: anyone but the household's last administrator."""
+    user = get_user(db, name)
+    if user.is_admin and len(admins(db)) == 1:
+        raise Conflict(
+            f"{user.name} is the household's only administrator: make someone else an "
+            "administrator first (`charlie users admin NAME`), then remove them."
+        )
+    return user
+
+
+def remove_user(db: sqlite3.Connection, name: str) -> Removal:
+    """Remove `name` from the household, in one transaction: their private channel (every
+    thread, its messages, memory revisions, distillations, suggestions and pins), their
+    sessions, tokens, usage events, suggestions and pins anywhere, and their Discord links
+    go; their messages in shared projects stay, with their name as the speaker.
+
+    The household's last administrator cannot be removed. Returns what was removed (its
+    `message_ids` are the private messages, for the search index to forget)."""
+    with transaction(db):
+        _check_references(db)
+        user = check_removable(db, name)
+        removal = removal_of(db, name)
+        threads = _private_threads(db, user)
+        marks = ",".join("?" * len(threads))
+        theirs = f"(user_id = ? OR conversation_id IN ({marks}))"
+        db.execute(
+            "DELETE FROM discord_suggestion_messages WHERE suggestion_id IN "
+            f"(SELECT id FROM suggestions WHERE {theirs})",
+            (user.id, *threads),
+        )
+        db.execute(f"DELETE FROM suggestions WHERE {theirs}", (user.id, *threads))
+        db.execute(f"DELETE FROM pins WHERE {theirs}", (user.id, *threads))
+        for table in ("distillations", "memory_revisions", "messages"):
+            db.execute(f"DELETE FROM {table} WHERE conversation_id IN ({marks})", threads)
+        db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", threads)
+        for table, column in sorted(ATTRIBUTED):
+            db.execute(f"UPDATE {table} SET {column} = NULL WHERE {column} = ?", (user.id,))
+        for table, column in sorted(WITH_PERSON):
+            db.execute(f"DELETE FROM {table} WHERE {column} = ?", (user.id,))
+        db.execute("DELETE FROM users WHERE id = ?", (user.id,))
+    return removal
 
 
 def remove_person(home: Home, name: str) -> Removal:
-    """Remove `name` (see `users.remove_user`) and drop their private messages from the
+    """Remove `name` (see `remove_user`) and drop their private messages from the
     search index."""
     removal = remove_user(home.db, name)
     try:
@@ -46,7 +229,7 @@ def forget_messages(home: Home, message_ids: Sequence[int]) -> None:
     index = recaller_for(home).index
     with index.lock:
         index.forget(message_ids)
-        (newest,) = home.db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+        newest = conversations.newest_stored_id(home)
         with index_file.transaction(index.db):
             for mark in (UPTO, WORDS):
                 if int(index.index.state(mark) or 0) > int(newest):

@@ -776,10 +776,7 @@ def _before(home: Home, channel: Channel, window: list[Message]) -> list[Message
 
 def _still_there(home: Home, window: list[Message]) -> list[Message]:
     """The messages of `window` not forgotten since it was read."""
-    ids = [m.id for m in window]
-    marks = ", ".join("?" * len(ids))
-    rows = home.db.execute(f"SELECT id FROM messages WHERE id IN ({marks})", ids)
-    there = {int(row[0]) for row in rows}
+    there = conversations.still_stored(home, [m.id for m in window])
     return [m for m in window if m.id in there]
 
 

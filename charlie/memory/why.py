@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from charlie import conversations
 from charlie.conversations import Channel
 from charlie.home import Home
 from charlie.memory import decisions
@@ -64,19 +65,10 @@ def _sources(home: Home, channel: Channel, ids: tuple[int, ...]) -> list[Source]
     """The messages `ids` of this channel's threads (another channel's are never shown)."""
     if not ids:
         return []
-    marks = ", ".join("?" * len(ids))
-    holder = (
-        "c.project_id = ? AND c.private = 0"
-        if channel.project
-        else "c.owner_id = ? AND c.private = 1"
-    )
-    owner = channel.project.id if channel.project else (channel.owner.id if channel.owner else -1)
-    rows = home.db.execute(
-        f"SELECT m.id, m.speaker, m.created_at, m.content FROM messages m JOIN conversations c "
-        f"ON c.id = m.conversation_id WHERE m.id IN ({marks}) AND {holder} ORDER BY m.id",
-        (*ids, owner),
-    ).fetchall()
-    return [Source(int(r[0]), str(r[1]), str(r[2])[:10], str(r[3])) for r in rows]
+    return [
+        Source(i, speaker, at[:10], text)
+        for i, speaker, at, text in conversations.sources_in(home, channel, ids)
+    ]
 
 
 def remembered(home: Home, channel: Channel, user: User, topic: str) -> list[Item]:

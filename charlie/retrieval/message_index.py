@@ -401,6 +401,26 @@ class MessageIndex:
         (count,) = self.db.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()
         return int(count)
 
+    def count_matches(self, match: str, limit: int) -> int:
+        """How many messages match the FTS5 expression `match`, counting no further than
+        `limit`."""
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts "
+            "MATCH ? LIMIT ?)",
+            (match, limit),
+        ).fetchone()
+        return int(count)
+
+    def bm25(self, match: str, weights: tuple[float, float, float]) -> dict[int, float]:
+        """The BM25 (higher is better) of every message matching the FTS5 expression
+        `match`, its speaker, text and context weighted by `weights`."""
+        rows = self.db.execute(
+            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) FROM messages_fts "
+            "WHERE messages_fts MATCH ?",
+            (*weights, match),
+        )
+        return dict(rows.fetchall())
+
     def _drop_gone(self) -> None:
         """Drop indexed messages that are no longer stored (cheap when none are gone)."""
         words, _ = self.marks()

@@ -210,21 +210,16 @@ class Recaller:
             kept.key, kept.counts = key, {}
         counts = kept.counts
         if ("", scope) not in counts:
-            marks = ",".join("?" * len(scope))
-            (everything,) = self.home.db.execute(  # stored, so words indexed ahead count
-                f"SELECT count(*) FROM messages WHERE conversation_id IN ({marks})", scope
-            ).fetchone()
-            counts["", scope] = (0.0, 0.0, int(everything))
+            everything = conversations.count_in(self.home, scope)  # words indexed ahead count
+            counts["", scope] = (0.0, 0.0, everything)
         if (term, scope) not in counts:
             expression = match_expression([term])
             total = counts["", scope][2]
             count = 0
             if expression is not None and total:
-                count = db.execute(  # past four budgets a term is never searched: stop there
-                    "SELECT count(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts "
-                    "MATCH ? LIMIT ?)",
-                    (_in_scope(_in_words(expression), scope), 4 * self.config.max_matches + 1),
-                ).fetchone()[0]
+                count = self.index.count_matches(  # past four budgets a term is never searched
+                    _in_scope(_in_words(expression), scope), 4 * self.config.max_matches + 1
+                )
             idf = float(np.log(1 + (total - count + 0.5) / (count + 0.5))) if count else 0.0
             counts[term, scope] = (idf, count / total if total else 0.0, int(count))
         return counts[term, scope]
@@ -351,7 +346,7 @@ class Recaller:
         around: int,
         result: RecallResult,
     ) -> RecallResult:
-        rows = _messages(self.home, list(similarity))
+        rows = conversations.shown_places(self.home, list(similarity))
         boosts = self.usage.boosts(
             self.home.db, user.id, {message_key(i): [] for i in rows}, explain=False
         )
@@ -399,20 +394,10 @@ class Recaller:
             return {}
         match = _in_scope(_in_words(expression), conversation_ids)
         c = self.config
-        rows = self.index.db.execute(
-            "SELECT rowid, -bm25(messages_fts, ?, ?, ?, 0.0) FROM messages_fts "
-            "WHERE messages_fts MATCH ?",
-            (c.speaker_weight, c.text_weight, c.context_weight, match),
-        )
-        return dict(rows.fetchall())
+        return self.index.bm25(match, (c.speaker_weight, c.text_weight, c.context_weight))
 
     def _earliest(self, by_id: dict[int, Channel]) -> datetime | None:
-        found = [
-            self.home.db.execute(
-                "SELECT min(created_at) FROM messages WHERE conversation_id = ?", (i,)
-            ).fetchone()[0]
-            for i in by_id
-        ]
+        found = [conversations.first_time(self.home, i) for i in by_id]
         times = [datetime.fromisoformat(t) for t in found if t]
         return min(times) if times else None
 
@@ -460,17 +445,3 @@ def _cosine_of(tables: Sequence[ConversationVectors], message_id: int, query: np
         if row < len(ids) and ids[row] == message_id:
             return float(table.matrix[row] @ query)
     return 0.0
-
-
-def _messages(home: Home, ids: Sequence[int]) -> dict[int, tuple[int, str]]:
-    """Each message's conversation and time, read from the messages themselves."""
-    out: dict[int, tuple[int, str]] = {}
-    for start in range(0, len(ids), 500):
-        part = list(ids[start : start + 500])
-        for row in home.db.execute(
-            f"SELECT id, conversation_id, created_at FROM messages WHERE hidden = 0 AND id IN "
-            f"({','.join('?' * len(part))})",
-            part,
-        ):
-            out[int(row[0])] = (int(row[1]), str(row[2]))
-    return out

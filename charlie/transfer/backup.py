@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from charlie import __version__, files
+from charlie import __version__, conversations, files
 from charlie import db as database
 from charlie.config import SETTINGS_FILE, Settings
 from charlie.errors import CharlieError
@@ -177,7 +177,7 @@ def _check_copy(copy: Path) -> tuple[int, int]:
                     "`sqlite3 charlie.db 'PRAGMA integrity_check'` in the data home, and keep "
                     "a copy of the file before changing anything."
                 )
-            messages = int(db.execute("SELECT count(*) FROM messages").fetchone()[0])
+            messages = conversations.count_stored(db)
             user_version = int(db.execute("PRAGMA user_version").fetchone()[0])
         finally:
             db.close()

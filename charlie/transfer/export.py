@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from charlie import __version__
+from charlie import __version__, conversations
 from charlie import db as database
 from charlie.errors import CharlieError
 from charlie.home import Home
@@ -301,12 +301,7 @@ class _Count:
 
 def _messages(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[dict[str, Any]]:
     for thread_id in thread_ids:
-        rows = home.db.execute(
-            "SELECT m.*, u.name AS user_name FROM messages m LEFT JOIN users u "
-            "ON u.id = m.user_id WHERE m.conversation_id = ? ORDER BY m.id",
-            (thread_id,),
-        )
-        for row in rows:
+        for row in conversations.export_rows(home, thread_id):
             if row["user_name"] is not None:
                 named.add(str(row["user_name"]))
             yield {
@@ -370,12 +365,7 @@ def _readable(home: Home, title: str, threads: list[sqlite3.Row]) -> Iterator[st
         aside = f" ({', '.join(states)})" if states else ""
         if len(threads) > 1 or aside:
             yield f"\n## {thread['title'] or 'New chat'}{aside}\n"
-        rows = home.db.execute(
-            "SELECT speaker, content, created_at FROM messages WHERE conversation_id = ? "
-            "AND hidden = 0 ORDER BY created_at, id",
-            (thread["id"],),
-        )
-        for row in rows:
+        for row in conversations.shown_in_time(home, thread["id"]):
             when = str(row["created_at"])[:16].replace("T", " ")
             yield f"\n**{row['speaker']}** · {when} UTC\n\n{row['content']}\n"
 

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from charlie import conversations
 from charlie import db as database
-from charlie.conversations import ASSISTANT, Channel
+from charlie.conversations import ASSISTANT, Channel, ImportedMessage
 from charlie.errors import CharlieError, DatabaseError, NotFound
 from charlie.home import Home
 
@@ -42,11 +42,6 @@ MAX_TEXT = 100_000  # characters of one message
 MAX_LINE = 2_000_000  # characters of one line: room for MAX_TEXT written as \u escapes
 MAX_PROBLEMS = 1000  # broken lines reported one by one; the rest are only counted
 ROLES = ("user", "assistant")
-INSERT = (
-    "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-    "content, created_at, source_id, distill) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT DO NOTHING"
-)
 FUTURE_SLACK = timedelta(days=1)  # clocks differ; a message from after tomorrow is refused
 
 
@@ -77,7 +72,7 @@ def import_jsonl(
     be folded into memory by distillation (see `distill_pending`)."""
     _check_utf8(path)
     report = ImportReport()
-    rows: list[tuple[Any, ...]] = []
+    rows: list[ImportedMessage] = []
     try:
         with path.open(encoding="utf-8-sig", newline="\n") as handle:
             for number, line in _lines(handle):
@@ -94,11 +89,7 @@ def import_jsonl(
         if report.added:
             conversations.settle_imported(home, channel)
         if to_memory and report.already:  # imported before without --distill: fold in now
-            home.db.execute(
-                "UPDATE messages SET distill = 1 WHERE conversation_id = ? AND distill = 0 "
-                "AND source_id IS NOT NULL AND id > ?",
-                (channel.conversation_id, conversations.distilled_upto(home, channel)),
-            )
+            conversations.distill_imported(home, channel)
     except (OSError, UnicodeDecodeError) as exc:  # the file changed or went away meanwhile
         raise CharlieError(
             f"{path} could not be read to the end ({exc}). {_so_far(report)}"
@@ -159,8 +150,8 @@ def _lines(handle: IO[str]) -> Iterator[tuple[int, str | None]]:
 
 def _row(
     line: str | None, channel: Channel, to_memory: bool, report: ImportReport
-) -> tuple[Any, ...]:
-    """The values to insert for one line, or `BadLine` saying what is wrong with it."""
+) -> ImportedMessage:
+    """The message to store for one line, or `BadLine` saying what is wrong with it."""
     if line is None:
         raise BadLine(f"longer than {MAX_LINE:,} characters")
     try:
@@ -190,7 +181,7 @@ def _row(
     source_id = _source_id(item.get("id"), speaker, role, time, text)
     report.first_time = min(time, report.first_time or time)
     report.last_time = max(time, report.last_time or time)
-    return (
+    return ImportedMessage(
         channel.conversation_id,
         channel.project.id if channel.project else None,
         int(channel.private),
@@ -263,7 +254,7 @@ def kind(value: object) -> str:
     return "null" if value is None else names.get(type(value), "a number")
 
 
-def _store(home: Home, rows: list[tuple[Any, ...]], report: ImportReport) -> None:
+def _store(home: Home, rows: list[ImportedMessage], report: ImportReport) -> None:
     """Insert one batch in one transaction; a row whose id the conversation holds already
     (stored before, or earlier in the file) is left out and counted as already there."""
     if not rows:
@@ -271,9 +262,9 @@ def _store(home: Home, rows: list[tuple[Any, ...]], report: ImportReport) -> Non
     added: list[int] = []
     with database.storage_errors(home.settings.db_path), database.transaction(home.db):
         for row in rows:
-            cursor = home.db.execute(INSERT, row)
-            if cursor.rowcount == 1 and cursor.lastrowid is not None:
-                added.append(cursor.lastrowid)
+            new_id = conversations.add_imported(home, row)
+            if new_id is not None:
+                added.append(new_id)
     report.added += len(added)
     report.already += len(rows) - len(added)
     report.message_ids += added

@@ -29,8 +29,15 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
+from charlie import conversations
 from charlie import db as database
-from charlie.conversations import ASSISTANT, Channel, private_channel, shared_channel
+from charlie.conversations import (
+    ASSISTANT,
+    Channel,
+    ImportedMessage,
+    private_channel,
+    shared_channel,
+)
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.projects import get_project, validate_slug
@@ -341,13 +348,6 @@ def _find_or_make(
     return _Thread(cursor.lastrowid, existed=False)
 
 
-MESSAGE_INSERT = (
-    "INSERT INTO messages (conversation_id, project_id, private, role, user_id, speaker, "
-    "content, images, created_at, trace, incomplete, source_id, distill, parent_id, hidden) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
-)
-
-
 def _restore_messages(
     home: Home,
     source: _Source,
@@ -404,7 +404,7 @@ def _restore_message(
     source_id = line.get("source_id") if "key" in line else line.get("id")
     if source_id is not None and not isinstance(source_id, str):
         source_id = str(source_id)
-    values = (
+    message = ImportedMessage(
         thread.id,
         holder.project_id,
         holder.private,
@@ -412,36 +412,28 @@ def _restore_message(
         user,
         speaker,
         text,
-        json.dumps(_images(line.get("images"))),
         time,
-        _trace(line.get("trace")),
-        int(bool(line.get("incomplete"))),
         source_id,
         int(bool(line.get("distill")) and not thread.existed),
-        _parent(line.get("parent"), thread),
-        int(bool(line.get("hidden"))),
+        images=json.dumps(_images(line.get("images"))),
+        trace=_trace(line.get("trace")),
+        incomplete=int(bool(line.get("incomplete"))),
+        parent_id=_parent(line.get("parent"), thread),
+        hidden=int(bool(line.get("hidden"))),
     )
-    same = (thread.id, time, role, speaker, text)
     found = None
     if thread.existed and source_id is None:
-        found = home.db.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND created_at = ? AND role = ? "
-            "AND speaker = ? AND content = ? AND source_id IS NULL",
-            same,
-        ).fetchone()
+        found = conversations.same_unsourced(home, thread.id, time, role, speaker, text)
     if found is None:
-        cursor = home.db.execute(MESSAGE_INSERT, values)
-        if cursor.rowcount == 1 and cursor.lastrowid is not None:
+        new_id = conversations.add_imported(home, message)
+        if new_id is not None:
             result.messages += 1
-            _remember(thread, line, cursor.lastrowid)
+            _remember(thread, line, new_id)
             return
-        found = home.db.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND source_id = ?",
-            (thread.id, source_id),
-        ).fetchone()
+        found = conversations.imported_id(home, thread.id, source_id)
     result.already += 1
     if found is not None:
-        _remember(thread, line, int(found[0]))
+        _remember(thread, line, found)
 
 
 def _remember(thread: _Thread, line: dict[str, Any], new_id: int) -> None:

@@ -128,8 +128,8 @@ def rm_command(name: str, yes: bool) -> None:
     Discord links are deleted; what they said in shared projects stays, under their name.
     """
     with opened_home() as home:
-        users.check_removable(home.db, name)
-        click.echo(users.removal_of(home.db, name).describe(), err=True)
+        household.check_removable(home.db, name)
+        click.echo(household.removal_of(home.db, name).describe(), err=True)
         if not yes:
             if not at_terminal():
                 raise CharlieError(f"Add --yes to remove {name} without being asked.")

@@ -7,7 +7,7 @@ in a worker thread and sends the text (only to the person who asked). Failures a
 
 from __future__ import annotations
 
-from charlie import projects
+from charlie import conversations, projects
 from charlie.adapters.discord.conversation import caller, channel_for
 from charlie.adapters.discord.store import Place, bind, bound_slug, unbind
 from charlie.conversations import Channel
@@ -89,20 +89,9 @@ def forget_text(home: Home, place: Place, discord_id: int, message_id: int | Non
     user = caller(home, discord_id)
     channel = channel_for(home, place, user)
     if message_id is None:
-        row = home.db.execute(
-            "SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE m.role = 'user' AND m.user_id = ? AND c.private = ? AND "
-            "ifnull(c.project_id, 0) = ? AND ifnull(c.owner_id, 0) = ? ORDER BY m.id DESC LIMIT 1",
-            (
-                user.id,
-                int(channel.private),
-                channel.project.id if channel.project else 0,
-                channel.owner.id if channel.owner else 0,
-            ),
-        ).fetchone()
-        if row is None:
+        message_id = conversations.last_said_by(home, channel, user)
+        if message_id is None:
             raise CharlieError("You have no message here to forget.")
-        message_id = int(row[0])
     done = forget.forget(home, channel, user, message_id)
     line = f"🧹 Forgot {done.messages} message{'s' if done.messages != 1 else ''}"
     if done.quotes:

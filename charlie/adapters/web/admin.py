@@ -132,8 +132,8 @@ def reset_password(
 def removal_preview(name: str, session: AdminDep, home: HomeDep) -> dict[str, Any]:
     """What removing `name` would delete and keep, in words, for the confirmation."""
     not_yourself(session, name, "remove yourself")
-    users.check_removable(home.db, name)
-    return removal_json(users.removal_of(home.db, name))
+    household.check_removable(home.db, name)
+    return removal_json(household.removal_of(home.db, name))
 
 
 @router.delete("/people/{name}", response_model=schemas.Removal)
@@ -142,7 +142,7 @@ def remove_person(name: str, session: AdminDep, home: HomeDep) -> dict[str, Any]
     return removal_json(household.remove_person(home, name))
 
 
-def removal_json(removal: users.Removal) -> dict[str, Any]:
+def removal_json(removal: household.Removal) -> dict[str, Any]:
     data = asdict(removal)
     del data["message_ids"]
     return data | {"text": removal.describe()}
