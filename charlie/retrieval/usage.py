@@ -250,7 +250,7 @@ class Use(NamedTuple):
         """E.g. "viewed 4× (last 2 days ago)" or "tag #jwt used 3× (last today)"."""
         count = self.events
         times = "once" if count == 1 else f"{count}×"
-        when = f"(last {_ago(self.last_age_days)})"
+        when = f"(last {days_ago(self.last_age_days)})"
         if self.kind == "view":
             return f"viewed {times} {when}"
         if self.kind == "cited":
@@ -260,13 +260,17 @@ class Use(NamedTuple):
         return f"suggestion {self.kind} {times} {when}"
 
 
-def _ago(days: float) -> str:
+def days_ago(days: float) -> str:
+    """An age in days as a person says it: "today", "yesterday", "5 days ago" (under two
+    weeks), "3 weeks ago" (under 60 days), then "4 months ago" (a month is 30 days)."""
     whole = max(0, math.floor(days + 1e-6))  # julianday arithmetic is not exact
-    if whole == 0:
-        return "today"
-    if whole == 1:
-        return "yesterday"
-    return f"{whole} days ago"
+    if whole < 2:
+        return ("today", "yesterday")[whole]
+    if whole < 14:
+        return f"{whole} days ago"
+    if whole < 60:
+        return f"{whole // 7} weeks ago"
+    return f"{whole // 30} months ago"
 
 
 class Boost(NamedTuple):
