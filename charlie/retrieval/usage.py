@@ -27,6 +27,7 @@ from typing import Any, Literal, NamedTuple, cast, get_args
 
 from charlie.db import now as db_now
 from charlie.errors import CharlieError, NotFound, SettingsError
+from charlie.text import plural
 
 EventKind = Literal["view", "tag", "shown", "accepted", "dismissed", "cited"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
@@ -254,7 +255,7 @@ class Use(NamedTuple):
         if self.kind == "view":
             return f"viewed {times} {when}"
         if self.kind == "cited":
-            return f"cited in {count} {'answer' if count == 1 else 'answers'} {when}"
+            return f"cited in {count} {plural(count, 'answer')} {when}"
         if self.kind == "tag":
             return f"tag #{self.tag} used {times} {when}"
         return f"suggestion {self.kind} {times} {when}"
