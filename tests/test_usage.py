@@ -11,7 +11,8 @@ import pytest
 from charlie.errors import NotFound, SettingsError
 from charlie.home import Home
 from charlie.retrieval import usage
-from charlie.retrieval.usage import NO_BOOST, InvalidUsageEvent, UsageModel
+from charlie.retrieval.search import use_in_words
+from charlie.retrieval.usage import NO_BOOST, InvalidUsageEvent, UsageModel, Use
 from charlie.users import ensure_user
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -191,6 +192,27 @@ def test_one_persons_use_never_moves_anothers_ranking(home: Home) -> None:
     assert mine["house/boiler"].score == pytest.approx(5 + 0.5)
 
 
+@pytest.mark.parametrize(
+    ("age", "words"),
+    [
+        (-0.5, "today"),  # a clock a little behind
+        (0.0, "today"),
+        (0.9999999, "yesterday"),  # julianday arithmetic is not exact
+        (1.5, "yesterday"),
+        (2.0, "2 days ago"),
+        (13.9, "13 days ago"),
+        (14.0, "2 weeks ago"),
+        (59.9, "8 weeks ago"),
+        (60.0, "2 months ago"),
+        (400.0, "13 months ago"),
+    ],
+)
+def test_an_age_in_days_is_said_one_way_everywhere(age: float, words: str) -> None:
+    assert usage.days_ago(age) == words
+    assert Use("view", 1, age, 1.0).describe() == f"viewed once (last {words})"
+    assert use_in_words(Use("view", 1, age, 1.0)) == f"you opened it {words}"
+
+
 def test_causes_are_readable_and_ordered_by_weight(home: Home) -> None:
     alice = ensure_user(home.db, "alice").id
     views(home.db, alice, "p/n", 4, at=days(-2))
@@ -203,7 +225,7 @@ def test_causes_are_readable_and_ordered_by_weight(home: Home) -> None:
     assert boost.causes == [
         "viewed 4× (last 2 days ago)",
         "cited in 2 answers (last yesterday)",
-        "suggestion dismissed once (last 40 days ago)",
+        "suggestion dismissed once (last 5 weeks ago)",
         "tag #jwt used once (last today)",
     ]
     assert boost.describe() == f"boost {boost.value:.2f}: " + "; ".join(boost.causes)

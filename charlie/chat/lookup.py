@@ -11,6 +11,7 @@ from charlie import trace
 from charlie.llm.fence import escape, fence
 from charlie.notes import files as notes
 from charlie.retrieval import recall, usage
+from charlie.text import plural
 from charlie.tools import builtin as toolkit
 from charlie.tools.registry import ToolContext
 
@@ -36,7 +37,7 @@ def notes_for(context: ToolContext, text: str) -> tuple[str, trace.Called | None
         "search_notes",
         {"query": text},
         True,
-        f"{len(hits)} note{'s' if len(hits) != 1 else ''}",
+        f"{len(hits)} {plural(len(hits), 'note')}",
         _ms(started),
         hits=tuple(trace.Hit(h.key, h.title, round(h.score, 4), h.snippet) for h in hits),
         count=len(hits),
@@ -81,7 +82,7 @@ def messages_for(
         "search_conversation",
         {"query": text},
         True,
-        f"{len(hits)} message{'s' if len(hits) != 1 else ''}",
+        f"{len(hits)} {plural(len(hits), 'message')}",
         _ms(started),
         hits=tuple(
             trace.Hit(

@@ -89,23 +89,14 @@ class Completion:
 
 @dataclass
 class Observed:
-    """What the server has shown of itself over a client's answers, for `charlie doctor`
-    and the budgets (one object, shared by the copies `with_max_tokens` makes)."""
+    """What the server has shown of itself over a client's answers, for the check of a cut
+    prompt and for streams (one object, shared by the copies `with_max_tokens` makes)."""
 
     last_usage: dict[str, Any] = field(default_factory=dict)  # the last answer's `usage`
     last_prompt_estimate: int = 0  # `least_prompt_tokens` of the last prompt sent
-    # Answers to requests that offered tools: with native calls, and with a call written
-    # as text instead (a server that drops `tools`, as llama.cpp without `--jinja` does).
-    native_calls: int = 0
-    text_calls: int = 0
     # The chat template opens the model's `<think>` itself (a bare `</think>` came):
     # streams hold their opening text back until the thinking ends.
     opens_thinking: bool = False
-
-    @property
-    def tools_ignored(self) -> bool:
-        """The server has never returned a native call, but the model wrote calls as text."""
-        return self.text_calls > 0 and self.native_calls == 0
 
 
 @dataclass(frozen=True)
@@ -490,11 +481,6 @@ class LLMClient:
         seen.last_usage = dict(result.usage)
         seen.last_prompt_estimate = least_prompt_tokens(body.get("messages") or [])
         offered = textcalls.known_of(body.get("tools") or [])
-        if offered:
-            if result.tool_calls:
-                seen.native_calls += 1
-            elif textcalls.read(result.content, offered).calls:
-                seen.text_calls += 1
         if offered and not result.tool_calls and not result.content.strip():
             # A call the model wrote while thinking, then stopped: the only move it made
             # (llama.cpp surfaces such a call as reasoning). One drafted before an answer

@@ -10,6 +10,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from charlie.text import plural
+
 # The context window chosen by memory left once the model is loaded: a 1.5B model's cache
 # for 8192 tokens takes about 230 MB (28 layers × 2 KV heads × 128 × 2 bytes × 2, f16),
 # an 8B model's about 1 GB; below these the window shrinks rather than the machine swap.
@@ -104,7 +106,7 @@ def fit(model_bytes: int, *, threads: int = 0, context: int = 0) -> Fit:
         why.append(f"{threads} threads (CHARLIE_LLM_THREADS)")
     else:
         threads = max(1, min(physical, cores - 1))
-        why.append(f"{threads} thread{'s' * (threads > 1)} ({physical} cores, one left free)")
+        why.append(f"{threads} {plural(threads, 'thread')} ({physical} cores, one left free)")
     free = available_memory()
     spare_mib = (free - model_bytes) // 2**20 if free is not None else None
     if context:

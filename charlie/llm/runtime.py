@@ -47,6 +47,7 @@ import httpx
 from charlie import files
 from charlie.errors import ModelRuntimeError
 from charlie.llm.machine import PROMPT_CACHE_MIB, Fit, available_memory, fit
+from charlie.text import plural
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class Runtime:
 
     def describe(self) -> str:
         """ "qwen….gguf, 1 thread, context 8192" """
-        threads = f"{self.threads} thread{'s' * (self.threads > 1)}"
+        threads = f"{self.threads} {plural(self.threads, 'thread')}"
         return f"{Path(self.model).name}, {threads}, context {self.context}"
 
 

@@ -38,6 +38,7 @@ from charlie import files
 from charlie.config import Settings
 from charlie.errors import CharlieError, Conflict, InstallCancelled, ModelDamaged, ModelError
 from charlie.files import fsync_folder, sha256_of, write_atomic
+from charlie.text import plural
 
 BLOCK = 1 << 20
 ASSUMED_SPEED = 25_000_000 / 8  # bytes a second (25 Mbit/s), for the estimate before a download
@@ -148,7 +149,7 @@ def size_text(size: int) -> str:
 def offer(starter: Starter) -> str:
     """What a download of the starter costs, in words: "1.1 GB download, about 6 minutes"."""
     took = minutes(starter.size)
-    return f"{size_text(starter.size)} download, about {took} minute{'' if took == 1 else 's'}"
+    return f"{size_text(starter.size)} download, about {took} {plural(took, 'minute')}"
 
 
 # ---------------------------------------------------------------- progress

@@ -55,6 +55,7 @@ from charlie.notes.document_text import (
     utf16_without_bom,
 )
 from charlie.projects import Project
+from charlie.text import plural
 
 __all__ = [
     "KIND_NAMES",
@@ -151,7 +152,7 @@ def note_body(extracted: Extracted, original: Path, name: str) -> str:
     """The note: a first line linking to the kept original, then the document's text."""
     facts = KIND_NAMES[extracted.kind]
     if extracted.pages is not None:
-        facts += f", {extracted.pages} page{'s' if extracted.pages != 1 else ''}"
+        facts += f", {extracted.pages} {plural(extracted.pages, 'page')}"
     link = f"../{ATTACHMENTS_DIR}/{original.name}"
     first = f"Original: [{escape_inline(name)}]({link}) ({facts})"
     return f"{first}\n\n{extracted.body.strip()}\n"

@@ -39,7 +39,7 @@ import yaml
 from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
 from charlie.files import FileChanged, sha256_text, write_atomic
 from charlie.home import Home
-from charlie.projects import Problem, Project
+from charlie.projects import SLUG_RE, Problem, Project
 
 NOTES_DIR = "notes"
 TRASH_DIR = "trash"
@@ -525,7 +525,6 @@ def delete_note(home: Home, project: Project, name: str) -> Path:
 
 TRASH_STAMP = "%Y%m%dT%H%M%S%f"
 TRASHED_RE = re.compile(r"^(?P<name>.+)\.(?P<stamp>\d{8}T\d{12})\.md$")
-SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from charlie.retrieval.chunking import chunk_text
 from charlie.retrieval.embeddings import Embedder
 from charlie.retrieval.postings import Postings
 from charlie.retrieval.vectors import VectorTable
+from charlie.text import plural
 
 CHUNK_WORDS = 120
 CHUNK_OVERLAP = 30
@@ -151,8 +152,8 @@ def incomplete_in_words(state: str, notes: int) -> str:
     """What to tell the person while the index fills: results are incomplete, and why."""
     doing = "being rebuilt" if state == "rebuilding" else "being built"
     return (
-        f"The search index is {doing} from the note files ({notes} note"
-        f"{'' if notes == 1 else 's'} in so far): search results are incomplete until it is "
+        f"The search index is {doing} from the note files ({notes} {plural(notes, 'note')}"
+        " in so far): search results are incomplete until it is "
         "done. No note is lost."
     )
 
@@ -418,7 +419,7 @@ class Index:
             done, total = reembedding
             return (
                 f"The notes are being embedded again for the model {self.embedder.name} "
-                f"({done} of {total} passage{'' if total == 1 else 's'} so far): until it is "
+                f"({done} of {total} {plural(total, 'passage')} so far): until it is "
                 "done, search results may miss some notes or rank them differently. No note is "
                 "lost."
             )

@@ -47,7 +47,7 @@ from charlie.retrieval.keywords import (
     with_parts,
 )
 from charlie.retrieval.postings import Postings, Rows, Scores, ranked, term_ids, tokenizer
-from charlie.retrieval.usage import DEFAULT_WEIGHT, UsageModel, Use
+from charlie.retrieval.usage import DEFAULT_WEIGHT, UsageModel, Use, days_ago
 from charlie.users import User
 
 Mode = Literal["vector", "keyword", "fallback", "fusion"]
@@ -142,7 +142,7 @@ MAX_USES_SAID = 2
 def use_in_words(use: Use) -> str:
     """One use behind a boost, as the person would say it: "you opened it 4×, most
     recently today", "you used its tag #jwt yesterday"."""
-    when = _days_ago(use.last_age_days)
+    when = days_ago(use.last_age_days)
     once = use.events == 1
     lately = f" {when}" if once else f" {use.events}×, most recently {when}"
     if use.kind == "cited":
@@ -159,17 +159,6 @@ def use_in_words(use: Use) -> str:
         "shown": "it was suggested to you",
     }[use.kind]
     return what + lately
-
-
-def _days_ago(days: float) -> str:
-    whole = max(0, int(days + 1e-6))  # julianday arithmetic is not exact
-    if whole < 2:
-        return ("today", "yesterday")[whole]
-    if whole < 14:
-        return f"{whole} days ago"
-    if whole < 60:
-        return f"{whole // 7} weeks ago"
-    return f"{whole // 30} months ago"
 
 
 @dataclass

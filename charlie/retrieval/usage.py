@@ -27,6 +27,7 @@ from typing import Any, Literal, NamedTuple, cast, get_args
 
 from charlie.db import now as db_now
 from charlie.errors import CharlieError, NotFound, SettingsError
+from charlie.text import plural
 
 EventKind = Literal["view", "tag", "shown", "accepted", "dismissed", "cited"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
@@ -250,23 +251,27 @@ class Use(NamedTuple):
         """E.g. "viewed 4× (last 2 days ago)" or "tag #jwt used 3× (last today)"."""
         count = self.events
         times = "once" if count == 1 else f"{count}×"
-        when = f"(last {_ago(self.last_age_days)})"
+        when = f"(last {days_ago(self.last_age_days)})"
         if self.kind == "view":
             return f"viewed {times} {when}"
         if self.kind == "cited":
-            return f"cited in {count} {'answer' if count == 1 else 'answers'} {when}"
+            return f"cited in {count} {plural(count, 'answer')} {when}"
         if self.kind == "tag":
             return f"tag #{self.tag} used {times} {when}"
         return f"suggestion {self.kind} {times} {when}"
 
 
-def _ago(days: float) -> str:
+def days_ago(days: float) -> str:
+    """An age in days as a person says it: "today", "yesterday", "5 days ago" (under two
+    weeks), "3 weeks ago" (under 60 days), then "4 months ago" (a month is 30 days)."""
     whole = max(0, math.floor(days + 1e-6))  # julianday arithmetic is not exact
-    if whole == 0:
-        return "today"
-    if whole == 1:
-        return "yesterday"
-    return f"{whole} days ago"
+    if whole < 2:
+        return ("today", "yesterday")[whole]
+    if whole < 14:
+        return f"{whole} days ago"
+    if whole < 60:
+        return f"{whole // 7} weeks ago"
+    return f"{whole // 30} months ago"
 
 
 class Boost(NamedTuple):

@@ -31,6 +31,7 @@ from charlie.memory import why
 from charlie.notes import files as notes
 from charlie.retrieval import recall, suggestions, usage
 from charlie.retrieval.search import mark_stale
+from charlie.text import plural
 from charlie.tools.registry import (
     Category,
     Registry,
@@ -92,9 +93,7 @@ def search_notes(context: ToolContext, query: str, limit: int = 5) -> Result:
         )
     hits = tuple(Hit(h.key, h.title, round(h.score, 4), h.snippet) for h in found.hits)
     count = len(hits)
-    summary = f"{count} note{'s' if count != 1 else ''}" + (
-        " (index still filling)" if partial else ""
-    )
+    summary = f"{count} {plural(count, 'note')}" + (" (index still filling)" if partial else "")
     return Result("\n".join(lines) + partial, summary, hits, count)
 
 
@@ -387,7 +386,7 @@ def days_between(context: ToolContext, start: str, end: str) -> Result:
     """
     first, last = _date(start), _date(end)
     days = (last - first).days
-    unit = "day" if abs(days) == 1 else "days"
+    unit = plural(days, "day")
     return Result(f"{days} {unit} from {first:%A %Y-%m-%d} to {last:%A %Y-%m-%d}", f"{days} {unit}")
 
 

@@ -54,10 +54,6 @@ class Transcript:
     seconds: float  # time spent transcribing
     audio_seconds: float
 
-    @property
-    def real_time_factor(self) -> float:
-        return self.seconds / self.audio_seconds if self.audio_seconds else 0.0
-
 
 class Transcriber(Protocol):
     name: str

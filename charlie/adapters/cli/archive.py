@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from charlie.adapters.cli.common import opened_home, runnable
+from charlie.text import plural
 from charlie.transfer import export as archive
 from charlie.transfer import restore
 
@@ -91,7 +92,7 @@ def restore_command(
         admins = home.db.execute("SELECT 1 FROM users WHERE is_admin = 1").fetchone()
         people = home.db.execute("SELECT 1 FROM users").fetchone()
     click.echo(
-        f"Restored {len(result.projects)} project{'' if len(result.projects) == 1 else 's'} "
+        f"Restored {len(result.projects)} {plural(len(result.projects), 'project')} "
         f"({', '.join(result.projects) or 'none'}): "
         f"{result.files} files, {result.threads} threads, "
         f"{result.messages} messages ({result.already} already there), "
@@ -100,8 +101,8 @@ def restore_command(
     )
     if result.private:
         click.echo(
-            f"Wrote {result.private_messages} message"
-            f"{'' if result.private_messages == 1 else 's'} into {result.private}'s private "
+            f"Wrote {result.private_messages} {plural(result.private_messages, 'message')}"
+            f" into {result.private}'s private "
             "channel (no one else's)."
         )
     elif owner is not None:

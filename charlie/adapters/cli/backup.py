@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from charlie.config import load_settings
+from charlie.text import plural
 from charlie.transfer import backup
 
 
@@ -41,7 +42,7 @@ def backup_command(folder: Path, keep: int | None) -> None:
         f"  charlie.db: {_size(result.database_bytes)}, {result.messages} messages "
         f"(database version {result.user_version})"
     )
-    files = f"{result.project_files} file{'' if result.project_files == 1 else 's'}"
+    files = f"{result.project_files} {plural(result.project_files, 'file')}"
     click.echo(f"  projects: {files}, {_size(result.project_bytes)}")
     if result.settings_file:
         click.echo("  charlie.toml: copied (it may hold keys: keep the backup private)")

@@ -26,6 +26,7 @@ from charlie.projects import DEFAULT_PROJECT, ensure_project, get_project
 from charlie.retrieval import embeddings
 from charlie.retrieval.index import Index
 from charlie.retrieval.message_index import MessageIndex
+from charlie.text import plural
 from charlie.users import User, list_users, require_user
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -147,7 +148,7 @@ def open_index(home: Home) -> Index:
     if reembedding is not None:
         left = reembedding[1] - reembedding[0]
         click.echo(
-            f"Embedding {left} passage{'' if left == 1 else 's'} of your notes again for the model "
+            f"Embedding {left} {plural(left, 'passage')} of your notes again for the model "
             f"{index.embedder.name}: once after a model change, about a minute per 10,000 on "
             "two cores. Stopping is safe: it goes on from there next time.",
             err=True,

@@ -9,6 +9,7 @@ from charlie.adapters.cli.common import channel_options, opened_home, resolve_ch
 from charlie.errors import CharlieError
 from charlie.household import forget
 from charlie.llm.client import preview
+from charlie.text import plural
 
 
 @click.command("forget")
@@ -41,7 +42,7 @@ def forget_command(
         if thread_id is not None:
             thread = conversations.thread_of(home, channel, thread_id)
             count = conversations.count_messages(home, thread)
-            what = f"thread {thread_id} ({count} message{'s' if count != 1 else ''})"
+            what = f"thread {thread_id} ({count} {plural(count, 'message')})"
             if not yes:
                 click.confirm(f"Forget {what} for good?", abort=True, err=True)
             done = forget.forget_thread(home, thread, user)
@@ -59,13 +60,13 @@ def forget_command(
         if not done.messages:
             raise CharlieError("There was nothing to forget.")
         click.echo(
-            f"Forgot {done.messages} message{'s' if done.messages != 1 else ''}"
-            f" ({done.quotes} quote{'s' if done.quotes != 1 else ''} taken out of the memory, "
-            f"{done.revisions} earlier revision{'s' if done.revisions != 1 else ''} scrubbed)."
+            f"Forgot {done.messages} {plural(done.messages, 'message')}"
+            f" ({done.quotes} {plural(done.quotes, 'quote')} taken out of the memory, "
+            f"{done.revisions} earlier {plural(done.revisions, 'revision')} scrubbed)."
         )
         if done.restated:
             click.echo(
-                f"{done.restated} decision{'s' if done.restated != 1 else ''} only restated what "
+                f"{done.restated} {plural(done.restated, 'decision')} only restated what "
                 "was forgotten and went with it."
             )
         for text in done.flagged:

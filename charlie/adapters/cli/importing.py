@@ -26,6 +26,7 @@ from charlie.conversations import Channel
 from charlie.errors import CharlieError, DistillationError, LLMError, MemoryFormatError
 from charlie.home import Home
 from charlie.memory import batches
+from charlie.text import plural
 from charlie.transfer import chat_exports as exports
 from charlie.transfer import jsonl as importing
 
@@ -145,8 +146,8 @@ def _export_command(service: str) -> click.Command:
             def so_far() -> str:
                 added = sum(d.report.added for d in stored)
                 return (
-                    f"{len(stored):,} {_plural(len(stored), 'conversation')} ({added:,} "
-                    f"{_plural(added, 'message')}) {'was' if len(stored) == 1 else 'were'} "
+                    f"{len(stored):,} {plural(len(stored), 'conversation')} ({added:,} "
+                    f"{plural(added, 'message')}) {plural(len(stored), 'was', 'were')} "
                     f"stored in {channel.label} before this"
                 )
 
@@ -211,9 +212,9 @@ def _list(export: exports.ExportFile, chosen: list[exports.Summary], as_json: bo
         )
         return
     for c in chosen:
-        click.echo(f"{_day(c)}  {c.title}  ({c.messages:,} {_plural(c.messages, 'message')})")
+        click.echo(f"{_day(c)}  {c.title}  ({c.messages:,} {plural(c.messages, 'message')})")
     counted = (
-        f"{len(chosen):,} {_plural(len(chosen), 'conversation')} in this "
+        f"{len(chosen):,} {plural(len(chosen), 'conversation')} in this "
         f"{exports.NAMES[export.service]} export"
     )
     if not export.skipped:
@@ -238,8 +239,8 @@ def _print_export(
     already = sum(d.report.already for d in done)
     aside = f" ({already:,} already there)" if already else ""
     click.echo(
-        f"Imported {added:,} {_plural(added, 'message')} from {len(done):,} "
-        f"{exports.NAMES[export.service]} {_plural(len(done), 'conversation')} "
+        f"Imported {added:,} {plural(added, 'message')} from {len(done):,} "
+        f"{exports.NAMES[export.service]} {plural(len(done), 'conversation')} "
         f"into {channel.label}{aside}."
     )
     for d in done:
@@ -250,7 +251,7 @@ def _print_export(
             click.echo(f"    skipped {reason}")
     if export.skipped:
         click.echo(
-            f"Skipped {len(export.skipped):,} {_plural(len(export.skipped), 'conversation')}:"
+            f"Skipped {len(export.skipped):,} {plural(len(export.skipped), 'conversation')}:"
         )
         _say_skipped(export.skipped)
 
@@ -287,10 +288,10 @@ def _print(report: importing.ImportReport, channel: Channel) -> None:
     if report.already:
         notes.append(f"{report.already:,} already there")
     if report.skipped:
-        notes.append(f"{report.skipped:,} {_plural(report.skipped, 'line')} skipped")
+        notes.append(f"{report.skipped:,} {plural(report.skipped, 'line')} skipped")
     aside = f" ({'; '.join(notes)})" if notes else ""
     click.echo(
-        f"Imported {report.added:,} {_plural(report.added, 'message')} into {channel.label}{aside}."
+        f"Imported {report.added:,} {plural(report.added, 'message')} into {channel.label}{aside}."
     )
     for line, reason in report.problems[:SHOWN_PROBLEMS]:
         click.echo(f"  line {line}: {reason}")
@@ -298,13 +299,9 @@ def _print(report: importing.ImportReport, channel: Channel) -> None:
         click.echo(f"  … and {report.skipped - SHOWN_PROBLEMS:,} more")
 
 
-def _plural(count: int, noun: str) -> str:
-    return noun if count == 1 else noun + "s"
-
-
 def _counted(count: int, noun: str) -> str:
     """ "1 message was", "4,000 messages were": a count as the start of a sentence."""
-    return f"{count:,} {_plural(count, noun)} {'was' if count == 1 else 'were'}"
+    return f"{count:,} {plural(count, noun)} {plural(count, 'was', 'were')}"
 
 
 def _distill(home: Home, channel: Channel, quiet: bool) -> tuple[int, str | None]:
@@ -348,9 +345,9 @@ def _distill_threads(
             messages, requests = batches.requests_needed(home, threads, llm)
             if not quiet:
                 click.echo(
-                    f"Folding {messages:,} {_plural(messages, 'message')} of {len(threads):,} "
-                    f"{_plural(len(threads), 'conversation')} into memory: about {requests:,} "
-                    f"{_plural(requests, 'request')} to the model.",
+                    f"Folding {messages:,} {plural(messages, 'message')} of {len(threads):,} "
+                    f"{plural(len(threads), 'conversation')} into memory: about {requests:,} "
+                    f"{plural(requests, 'request')} to the model.",
                     err=True,
                 )
             for thread in threads:

@@ -26,6 +26,7 @@ from charlie.retrieval import usage
 from charlie.retrieval.index import Index
 from charlie.retrieval.message_index import Progress
 from charlie.retrieval.search import MODES, Mode, Searcher, SearchResult
+from charlie.text import plural
 
 
 def _project(home: Home, slug: str | None, *, create: bool = False) -> Project:
@@ -160,7 +161,7 @@ def _import_document(project: Project, path: Path, limits: documents.Limits) -> 
         return False
     what = documents.KIND_NAMES[made.kind]
     if made.pages:
-        what += f", {made.pages} page{'s' if made.pages != 1 else ''}"
+        what += f", {made.pages} {plural(made.pages, 'page')}"
     click.echo(f"Imported {path.name} as {made.note.key} ({what}).")
     click.echo(f"  original kept in {made.original}")
     if made.warning:

@@ -19,6 +19,7 @@ from charlie.llm.client import LLMClient
 from charlie.memory import batches, distill
 from charlie.memory import layers as memory
 from charlie.retrieval.search import searcher_for
+from charlie.text import plural
 
 SEARCH_LIMIT = 5
 
@@ -93,9 +94,9 @@ def forget_text(home: Home, place: Place, discord_id: int, message_id: int | Non
         if message_id is None:
             raise CharlieError("You have no message here to forget.")
     done = forget.forget(home, channel, user, message_id)
-    line = f"🧹 Forgot {done.messages} message{'s' if done.messages != 1 else ''}"
+    line = f"🧹 Forgot {done.messages} {plural(done.messages, 'message')}"
     if done.quotes:
-        line += f"; {done.quotes} quote{'s' if done.quotes != 1 else ''} left the memory"
+        line += f"; {done.quotes} {plural(done.quotes, 'quote')} left the memory"
     line += "."
     if done.restated:
         line += f" {done.restated} decision(s) only restated it: gone with it."

@@ -148,10 +148,6 @@ class StreamSlots:
 
         return release
 
-    def open_for(self, user: User) -> int:
-        with self._lock:
-            return self._open.get(user.id, 0)
-
 
 def stream(
     request: Request,
