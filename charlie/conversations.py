@@ -16,7 +16,7 @@ from typing import Any
 from charlie.db import now, transaction
 from charlie.errors import BrokenThread, CharlieError, MessageGone, NotFound
 from charlie.home import Home
-from charlie.projects import Project
+from charlie.projects import PRIVATE, Project, get_project
 from charlie.trace import Step, steps_from_json, steps_to_json
 from charlie.users import User
 
@@ -169,6 +169,15 @@ def settle_imported(home: Home, channel: Channel) -> None:
             "UPDATE conversations SET title = ? WHERE id = ? AND title IS NULL",
             (_clean_title(row[0]), channel.conversation_id),
         )
+
+
+def channel_named(home: Home, user: User, name: str, thread: int | None = None) -> Channel:
+    """The channel `name` names for `user`: "private" is the caller's own private channel,
+    never anyone else's; any other name a shared project's. With `thread`, that thread of
+    it; without, the thread most recently written in."""
+    if name == PRIVATE:
+        return private_channel(home, user, thread)
+    return shared_channel(home, get_project(home, name), thread)
 
 
 def thread_of(home: Home, channel: Channel, thread: int) -> Channel:

@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 
 from charlie import projects
-from charlie.conversations import Channel, private_channel, shared_channel
+from charlie.conversations import Channel, channel_named
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.llm.fence import escape, fence
@@ -62,9 +62,7 @@ def channel_for(home: Home, user: User, project: str | None) -> Channel:
     """The channel `project` names for `user`: a shared project's, or (for "private" or
     None) the user's own private channel — never anyone else's."""
     slug = (project or PRIVATE).strip()
-    if slug.lower() == PRIVATE:
-        return private_channel(home, user)
-    return shared_channel(home, projects.get_project(home, slug))
+    return channel_named(home, user, PRIVATE if slug.lower() == PRIVATE else slug)
 
 
 def _run(call: Call, project: str | None, tool: Tool, arguments: dict[str, Any]) -> Reply:

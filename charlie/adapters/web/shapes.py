@@ -6,7 +6,7 @@ from typing import Any
 
 from charlie import projects, trace
 from charlie.adapters.web.render import render_markdown
-from charlie.conversations import Channel, private_channel, shared_channel
+from charlie.conversations import Channel, channel_named
 from charlie.errors import InvalidName
 from charlie.home import Home
 from charlie.memory import layers as memory
@@ -18,12 +18,9 @@ PRIVATE = projects.PRIVATE
 
 
 def channel_for(home: Home, name: str, user: User, thread: int | None = None) -> Channel:
-    """`private` is the caller's own private channel; anything else a shared project. With
-    `thread`, that thread of it (404 when it has no such thread); without, the thread most
-    recently written in."""
-    if name == PRIVATE:
-        return private_channel(home, user, thread)
-    return shared_channel(home, projects.get_project(home, name), thread)
+    """`conversations.channel_named`, in the routes' order of arguments (404 when the
+    project, or the thread, is not there)."""
+    return channel_named(home, user, name, thread)
 
 
 def note_name(name: str) -> str:
