@@ -380,3 +380,56 @@ def test_a_rewrite_of_a_decision_is_read_as_a_change_only_when_it_changes_it(
     reads a change from the rewrite (rewrites a small model wrote, from a held-out
     household conversation), never from the model's yes."""
     assert decisions.rewritten(old, now, said) is changed
+
+
+def not_taken(rewrite: str) -> Any:
+    """A model that takes no message for a decision, and rewrites every decision it is asked
+    about as `rewrite`."""
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "change":
+            return json.dumps({"now": rewrite})
+        if step == "decision":
+            return json.dumps({"kind": "only news", "what": ""})
+        if step == "summary":
+            return json.dumps({"summary": "The household plans the fair."})
+        return json.dumps({"quotes": []})
+
+    return respond
+
+
+def test_a_change_told_as_news_changes_the_decision_it_names_into_the_rewrite(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient
+) -> None:
+    create_project(home, "Fair", distill_every=1000)
+    channel = shared_channel(home, update_project(home, "fair", distill_mode="steps"))
+    memory.save(home, channel, Memory("Priya and Tom plan a stall.", list(HELD)), "distill")
+    tom = ensure_user(home.db, "tom")
+    say(home, channel, (tom, "The school locks the field on Saturdays, so set-up is Sunday at 7am."))
+    llm.default = not_taken("Set-up is on Sunday at 7am")
+    distill.distill(home, channel, client)
+    held = memory.load(home, channel)
+    assert "Set-up is on Sunday at 7am" in held.texts
+    assert "Set-up is on Saturday at 7am" not in held.texts
+    assert [e.text for e in held.earlier] == ["Set-up is on Saturday at 7am"]
+
+
+@pytest.mark.parametrize(
+    ("said", "rewrite"),
+    [
+        ("Set-up is going to be cold, bring gloves.", "Set-up is on Monday at 7am"),  # unsaid
+        ("Set-up is going to be cold, bring gloves.", "Called off."),  # only calls it off
+        ("Set-up is going to be cold, bring gloves.", "Set-up is going to be cold, bring gloves"),
+    ],
+)
+def test_a_statement_not_taken_for_a_decision_changes_one_only_with_what_it_says(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, said: str, rewrite: str
+) -> None:
+    create_project(home, "Fair", distill_every=1000)
+    channel = shared_channel(home, update_project(home, "fair", distill_mode="steps"))
+    memory.save(home, channel, Memory("Priya and Tom plan a stall.", list(HELD)), "distill")
+    say(home, channel, (ensure_user(home.db, "tom"), said))
+    llm.default = not_taken(rewrite)
+    distill.distill(home, channel, client)
+    assert still_held(home, channel) == [d.text for d in HELD]

@@ -241,9 +241,20 @@ class Change:
     asked: Message | None = None
     new: str = ""
     names: frozenset[str] = frozenset()  # the speakers' names: words of who, not of what
+    now: str = ""  # the judge's rewrite: the decision as it stands after the message
 
 
-Judge = Callable[[Change], bool]
+# The judge of a change: the decision as it stands after the message when the message
+# changes it ("" when it calls it off), None when it does not
+Judge = Callable[[Change], str | None]
+
+
+def grounded(change: Change, now: str) -> bool:
+    """Whether what a rewrite brings that the old decision did not hold was said: each new
+    value (a number, a day, a month) is in the message or the question it answers — a judge
+    that moves "Saturday" to a "Sunday" nobody said changes nothing."""
+    said = change.message.content + (" " + change.asked.content if change.asked else "")
+    return _values(now) - _values(change.old.text) <= _values(said)
 
 
 def _question_before(message: Message, messages: list[Message]) -> Message | None:
@@ -252,13 +263,21 @@ def _question_before(message: Message, messages: list[Message]) -> Message | Non
     return before if before is not None and before.role == "user" and is_question(before) else None
 
 
+def brings(change: Change, now: str) -> bool:
+    """Whether a rewrite puts something the message says in place of the old: a value, or a
+    word of what it is about ("laser tag" for "the bowling alley") — not only calls it off."""
+    said = change.message.content + (" " + change.asked.content if change.asked else "")
+    new = (_values(now) - _values(change.old.text)) | (
+        forms(now, change.names) - forms(change.old.text, change.names)
+    )
+    return bool(new & (_values(said) | forms(said, change.names)))
+
+
 def _why_not(change: Change, names: frozenset[str]) -> str:
     """Why `change` may not be made whatever the model says, or "" when it may be asked."""
     message = change.message
     if is_question(message):
         return "a question changes no decision"
-    if not change.new:
-        return "the message states no decision of its own"
     said = message.content + (" " + change.asked.content if change.asked else "")
     told = f"{said}\n{change.new}"
     old_values, new_values = _values(change.old.text), _values(told)
@@ -315,6 +334,12 @@ def changes(
                 before = _question_before(people[source], shown)
                 change = Change(old, people[source], before, text, names)
                 asked.append((change, False))
+    for message in people.values():  # a statement not taken for a decision may change one
+        if message.id in stated or is_question(message):  # ("… is shut, so it's Sunday now")
+            continue
+        for old in candidates(message.content, held, names):
+            before = _question_before(message, shown)
+            asked.append((Change(old, message, before, "", names), False))
     confirmed: list[Change] = []
     judged: dict[int, int] = {}  # questions asked about each message
     for change, named in asked:
@@ -327,11 +352,17 @@ def changes(
             why = "one message changes one decision at a time"
         if not why and judged.get(message.id, 0) >= MOST_CANDIDATES:
             why = f"asked about {MOST_CANDIDATES} decisions for this message already"
+        now: str | None = None
         if not why:
             judged[message.id] = judged.get(message.id, 0) + 1
             try:
-                if not judge(change):
+                now = judge(change)
+                if now is None:
                     why = "the model judged that the message does not change it"
+                elif not grounded(change, now):
+                    why = f"the model's rewrite ({now!r}) holds a value nobody said"
+                elif not change.new and not brings(change, now):
+                    why = "the message states no decision of its own, nor a new value for it"
             except DistillationError as exc:  # kept, and said why: no answer is no change
                 why = f"kept: the model's answer about it was unusable ({exc})"
         if why:
@@ -340,7 +371,7 @@ def changes(
                 if entry not in refused:
                     refused.append(entry)
             continue
-        confirmed.append(change)
+        confirmed.append(replace(change, now=normalise(now or "")))
     return confirmed, refused
 
 
@@ -368,6 +399,8 @@ def apply(
         kept.remove(old)
         retired.add(key(old.text))
         before.append(Earlier(old.text, old.since, old.by, old.sources, _day(by), changed_by=by.id))
+        if not change.new and change.now:  # the message stated no decision: the rewrite is it
+            kept.append(Decision(change.now, _day(by), DISTILLED, (by.id,)))
     for offer in proposed:
         text = normalise(offer.text)
         if not text or key(text) in removed or key(text) in retired:

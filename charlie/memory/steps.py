@@ -312,15 +312,15 @@ def judge(asker: Asker) -> decisions.Judge:
     anything, and picks the first of any choices offered; asked to write the decision out,
     it copies it when nothing changed and puts the new value in when something did."""
 
-    def changes(change: decisions.Change) -> bool:
+    def changes(change: decisions.Change) -> str | None:
         lines = [f"Earlier decision: {change.old.text}"]
         if change.asked is not None:
             lines.append(f"Just before, {change.asked.speaker} asked: {change.asked.content}")
         lines.append(f"New message from {change.message.speaker}: {change.message.content}")
         answer = asker.ask(_Change, CHANGE_PROMPT, "\n".join(lines))
-        return decisions.rewritten(
-            change.old.text, answer.now, change.message.content, change.names
-        )
+        if decisions.rewritten(change.old.text, answer.now, change.message.content, change.names):
+            return answer.now
+        return None
 
     return changes
 
