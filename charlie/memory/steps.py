@@ -5,15 +5,20 @@ Qwen2.5-Coder-1.5B it kept 3 of 9 planted decisions, applied none of 3 revisions
 remarks ("Dinner is pasta, as usual.") as decisions (docs/memory.md). Here each request
 asks one small thing, held to a small schema:
 
-1. each person's message on its own (a question is none and is not asked about): does it
-   record a decision, and which, in one short sentence;
+1. each person's message on its own, with the two before it (a question is none and is
+   not asked about): what kind of message it is — a question, an idea nobody settled, small
+   talk, only news, or else it settles something. One that settles something is held as a
+   decision in the person's own words, unless it leans on the messages before it ("Yes,
+   let's do that."): then in the model's sentence, checked (`_worded`);
 2. the summary, rewritten from the old one and the people's new messages (what Charlie
    said is left out), with the decisions that hold;
 3. which of the people's statements are worth quoting, by number: a quote is then the
    message's own words, verbatim by construction (a question is never offered).
 
-Whether a new decision changes a held one is asked afterwards, for both forms alike, with
-the old and the new side by side (`judge`, used by `charlie.memory.decisions.changes`).
+Whether a person's statement changes a held decision is asked afterwards, for both forms
+alike, with the old decision beside the message (`judge`, used by
+`charlie.memory.decisions.changes`): the model writes the decision as it stands after the
+message, and that rewrite is the new decision when the message was not taken for one.
 
 The answers are put together in the whole form's shape (`charlie.memory.distill`), so the
 same checks and the same merge follow. A step whose answer is unusable is asked once more
@@ -40,7 +45,8 @@ CONTEXT_MESSAGES = 2  # the messages shown before the one judged (a "yes, let's"
 MOST_QUOTES = 1
 QUOTE_WORDS = 5  # a shorter message is not offered as a quote
 QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a word
-DECISION_CHARS = 200  # the message itself stands in for a decision the model left unworded
+OWN_WORDS = 3  # words of what it is about: a message that says what it settles on its own
+DECISION_CHARS = 200  # a decision is its message, cut here at a sentence or a word
 # The longest answer of each step, in tokens: a small model held to a schema can run on
 # (a string that repeats, or whitespace) until the answer cap; a step needs a few words.
 STEP_TOKENS = {"_Decision": 120, "_Change": 96, "_Summary": 200, "_Quotes": 48}
@@ -250,13 +256,17 @@ def _decided(
 
 
 def _worded(what: str, message: Message, before: list[Message]) -> str:
-    """The model's sentence for a decision — or the person's message itself, cut short,
-    when the sentence is empty, lost the values the message holds (`_lost`), or says what
-    nobody said (`_invented`): a decision is kept in the people's words rather than in words
-    a small model made up ("Charlie settled on plot 23" for "First earlies in the top bed,
-    Charlotte potatoes. Settled.")."""
-    worded = normalise(what)
+    """A decision in the person's own words, the message cut short — unless it leans on the
+    messages before it for what it settles ("Yes, let's do that.", "Oak, no question."): then
+    the model's sentence, when that one kept the message's values (`_lost`) and says nothing
+    nobody said (`_invented`: "Charlie settled on plot 23" for "First earlies in the top
+    bed, Charlotte potatoes. Settled."). The small model's own sentences for the others lost
+    what was decided ("Isla will love it" for "Oak it is, Isla will love it.")."""
     said = message.content
+    speakers = frozenset(decisions.words(message.speaker))
+    if len(decisions.about(said, speakers)) >= OWN_WORDS:
+        return _cut(said)
+    worded = normalise(what)
     if not re.search(r"\w", worded) or _lost(worded, said) or _invented(worded, message, before):
         return _cut(said)
     return worded
