@@ -178,7 +178,7 @@ def careless_step(request: dict[str, Any], oracle: Oracle, rng: random.Random) -
         if said in oracle.decided:
             return json.dumps({"kind": steps.SETTLES, "what": oracle.decided[said]})
         return json.dumps(
-            {"kind": steps.steps.SETTLES if rng.random() < 0.3 else "only news", "what": said}
+            {"kind": steps.SETTLES if rng.random() < 0.3 else "only news", "what": said}
         )  # traps too
     if step == "change":
         old = user.split("Earlier decision: ", 1)[1].split("\n", 1)[0]

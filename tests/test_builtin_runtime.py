@@ -186,6 +186,8 @@ def test_auto_runs_the_builtin_model_when_no_server_answers_and_doctor_says_so(
     assert re.fullmatch(built_in + r"; loaded in \d+\.\d s\)", news[3]), news  # the report
     assert any(re.match(r"tokens/s +(ok|warn): [\d.]+ tokens/s", line) for line in out), out
     assert runtime.running(charlie_home) is None  # the doctor was its only user
+    shown = charlie("model").output  # the speed the doctor measured is the model's now
+    assert re.search(r"speed: +[\d.]+ tokens/s", shown), shown
 
 
 def test_the_runtime_ends_after_its_owner_is_killed(

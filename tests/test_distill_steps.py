@@ -135,7 +135,10 @@ def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(
     result = distill.distill(home, channel, client)
     # "oak" is shared, but the message does not name the person's decision: not even asked
     assert "change" not in steps_asked(llm)
-    assert result.memory.texts == ["The worktops are oak", "We decided: the cabinet handles are oak too."]
+    assert result.memory.texts == [
+        "The worktops are oak",
+        "We decided: the cabinet handles are oak too.",
+    ]
     assert result.memory.earlier == []
 
 

@@ -406,7 +406,9 @@ def test_a_change_told_as_news_changes_the_decision_it_names_into_the_rewrite(
     channel = shared_channel(home, update_project(home, "fair", distill_mode="steps"))
     memory.save(home, channel, Memory("Priya and Tom plan a stall.", list(HELD)), "distill")
     tom = ensure_user(home.db, "tom")
-    say(home, channel, (tom, "The school locks the field on Saturdays, so set-up is Sunday at 7am."))
+    say(
+        home, channel, (tom, "The school locks the field on Saturdays, so set-up is Sunday at 7am.")
+    )
     llm.default = not_taken("Set-up is on Sunday at 7am")
     distill.distill(home, channel, client)
     held = memory.load(home, channel)

@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
 from charlie.config import Settings
 from charlie.home import Home
-from charlie.llm import modelsize, textcalls, toolmode
+from charlie.llm import models, modelsize, textcalls, toolmode
 from charlie.llm.client import LLMClient
 from charlie.llm.servers import ModelServer
 
@@ -199,6 +200,7 @@ class _Probe:
         self.text_calls: bool | None = None  # … one described in the prompt, as text
         self.slow = False  # a probe timed out on a server that was up: the rest are not run
         self.cut = False  # the last request's limit was the doctor's time left, not `timeout`
+        self.speed: tuple[float, float] | None = None  # tokens/s written, and read (0: unsaid)
         self.out_of_time = False  # the doctor's time ran out: the rest are not run
 
     def limit(self) -> float:
@@ -538,6 +540,9 @@ def _speed(probe: _Probe) -> Check:
     if not isinstance(tokens, int):
         tokens = -(-len(content) // 4)  # no usage reported: about 4 characters a token
     rate = tokens / seconds if seconds > 0 else 0.0
+    timings = response.json().get("timings") or {}  # llama.cpp says how fast it read, too
+    read = timings.get("prompt_per_second") if isinstance(timings, dict) else None
+    probe.speed = (rate, float(read) if isinstance(read, int | float) else 0.0)
     result = f"{rate:.1f} tokens/s ({tokens} tokens in {seconds:.1f} s)"
     if rate < SLOW_TOKENS_PER_S:
         return Check(
@@ -692,6 +697,9 @@ def examine(
         )
         chosen = toolmode.decide(settings.tool_mode, report.habits)
         report.checks.append(Check("tool mode", "ok", f"{chosen.mode} ({chosen.reason})"))
+        if server is not None and server.lease is not None and probe.speed is not None:
+            written, read = probe.speed  # the built-in model's speed, for `charlie model`
+            models.record_speed(settings, Path(server.lease.runtime.model), written, read)
         return report
     finally:
         probe.http.close()
