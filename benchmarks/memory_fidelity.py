@@ -363,9 +363,11 @@ def run_one(plan: dict[str, Any], llm: LLMClient, root: Path, mode: str | None) 
         archive.export_archive(home, export, exporter=next(iter(people.values())).name)
         home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     places = [p for p in folder.rglob("*") if p.is_file() and p != export]
-    found = [str(p.relative_to(folder)) for p in places if secret.encode() in p.read_bytes()]
+    # the secret as a number of its own: a sha256 may hold its four digits ("…8a1277bd…")
+    alone = re.compile(rb"(?<![0-9A-Za-z])" + secret.encode() + rb"(?![0-9A-Za-z])")
+    found = [str(p.relative_to(folder)) for p in places if alone.search(p.read_bytes())]
     with zipfile.ZipFile(export) as z:
-        found += [f"export:{n}" for n in z.namelist() if secret.encode() in z.read(n)]
+        found += [f"export:{n}" for n in z.namelist() if alone.search(z.read(n))]
     if found:
         problems.append(f"the secret is still in {', '.join(found)}")
     return Score(
