@@ -435,29 +435,3 @@ def test_a_statement_not_taken_for_a_decision_changes_one_only_with_what_it_says
     llm.default = not_taken(rewrite)
     distill.distill(home, channel, client)
     assert still_held(home, channel) == [d.text for d in HELD]
-
-
-def test_a_decision_changed_later_in_the_same_batch_is_held_as_changed(
-    home: Home, llm: ScriptedLLMServer, client: LLMClient
-) -> None:
-    create_project(home, "Fair", distill_every=1000)
-    channel = shared_channel(home, update_project(home, "fair", distill_mode="steps"))
-    priya, tom = ensure_user(home.db, "priya"), ensure_user(home.db, "tom")
-    first, _, then = say(
-        home,
-        channel,
-        (priya, "The cake stall set-up is on Saturday at 7am, everyone in the car park."),
-        (None, "Noted."),
-        (tom, "The school locks the field on Saturdays, so set-up is Sunday at 7am."),
-    )
-
-    def respond(request: dict[str, Any]) -> str:
-        if step_of(request) == "change":
-            return json.dumps({"now": "The cake stall set-up is on Sunday at 7am."})
-        return greedy(request)
-
-    llm.default = respond
-    distill.distill(home, channel, client)
-    held = memory.load(home, channel)
-    assert held.texts == [then.content]
-    assert [(e.text, e.changed_by) for e in held.earlier] == [(first.content, then.id)]

@@ -316,17 +316,6 @@ def changes(
             stated.setdefault(source, []).append(normalise(offer.text))
     asked: list[tuple[Change, bool]] = []  # (a change to ask about, named by the model)
     refused: list[dict[str, str]] = []
-    # The decisions these messages state, as they will hold: a later message of the same
-    # batch may change one ("Set-up is at 9am" … "the gates open at 10, so we set up at 10")
-    said_now = [
-        Decision(text, _day(people[source]), DISTILLED, (source,))
-        for source, told in stated.items()
-        for text in told
-    ]
-
-    def before_it(message: Message) -> list[Decision]:
-        return [*held, *(d for d in said_now if d.sources[0] < message.id)]
-
     for revision in revisions:
         target = _match(revision.decision, held)
         changer = people.get(revision.message or -1)
@@ -341,14 +330,14 @@ def changes(
         asked.append((Change(target, changer, before, new, names), True))
     for source, told in stated.items():
         for text in told:
-            for old in candidates(text, before_it(people[source]), names):
+            for old in candidates(text, held, names):
                 before = _question_before(people[source], shown)
                 change = Change(old, people[source], before, text, names)
                 asked.append((change, False))
     for message in people.values():  # a statement not taken for a decision may change one
         if message.id in stated or is_question(message):  # ("… is shut, so it's Sunday now")
             continue
-        for old in candidates(message.content, before_it(message), names):
+        for old in candidates(message.content, held, names):
             before = _question_before(message, shown)
             asked.append((Change(old, message, before, "", names), False))
     confirmed: list[Change] = []
@@ -402,13 +391,9 @@ def apply(
     kept, before = list(held), list(earlier)
     outcome = Outcome(kept, before)
     retired: set[str] = set()
-    stated_now = {key(normalise(offer.text)) for offer in proposed}
     for change in confirmed:
         old = next((d for d in kept if key(d.text) == key(change.old.text)), None)
         by = people.get(change.message.id)
-        if old is None and by is not None and key(change.old.text) in stated_now:
-            old = change.old  # stated earlier in these same messages: it held until this one
-            kept.append(old)
         if old is None or by is None:
             continue  # deleted by hand, or the message forgotten, while the model thought
         kept.remove(old)
