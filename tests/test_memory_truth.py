@@ -423,6 +423,7 @@ def test_a_change_told_as_news_changes_the_decision_it_names_into_the_rewrite(
         ("Set-up is going to be cold, bring gloves.", "Set-up is on Monday at 7am"),  # unsaid
         ("Set-up is going to be cold, bring gloves.", "Called off."),  # only calls it off
         ("Set-up is going to be cold, bring gloves.", "Set-up is going to be cold, bring gloves"),
+        ("Set-up is going to be cold, bring gloves.", "Set-up is at 7am with gloves"),  # no value
     ],
 )
 def test_a_statement_not_taken_for_a_decision_changes_one_only_with_what_it_says(

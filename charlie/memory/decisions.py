@@ -264,13 +264,12 @@ def _question_before(message: Message, messages: list[Message]) -> Message | Non
 
 
 def brings(change: Change, now: str) -> bool:
-    """Whether a rewrite puts something the message says in place of the old: a value, or a
-    word of what it is about ("laser tag" for "the bowling alley") — not only calls it off."""
+    """Whether a rewrite puts a value the message says (a number, a day, a month) in place of
+    the old one: all a statement not taken for a decision may change ("… is shut Saturdays,
+    so it's Sunday morning now"). A new word alone is not enough — on conversations it was
+    never tuned on, that let two everyday remarks about a decision's subject retire it."""
     said = change.message.content + (" " + change.asked.content if change.asked else "")
-    new = (_values(now) - _values(change.old.text)) | (
-        forms(now, change.names) - forms(change.old.text, change.names)
-    )
-    return bool(new & (_values(said) | forms(said, change.names)))
+    return bool((_values(now) - _values(change.old.text)) & _values(said))
 
 
 def _why_not(change: Change, names: frozenset[str]) -> str:
