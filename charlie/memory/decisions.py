@@ -243,6 +243,11 @@ class Change:
     names: frozenset[str] = frozenset()  # the speakers' names: words of who, not of what
     now: str = ""  # the judge's rewrite: the decision as it stands after the message
 
+    @property
+    def said(self) -> str:
+        """The message, with the question it answers."""
+        return self.message.content + (" " + self.asked.content if self.asked else "")
+
 
 # The judge of a change: the decision as it stands after the message when the message
 # changes it ("" when it calls it off), None when it does not
@@ -253,7 +258,7 @@ def grounded(change: Change, now: str) -> bool:
     """Whether what a rewrite brings that the old decision did not hold was said: each new
     value (a number, a day, a month) is in the message or the question it answers — a judge
     that moves "Saturday" to a "Sunday" nobody said changes nothing."""
-    said = change.message.content + (" " + change.asked.content if change.asked else "")
+    said = change.said
     return _values(now) - _values(change.old.text) <= _values(said)
 
 
@@ -268,7 +273,7 @@ def brings(change: Change, now: str) -> bool:
     the old one: all a statement not taken for a decision may change ("… is shut Saturdays,
     so it's Sunday morning now"). A new word alone is not enough — on conversations it was
     never tuned on, that let two everyday remarks about a decision's subject retire it."""
-    said = change.message.content + (" " + change.asked.content if change.asked else "")
+    said = change.said
     return bool((_values(now) - _values(change.old.text)) & _values(said))
 
 
@@ -277,7 +282,7 @@ def _why_not(change: Change, names: frozenset[str]) -> str:
     message = change.message
     if is_question(message):
         return "a question changes no decision"
-    said = message.content + (" " + change.asked.content if change.asked else "")
+    said = change.said
     told = f"{said}\n{change.new}"
     old_values, new_values = _values(change.old.text), _values(told)
     moved = bool(old_values & new_values) and bool(new_values - old_values)  # October 12 → 19
