@@ -55,17 +55,26 @@ DECISION_PROMPT = """\
 A message from a household's conversation about their plans. Which is it?
 question: it asks something.
 idea not settled: a suggestion with "maybe", "could we", "how about", nobody settled it.
+reminder or errand: "don't forget…", "remember to…", a chore someone will do anyway.
 small talk or feeling: thanks, jokes, opinions, how someone feels.
-only news: what happened, with nothing settled about the plan.
+only news: something that already happened, with nothing about what comes next.
 settles something: anything else — it says how something will be: a choice, a time, a
-place, a price, a rule, who does what, a change to the plan, or an answer to what was asked.
+place, a price, a rule, who does what, a plan told as a fact, a change to the plan, or an
+answer to what was asked.
+Examples: "The party starts at 4, at Gran's." settles something. "Let's go with the red one."
+settles something. "Fine, Friday then." settles something. "Maybe a barbecue?" idea not
+settled. "Remember to bring the chairs in." reminder or errand. "We saw the new flat
+yesterday." only news. "Ha, typical!" small talk or feeling.
 what: for "settles something", what it settles in one short sentence with its names,
 numbers and dates; else empty.
 Answer with a JSON object only: {"kind": "...", "what": "..."}"""
 # Asked "does this record a decision?" (yes or no), Qwen2.5-Coder-1.5B said yes to 51 of 84
-# decisions and to 17 of 62 errands, remarks and ideas; made to pick what else a message
-# is, with settling as the rest, it said so to 55 and 13 (the tune part of
-# benchmarks/memory_fidelity.py, each message with the two before it).
+# decisions and to 17 of 62 errands, remarks and ideas (the tune part of
+# benchmarks/memory_fidelity.py, each message with the two before it). Made to pick what
+# else a message is, with settling as the rest: 55 and 13. With a plan told as a fact
+# ("Setup is at 9am"), a kind for reminders and errands, and short examples: 78 and 34.
+# It keeps more errands ("I'll clear the shed") than before: a decision missed cannot be
+# revised or kept, an errand held is one line a person deletes.
 SETTLES = "settles something"
 
 CHANGE_PROMPT = """\
@@ -95,7 +104,12 @@ Answer with a JSON object only: {"quotes": [message numbers]}"""
 
 class _Decision(BaseModel):
     kind: Literal[
-        "question", "idea not settled", "small talk or feeling", "only news", "settles something"
+        "question",
+        "idea not settled",
+        "reminder or errand",
+        "small talk or feeling",
+        "only news",
+        "settles something",
     ]
     what: str = ""
 
