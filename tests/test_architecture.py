@@ -5,6 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "charlie"
 FRAMEWORKS = {"click", "typer", "fastapi", "starlette", "uvicorn", "discord"}
 
@@ -237,3 +239,58 @@ def test_only_the_owners_write_sql_about_messages() -> None:
         }
     )
     assert not strays, f"SQL naming `messages` outside its owner modules: {strays}"
+
+
+# Each family of charlie.db's tables and the modules whose SQL may name it. Besides these,
+# the schema and migrations (db.py) and the operations on a whole household that touch every
+# family's rows: forgetting messages, removing a person, export and restore.
+TABLE_OWNERS = {
+    r"users|sessions|api_tokens|login_failures": {
+        "users.py",
+        "household/sessions.py",
+        "household/tokens.py",
+        "household/discord_links.py",
+        "conversations.py",  # a message's speaker is a person's name
+    },
+    r"usage_events": {"retrieval/usage.py"},
+    r"distillations": {"memory/distill.py", "conversations.py"},
+    r"memory_revisions": {"memory/layers.py"},
+    r"discord_\w+": {"household/discord_places.py", "household/discord_links.py"},
+}
+WHOLE_HOUSEHOLD = {
+    "db.py",
+    "household/forget.py",
+    "household/removal.py",
+    "transfer/export.py",
+    "transfer/restore.py",
+}
+
+
+def _sql_naming(tables: str) -> re.Pattern[str]:
+    return re.compile(rf"\b(FROM|INTO|UPDATE|JOIN|TABLE)\s+(IF\s+NOT\s+EXISTS\s+)?({tables})\b")
+
+
+def _naming(pattern: re.Pattern[str]) -> set[str]:
+    return {
+        f"{path.relative_to(PACKAGE).as_posix()}:{line}"
+        for path in PACKAGE.rglob("*.py")
+        for line, text in _strings(ast.parse(path.read_text()))
+        if pattern.search(text)
+    }
+
+
+@pytest.mark.parametrize("tables", sorted(TABLE_OWNERS))
+def test_each_table_familys_sql_lives_with_its_owners(tables: str) -> None:
+    allowed = TABLE_OWNERS[tables] | WHOLE_HOUSEHOLD
+    strays = sorted(
+        where for where in _naming(_sql_naming(tables)) if where.split(":")[0] not in allowed
+    )
+    assert not strays, f"SQL naming {tables} outside its owners: {strays}"
+
+
+def test_no_adapter_writes_sql() -> None:
+    """Front ends call the owners' typed functions; none names a table of charlie.db."""
+    schema = (PACKAGE / "db.py").read_text()
+    tables = "|".join(sorted(set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", schema))))
+    strays = sorted(w for w in _naming(_sql_naming(tables)) if w.startswith("adapters/"))
+    assert not strays, f"SQL in a front end: {strays}"

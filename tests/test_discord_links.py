@@ -11,13 +11,13 @@ from conftest import Cli
 from fastapi.testclient import TestClient
 
 from charlie import projects
-from charlie.adapters.discord import store
-from charlie.adapters.discord.store import Place
 from charlie.adapters.web.app import create_app
 from charlie.config import load_settings
 from charlie.errors import Conflict, InvalidName, NotFound
 from charlie.home import Home
 from charlie.household import discord_links as links
+from charlie.household import discord_places
+from charlie.household.discord_places import Place
 from charlie.users import ensure_user, set_password
 
 ALICE_ID = "200000000000000002"
@@ -149,17 +149,17 @@ def test_a_channel_is_bound_a_thread_inherits_and_a_dm_never_is(home: Home) -> N
     projects.create_project(home, "Garden")
     channel = Place(channel_id=10, guild_id=1)
     thread = Place(channel_id=11, guild_id=1, parent_id=10)
-    assert store.bound_slug(home, channel) is None
-    store.bind(home, channel, "kitchen", alice)
-    assert store.bound_slug(home, channel) == "kitchen"
-    assert store.bound_slug(home, thread) == "kitchen"
-    store.bind(home, thread, "garden", alice)
-    assert store.bound_slug(home, thread) == "garden"
-    assert store.bound_slug(home, channel) == "kitchen"
+    assert discord_places.bound_slug(home, channel) is None
+    discord_places.bind(home, channel, "kitchen", alice)
+    assert discord_places.bound_slug(home, channel) == "kitchen"
+    assert discord_places.bound_slug(home, thread) == "kitchen"
+    discord_places.bind(home, thread, "garden", alice)
+    assert discord_places.bound_slug(home, thread) == "garden"
+    assert discord_places.bound_slug(home, channel) == "kitchen"
     with pytest.raises(NotFound, match="private channel"):
-        store.bind(home, Place(channel_id=10), "kitchen", alice)  # a DM with the same id
-    assert store.bound_slug(home, Place(channel_id=10)) is None
+        discord_places.bind(home, Place(channel_id=10), "kitchen", alice)  # a DM with the same id
+    assert discord_places.bound_slug(home, Place(channel_id=10)) is None
     with pytest.raises(NotFound, match="There is no project 'attic'"):
-        store.bind(home, channel, "attic", alice)
-    assert store.unbind(home, thread) == "garden"
-    assert store.bound_slug(home, thread) == "kitchen"
+        discord_places.bind(home, channel, "attic", alice)
+    assert discord_places.unbind(home, thread) == "garden"
+    assert discord_places.bound_slug(home, thread) == "kitchen"

@@ -511,6 +511,18 @@ def _record(
     )
 
 
+def last_failure(home: Home, channel: Channel) -> str | None:
+    """The error of the thread's last distillation, when it failed, with when (UTC)."""
+    row = home.db.execute(
+        "SELECT status, error, started_at FROM distillations WHERE conversation_id = ? "
+        "ORDER BY id DESC LIMIT 1",
+        (channel.conversation_id,),
+    ).fetchone()
+    if row is None or row["status"] != "failed":
+        return None
+    return f"{row['error']} (at {str(row['started_at'])[:16].replace('T', ' ')} UTC)"
+
+
 CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
 
 

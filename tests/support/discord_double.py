@@ -337,10 +337,10 @@ def play(scenario: Callable[[Harness], Awaitable[None]]) -> None:
 
 
 def bind_kitchen(household: Home, slug: str = "auth") -> None:
-    from charlie.adapters.discord import store
+    from charlie.household import discord_places
 
     alice = ensure_user(household.db, "alice")
-    store.bind(household, store.Place(KITCHEN, GUILD_ID), slug, alice)
+    discord_places.bind(household, discord_places.Place(KITCHEN, GUILD_ID), slug, alice)
 
 
 def messages_in(home: Home) -> list[tuple[str, str, int]]:

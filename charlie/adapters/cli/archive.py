@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from charlie import users
 from charlie.adapters.cli.common import opened_home, runnable
 from charlie.text import plural
 from charlie.transfer import export as archive
@@ -89,8 +90,8 @@ def restore_command(
             private_owner=private_owner,
             without_private=without_private,
         )
-        admins = home.db.execute("SELECT 1 FROM users WHERE is_admin = 1").fetchone()
-        people = home.db.execute("SELECT 1 FROM users").fetchone()
+        admins = users.admins(home.db)
+        people = users.has_people(home.db)
     click.echo(
         f"Restored {len(result.projects)} {plural(len(result.projects), 'project')} "
         f"({', '.join(result.projects) or 'none'}): "
@@ -116,11 +117,11 @@ def restore_command(
                 "archive: give each one with `charlie users passwd NAME` before they sign in."
             )
         )
-        if admins is None:
+        if not admins:
             click.echo(
                 runnable("No one is an administrator yet: `charlie users admin NAME` makes one.")
             )
-    if people is None:
+    if not people:
         click.echo(
             runnable(
                 "No one has an account in this home yet: `charlie users add NAME --admin` makes "

@@ -191,18 +191,6 @@ def _distill_elsewhere(channel: Channel, user: User, llm: LLMClient) -> None:
     )
 
 
-def last_failure(home: Home, channel: Channel) -> str | None:
-    """The error of this thread's last distillation, when it failed."""
-    row = home.db.execute(
-        "SELECT status, error, started_at FROM distillations WHERE conversation_id = ? "
-        "ORDER BY id DESC LIMIT 1",
-        (channel.conversation_id,),
-    ).fetchone()
-    if row is None or row["status"] != "failed":
-        return None
-    return f"{row['error']} (at {str(row['started_at'])[:16].replace('T', ' ')} UTC)"
-
-
 @click.command()
 @channel_options
 @click.option("-m", "--message", metavar="TEXT", help="Send one message, print the reply, exit.")
@@ -252,7 +240,7 @@ def chat(
         elif thread is not None:
             channel = conversations.thread_of(home, channel, thread)
         if message is not None:
-            failed = last_failure(home, channel)
+            failed = distill.last_failure(home, channel)
             if failed is not None:
                 click.echo(
                     runnable(

@@ -24,14 +24,15 @@ import aiohttp
 import discord
 from discord import app_commands
 
-from charlie.adapters.discord import commands, conversation, store
+from charlie.adapters.discord import commands, conversation
 from charlie.adapters.discord.conversation import Answer, Incoming, Recording, suggestion_text
-from charlie.adapters.discord.store import Place
 from charlie.adapters.discord.text import split
 from charlie.config import Settings
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home, Shared
 from charlie.household import discord_links as links
+from charlie.household import discord_places
+from charlie.household.discord_places import Place
 from charlie.llm.client import LLMClient
 from charlie.retrieval import suggestions
 from charlie.voice.turn import Voice
@@ -276,7 +277,11 @@ class CharlieBot(discord.Client):
         for suggestion in answer.suggestions:
             sent = await self.send(partial(channel.send, suggestion_text(suggestion)))
             await self.in_home(
-                partial(store.remember_suggestion, message_id=sent.id, suggestion_id=suggestion.id)
+                partial(
+                    discord_places.remember_suggestion,
+                    message_id=sent.id,
+                    suggestion_id=suggestion.id,
+                )
             )
             for emoji in (ACCEPT, DISMISS):
                 await self.send(partial(sent.add_reaction, emoji))
@@ -320,7 +325,7 @@ def decide(home: Home, message_id: int, discord_id: int, decision: str) -> str |
     Only the person the note was suggested to can answer it, and only once; anyone else's
     reaction changes nothing.
     """
-    suggestion_id = store.undecided_suggestion(home, message_id)
+    suggestion_id = discord_places.undecided_suggestion(home, message_id)
     user = links.user_for_discord(home.db, discord_id)
     if suggestion_id is None or user is None:
         return None
@@ -331,7 +336,7 @@ def decide(home: Home, message_id: int, discord_id: int, decision: str) -> str |
             note = suggestions.dismiss(home, user, suggestion_id)
     except NotFound:
         return None  # suggested to someone else
-    store.mark_decided(home, message_id, decision)
+    discord_places.mark_decided(home, message_id, decision)
     if decision == "accepted":
         return f"-# 📌 Pinned `{note}` into this conversation for the next answers."
     return f"-# Dismissed `{note}`: it won't be suggested to you again."

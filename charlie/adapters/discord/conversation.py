@@ -13,8 +13,6 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from charlie import projects
-from charlie.adapters.discord import store
-from charlie.adapters.discord.store import Place
 from charlie.adapters.discord.text import split, trace_block
 from charlie.chat import turn as chat
 from charlie.conversations import Channel, private_channel, shared_channel
@@ -22,6 +20,8 @@ from charlie.db import explain_storage
 from charlie.errors import AudioError, CharlieError, LLMError, VoiceUnavailable
 from charlie.home import Home
 from charlie.household import discord_links as links
+from charlie.household import discord_places
+from charlie.household.discord_places import Place
 from charlie.llm.client import LLMClient
 from charlie.retrieval.suggestions import Suggestion
 from charlie.trace import Step
@@ -126,7 +126,7 @@ def channel_for(home: Home, place: Place, user: User) -> Channel:
     """
     if place.is_dm:
         return private_channel(home, user)
-    slug = store.bound_slug(home, place)
+    slug = discord_places.bound_slug(home, place)
     if slug is None:
         raise NotBound(NOT_BOUND)
     return shared_channel(home, projects.get_project(home, slug))
@@ -142,7 +142,7 @@ def without_mention(text: str, bot_id: int) -> str:
 def addressed(home: Home, incoming: Incoming) -> bool:
     """Whether Charlie should answer: a DM, a bound channel, or a mention of the bot."""
     place = incoming.place
-    return place.is_dm or incoming.mentions_me or store.bound_slug(home, place) is not None
+    return place.is_dm or incoming.mentions_me or discord_places.bound_slug(home, place) is not None
 
 
 def admit(home: Home, incoming: Incoming) -> tuple[User, Channel]:
@@ -155,7 +155,7 @@ def admit(home: Home, incoming: Incoming) -> tuple[User, Channel]:
     place = incoming.place
     if not addressed(home, incoming):
         raise Refused(None)
-    if not place.is_dm and store.bound_slug(home, place) is None:
+    if not place.is_dm and discord_places.bound_slug(home, place) is None:
         raise Refused(Answer([NOT_BOUND]))
     try:
         user = caller(home, incoming.author_id)

@@ -1,5 +1,6 @@
-"""What the bot remembers in SQLite: which server channel is which project, and which of
-its messages offer which suggested note.
+"""What the Discord bot remembers in SQLite: which server channel is which project, and
+which of its messages offer which suggested note (`charlie.adapters.discord` calls these;
+an adapter writes no SQL).
 
 No discord.py here: ids are plain numbers, so this is tested without a client.
 """
