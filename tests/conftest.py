@@ -8,6 +8,7 @@ import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -21,6 +22,7 @@ from charlie.adapters.cli import cli
 from charlie.config import load_settings
 from charlie.home import Home
 from charlie.llm.client import LLMClient
+from charlie.retrieval import embeddings
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,6 +62,31 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         except subprocess.TimeoutExpired:
             started.kill()
             started.wait()
+
+
+# One embedding model for the whole run, per derived-model folder: loading one (verifying
+# its files, starting onnxruntime) takes 1–2 s on 2 cores, and most tests search. The
+# product loads one per process (`charlie.retrieval.index.embedder_of`), as here.
+_EMBEDDERS: dict[Path, embeddings.LocalEmbedder] = {}
+_from_settings = embeddings.from_settings
+
+
+def _shared_embedder(settings: Any) -> embeddings.Embedder:
+    if settings.embeddings != "local":
+        return _from_settings(settings)
+    if settings.model_cache not in _EMBEDDERS:
+        _EMBEDDERS[settings.model_cache] = embeddings.LocalEmbedder(cache=settings.model_cache)
+    return _EMBEDDERS[settings.model_cache]
+
+
+@pytest.fixture(autouse=True)
+def cheap_setup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared embedding model, and passwords hashed at a test's cost (scrypt N=2^4, not
+    the product's 2^15: about 1 s a hash on 2 cores) — except in tests marked
+    `product_hashing`, which check the product's cost."""
+    monkeypatch.setattr(embeddings, "from_settings", _shared_embedder)
+    if request.node.get_closest_marker("product_hashing") is None:
+        monkeypatch.setattr(users, "SCRYPT_N", 2**4)
 
 
 @pytest.fixture
