@@ -115,8 +115,8 @@ def test_notes_search_json_explains_in_words_and_numbers(charlie: Cli) -> None:
     seed(charlie)
     data = json.loads(charlie("search", "oak", "--json", "--explain", "-p", "kitchen").stdout)
     best = data["results"][0]
-    assert best["why"].startswith("matches 'oak'")
-    assert best["detail"].startswith("score ") and "uses" not in best
+    assert best["in_words"].startswith("matches 'oak'")
+    assert best["why"].startswith("score ") and "uses" not in best
 
 
 def test_recall_explain_defines_every_symbol_it_prints(home: Home, charlie: Cli) -> None:

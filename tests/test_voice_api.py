@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
 from speech import placed, spoken, word_errors
 from starlette.websockets import WebSocketDisconnect
-from web_support import PASSWORD, events, signed_in
+from web_support import PASSWORD, declared, events, media_type, signed_in
 
 from charlie import conversations, projects
 from charlie.adapters.web.app import create_app
@@ -59,6 +59,7 @@ def test_a_spoken_turn_hears_answers_and_speaks(
         "/api/channels/kitchen/voice", content=question_wav(), headers={"Content-Type": "audio/wav"}
     )
     assert response.status_code == 200, response.text
+    assert media_type(response) in declared(alice, "POST", "/api/channels/{channel}/voice")
     found = events(response)
     kinds = [kind for kind, _ in found]
     assert kinds[0] == "heard" and kinds[-1] == "done"
@@ -160,6 +161,7 @@ def test_say_and_transcribe(alice: TestClient) -> None:
     said = alice.post("/api/voice/say", json={"text": "The fitter comes on Friday."})
     assert said.status_code == 200
     assert said.headers["content-type"] == "audio/wav"
+    assert declared(alice, "POST", "/api/voice/say") == {"audio/wav"}
     assert said.headers["x-charlie-voice-engine"] == "piper"
     heard = alice.post("/api/voice/transcribe", content=said.content)
     assert heard.status_code == 200

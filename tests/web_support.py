@@ -1,4 +1,5 @@
-"""Test support for the web API in-process: a signed-in client, and a stream's events."""
+"""Test support for the web API in-process: a signed-in client, a stream's events, and the
+media types the OpenAPI schema declares for a route."""
 
 from __future__ import annotations
 
@@ -29,3 +30,20 @@ def events(response: Any) -> list[tuple[str, dict[str, Any]]]:
         lines = dict(line.split(": ", 1) for line in block.splitlines())
         found.append((lines["event"], json.loads(lines["data"])))
     return found
+
+
+def declared(client: TestClient, method: str, path: str) -> set[str]:
+    """The media types the app's OpenAPI schema says `method path` (a route's template, such
+    as `/api/voice/say`) answers with a 2xx."""
+    operation = client.app.openapi()["paths"][path][method.lower()]  # type: ignore[attr-defined]
+    return {
+        kind
+        for status, response in operation["responses"].items()
+        if status.startswith("2")
+        for kind in response.get("content", {})
+    }
+
+
+def media_type(response: Any) -> str:
+    """A response's media type, without its parameters (`; charset=utf-8`)."""
+    return str(response.headers["content-type"]).split(";")[0].strip()

@@ -132,6 +132,50 @@ class Hit:
         parts.extend(use_in_words(use) for use in ranked[:MAX_USES_SAID])
         return " · ".join(parts) or "a loose match for your words"
 
+    def public(self) -> PublicHit:
+        """This hit as every front end shows it: the web API's search results, `charlie
+        search --json` and the MCP tool `search_notes` all draw on this one shape."""
+        return PublicHit(
+            id=self.key,
+            title=self.title,
+            project=self.project,
+            name=self.name,
+            score=self.score,
+            similarity=self.similarity,
+            vector=self.vector,
+            bm25=self.bm25,
+            terms=list(self.terms),
+            boost=self.boost,
+            boost_causes=list(self.boost_causes),
+            tags=list(self.tags),
+            snippet=self.snippet,
+            why=self.why(),
+            in_words=self.in_words(),
+        )
+
+
+@dataclass(frozen=True)
+class PublicHit:
+    """A search hit as Charlie's front ends show it: the web API's search results (this is
+    their schema), `charlie search --json` and the MCP tool `search_notes`. `Hit.public`
+    makes it."""
+
+    id: str  # project/name
+    title: str
+    project: str
+    name: str
+    score: float
+    similarity: float
+    vector: float | None
+    bm25: float | None
+    terms: list[str]
+    boost: float
+    boost_causes: list[str]
+    tags: list[str]
+    snippet: str
+    why: str  # the numbers behind the rank (`Hit.why`)
+    in_words: str  # why it was found, said plainly (`Hit.in_words`)
+
 
 # How a cosine is said in words (all-MiniLM-L6-v2: unrelated texts mostly score under 0.2).
 MEANING = ((0.6, "very close in meaning"), (0.4, "close in meaning"), (0.25, "related in meaning"))

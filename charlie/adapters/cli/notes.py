@@ -262,20 +262,11 @@ def status_command(as_json: bool) -> None:
         click.echo(runnable(progress_line(progress)))
 
 
-def _hit_json(result: SearchResult, explain: bool) -> dict[str, Any]:
+def _result_json(result: SearchResult, explain: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "query": result.query,
         "mode": result.mode,
-        "results": [
-            {"id": h.key, "title": h.title, "score": round(h.score, 6)}
-            | (
-                {k: v for k, v in asdict(h).items() if k not in {"key", "title", "score", "uses"}}
-                | {"why": h.in_words(), "detail": h.why()}
-                if explain
-                else {}
-            )
-            for h in result.hits
-        ],
+        "results": [asdict(h.public()) for h in result.hits],  # as the web API answers them
     }
     if explain:
         out |= {
@@ -352,7 +343,7 @@ def search_command(
                     mode=chosen_mode,
                     explain=explain,
                 )
-                click.echo(json.dumps({"id": qid} | _hit_json(result, explain)))
+                click.echo(json.dumps({"id": qid} | _result_json(result, explain)))
             return
         assert query is not None
         result = searcher.search(
@@ -364,7 +355,7 @@ def search_command(
             explain=explain,
         )
         if as_json:
-            click.echo(json.dumps(_hit_json(result, explain), indent=2))
+            click.echo(json.dumps(_result_json(result, explain), indent=2))
             return
         if result.incomplete:
             click.echo(runnable(result.incomplete), err=True)

@@ -94,17 +94,16 @@ def _search_explained(context: ToolContext, query: str, limit: int = 5) -> Resul
     if not found.hits:
         return Result("No notes matched.", "no notes", hits=(), count=0)
     lines = []
-    for hit in found.hits:
-        tags = " ".join(f"#{t}" for t in hit.tags)
+    for hit in (h.public() for h in found.hits):  # the shape the web API answers
         lines.append(
             fence(
                 "note",
                 escape(hit.snippet),
-                id=hit.key,
+                id=hit.id,
                 title=hit.title,
-                tags=tags,
+                tags=" ".join(f"#{t}" for t in hit.tags),
                 score=f"{hit.score:.2f}",
-                why=hit.why(),
+                why=hit.why,
             )
         )
     return Result("\n".join(lines), f"{len(found.hits)} notes", count=len(found.hits))

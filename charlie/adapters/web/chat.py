@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any, assert_never
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import conversations, trace
 from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
+    EventStream,
     HomeDep,
     SessionDep,
     llm_of,
@@ -170,7 +170,7 @@ def recall(
     }
 
 
-@router.post("/channels/{channel}/chat")
+@router.post("/channels/{channel}/chat", response_class=EventStream)
 def chat_stream(
     channel: str,
     body: ChatRequest,
@@ -178,7 +178,7 @@ def chat_stream(
     session: SessionDep,
     home: HomeDep,
     thread: int | None = None,
-) -> StreamingResponse:
+) -> EventStream:
     found = channel_for(home, channel, session.user, thread)  # refused before streaming
     if not body.text.strip() and not body.images:
         raise CharlieError("The message is empty: type something to send.")

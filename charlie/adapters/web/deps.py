@@ -1,5 +1,6 @@
 """What the web routers depend on: the data home and the session per request, the error →
-status mapping, and the one way a route streams server-sent events.
+status mapping, the one way a route streams server-sent events, and how a route that
+answers something other than JSON says so in the OpenAPI schema (`EventStream`, `files`).
 
 Routers (`chat.py`, `voice.py`, …) import this module, never `app.py`; `app.py` imports the
 routers. So the web adapter has no import cycle.
@@ -149,6 +150,22 @@ class StreamSlots:
         return release
 
 
+class EventStream(StreamingResponse):
+    """Server-sent events, as `stream` answers them. A streaming route names it as its
+    `response_class`, so its OpenAPI schema says `text/event-stream`, never JSON."""
+
+    media_type = "text/event-stream"
+
+
+def files(*media_types: str) -> dict[int | str, dict[str, Any]]:
+    """A route's OpenAPI `responses` when its 200 is a file of one of `media_types` (their
+    parameters, such as `; charset=utf-8`, left out). The route also names a non-JSON
+    `response_class` (`FileResponse`, `Response`), or FastAPI claims JSON as well."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    kinds = dict.fromkeys(kind.split(";")[0].strip() for kind in media_types)
+    return {200: {"content": {kind: binary for kind in kinds}}}
+
+
 def stream(
     request: Request,
     user: User,
@@ -157,7 +174,7 @@ def stream(
     first: Iterable[str] = (),
     cleanup: Callable[[], None] | None = None,
     before: Callable[[], None] | None = None,
-) -> StreamingResponse:
+) -> EventStream:
     """Server-sent events: `first`, then whatever `produce` yields on a data home of its own
     (the request's closes before the stream starts), then `done`. A `CharlieError` becomes an
     `error` event. Each person may have `STREAMS_PER_PERSON` streams at once (429 beyond).
@@ -215,9 +232,8 @@ def stream(
 
     body = events()
     weakref.finalize(body, finish)  # a stream that never started still gives its slot back
-    return StreamingResponse(
+    return EventStream(
         body,
-        media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 

@@ -21,7 +21,7 @@ from starlette.datastructures import UploadFile
 
 from charlie import projects
 from charlie.adapters.web import schemas
-from charlie.adapters.web.deps import HomeDep, SessionDep, problem
+from charlie.adapters.web.deps import HomeDep, SessionDep, files, problem
 from charlie.adapters.web.shapes import note_json
 from charlie.notes import documents
 from charlie.retrieval.search import index_in_background
@@ -39,6 +39,7 @@ MEDIA_TYPES = {
     ".text": "text/plain; charset=utf-8",
     ".markdown": "text/markdown; charset=utf-8",
 }
+UNKNOWN = "application/octet-stream"  # any other kept original
 
 
 @router.post(
@@ -96,13 +97,17 @@ def _save(file: UploadFile, target: Path) -> None:
         shutil.copyfileobj(file.file, out, 1024 * 1024)
 
 
-@router.get("/attachments/{project}/{name}")
+@router.get(
+    "/attachments/{project}/{name}",
+    response_class=FileResponse,
+    responses=files(*MEDIA_TYPES.values(), UNKNOWN),
+)
 def attachment(project: str, name: str, session: SessionDep, home: HomeDep) -> FileResponse:
     """A kept original, always as a download (never shown inline, whatever it holds)."""
     path = documents.original_path(projects.get_project(home, project), name)
     return FileResponse(
         path,
-        media_type=MEDIA_TYPES.get(path.suffix.lower(), "application/octet-stream"),
+        media_type=MEDIA_TYPES.get(path.suffix.lower(), UNKNOWN),
         filename=path.name,
         content_disposition_type="attachment",
     )

@@ -111,26 +111,7 @@ def search(
         "keyword_used": result.keyword_used,
         "terms": result.terms,
         "incomplete": result.incomplete,  # the index is still filling: say so
-        "results": [
-            {
-                "id": h.key,
-                "title": h.title,
-                "project": h.project,
-                "name": h.name,
-                "score": h.score,
-                "similarity": h.similarity,
-                "vector": h.vector,
-                "bm25": h.bm25,
-                "terms": h.terms,
-                "boost": h.boost,
-                "boost_causes": h.boost_causes,
-                "tags": h.tags,
-                "snippet": h.snippet,
-                "why": h.why(),  # the numbers
-                "in_words": h.in_words(),
-            }
-            for h in result.hits
-        ],
+        "results": [h.public() for h in result.hits],
     }
 
 

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from charlie.retrieval.search import PublicHit
+
 
 class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -61,24 +63,6 @@ class NoteList(Out):
     problems: list[Problem]
 
 
-class SearchHitOut(Out):
-    id: str
-    title: str
-    project: str
-    name: str
-    score: float
-    similarity: float
-    vector: float | None
-    bm25: float | None
-    terms: list[str]
-    boost: float
-    boost_causes: list[str]
-    tags: list[str]
-    snippet: str
-    why: str
-    in_words: str
-
-
 class SearchOut(Out):
     query: str
     mode: str
@@ -86,7 +70,7 @@ class SearchOut(Out):
     keyword_used: bool
     terms: list[str]
     incomplete: str | None  # why results may be missing: the index is still filling
-    results: list[SearchHitOut]
+    results: list[PublicHit]  # one shape for a hit, everywhere (`Hit.public`)
 
 
 class DecisionOut(Out):

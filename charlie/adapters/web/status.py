@@ -17,6 +17,7 @@ from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
+    files,
     llm_of,
 )
 from charlie.llm import doctor
@@ -25,9 +26,10 @@ from charlie.retrieval.message_index import history_status
 from charlie.transfer import export as archive
 
 router = APIRouter()
+ZIP = "application/zip"
 
 
-@router.get("/export")
+@router.get("/export", response_class=FileResponse, responses=files(ZIP))
 def export(session: SessionDep, home: HomeDep) -> FileResponse:
     """The caller's own copy of the household: every shared project and their private
     channel (never anyone else's), as the zip `charlie export --private` writes. It is built
@@ -44,7 +46,7 @@ def export(session: SessionDep, home: HomeDep) -> FileResponse:
     day = export_day()
     return FileResponse(
         result.path,
-        media_type="application/zip",
+        media_type=ZIP,
         filename=f"charlie-export-{name}-{day}.zip",
         background=BackgroundTask(folder.cleanup),
     )

@@ -13,13 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from charlie import conversations
 from charlie.adapters.web import schemas
 from charlie.adapters.web.chat import event_sse, shown_json
-from charlie.adapters.web.deps import HomeDep, SessionDep, llm_of, stream
+from charlie.adapters.web.deps import EventStream, HomeDep, SessionDep, llm_of, stream
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
 from charlie.conversations import Message
@@ -98,7 +97,10 @@ def restore_thread(channel: str, thread: int, session: SessionDep, home: HomeDep
 # ---------------------------------------------------------------- message actions
 
 
-@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/regenerate")
+@router.post(
+    "/channels/{channel}/threads/{thread}/messages/{message_id}/regenerate",
+    response_class=EventStream,
+)
 def regenerate(
     channel: str,
     thread: int,
@@ -106,7 +108,7 @@ def regenerate(
     request: Request,
     session: SessionDep,
     home: HomeDep,
-) -> StreamingResponse:
+) -> EventStream:
     """A new answer in place of reply `message_id` (the old one stays as an alternative); or,
     given the person's last message whose turn failed, its answer (retry)."""
     found = channel_for(home, channel, session.user, thread)
@@ -125,7 +127,10 @@ class Edit(BaseModel):
     text: str = Field(max_length=100_000)
 
 
-@router.post("/channels/{channel}/threads/{thread}/messages/{message_id}/edit")
+@router.post(
+    "/channels/{channel}/threads/{thread}/messages/{message_id}/edit",
+    response_class=EventStream,
+)
 def edit(
     channel: str,
     thread: int,
@@ -134,7 +139,7 @@ def edit(
     request: Request,
     session: SessionDep,
     home: HomeDep,
-) -> StreamingResponse:
+) -> EventStream:
     """Your message `message_id`, edited, sent again and answered. The old version and the
     turns after it stay as an alternative branch."""
     found = channel_for(home, channel, session.user, thread)

@@ -19,12 +19,21 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from charlie.adapters.web import schemas
 from charlie.adapters.web.chat import event_sse
-from charlie.adapters.web.deps import SESSION_COOKIE, HomeDep, SessionDep, llm_of, sse, stream
+from charlie.adapters.web.deps import (
+    SESSION_COOKIE,
+    EventStream,
+    HomeDep,
+    SessionDep,
+    files,
+    llm_of,
+    sse,
+    stream,
+)
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
 from charlie.conversations import Message
@@ -38,6 +47,7 @@ from charlie.voice.turn import Heard, SpeechChunk, SpokenText, Voice
 
 router = APIRouter()
 MAX_LISTEN_SECONDS = 600  # a hands-free stream is closed after this long without a turn
+WAV = "audio/wav"  # what /voice/say answers
 
 
 def _voice(request: Request) -> Voice:
@@ -107,10 +117,10 @@ async def _recording(request: Request) -> audio_io.Audio:
     return await run_in_threadpool(audio_io.read, body)
 
 
-@router.post("/channels/{channel}/voice")
+@router.post("/channels/{channel}/voice", response_class=EventStream)
 async def voice_chat(
     channel: str, request: Request, session: SessionDep, home: HomeDep, thread: int | None = None
-) -> StreamingResponse:
+) -> EventStream:
     """A spoken turn: the body is the recording (WAV, WebM, Ogg, MP3, or raw 16-bit PCM with
     `Content-Type: audio/L16`). Answers a stream of events like the text chat, plus `heard`,
     `spoken` and `audio` (one per sentence, base64 WAV). `thread` as for the text chat."""
@@ -156,13 +166,13 @@ class SayRequest(BaseModel):
     spoken: bool = False  # apply the speakable pass (markdown → a few sentences) first
 
 
-@router.post("/voice/say")
+@router.post("/voice/say", response_class=Response, responses=files(WAV))
 def say(body: SayRequest, request: Request, session: SessionDep) -> Response:
     """Speech for some text, as WAV; the engine that spoke is in `X-Charlie-Voice-Engine`."""
     said = _voice(request).say(body.text, spoken=body.spoken)
     return Response(
         said.audio.wav(),
-        media_type="audio/wav",
+        media_type=WAV,
         headers={"X-Charlie-Voice-Engine": said.engine, "Cache-Control": "no-store"},
     )
 

@@ -423,6 +423,26 @@ export {};
  */
 
 /**
+ * A search hit as Charlie's front ends show it: the web API's search results (this is their schema), `charlie search --json` and the MCP tool `search_notes`. `Hit.public` makes it.
+ * @typedef {Object} PublicHit
+ * @property {string} id
+ * @property {string} title
+ * @property {string} project
+ * @property {string} name
+ * @property {number} score
+ * @property {number} similarity
+ * @property {number|null} vector
+ * @property {number|null} bm25
+ * @property {Array<string>} terms
+ * @property {number} boost
+ * @property {Array<string>} boost_causes
+ * @property {Array<string>} tags
+ * @property {string} snippet
+ * @property {string} why
+ * @property {string} in_words
+ */
+
+/**
  * @typedef {Object} QuoteOut
  * @property {string} speaker
  * @property {string} text
@@ -529,25 +549,6 @@ export {};
  */
 
 /**
- * @typedef {Object} SearchHitOut
- * @property {string} id
- * @property {string} title
- * @property {string} project
- * @property {string} name
- * @property {number} score
- * @property {number} similarity
- * @property {number|null} vector
- * @property {number|null} bm25
- * @property {Array<string>} terms
- * @property {number} boost
- * @property {Array<string>} boost_causes
- * @property {Array<string>} tags
- * @property {string} snippet
- * @property {string} why
- * @property {string} in_words
- */
-
-/**
  * @typedef {Object} SearchOut
  * @property {string} query
  * @property {string} mode
@@ -555,7 +556,7 @@ export {};
  * @property {boolean} keyword_used
  * @property {Array<string>} terms
  * @property {string|null} incomplete
- * @property {Array<SearchHitOut>} results
+ * @property {Array<PublicHit>} results
  */
 
 /**
