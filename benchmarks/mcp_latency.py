@@ -116,7 +116,7 @@ def in_process(home_dir: Path, queries: list[str]) -> dict[str, Any]:
     from charlie.adapters.mcp.catalog import Caller, call_tool
     from charlie.config import load_settings
     from charlie.home import Home, Shared
-    from charlie.retrieval.search import searcher_for
+    from charlie.retrieval.upkeep import searcher_for
     from charlie.users import get_user
 
     settings = load_settings(home=home_dir)

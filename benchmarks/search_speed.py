@@ -1221,11 +1221,20 @@ def profile_fusion(
     return top
 
 
+def _upkeep() -> Any:
+    """The module that keeps the index fresh (older code: `charlie.retrieval.search`)."""
+    try:
+        return importlib.import_module("charlie.retrieval.upkeep")
+    except ImportError:
+        return importlib.import_module("charlie.retrieval.search")
+
+
 def _age_last_check(home: Any, seconds: float) -> None:
     import charlie.retrieval.search as search
 
-    if hasattr(search, "Freshness"):
-        home.shared.of(search.Freshness).checked_at -= seconds
+    kept = _upkeep()
+    if hasattr(kept, "Freshness"):
+        home.shared.of(kept.Freshness).checked_at -= seconds
     else:
         home.shared[search.CHECKED] -= seconds  # type: ignore[attr-defined]  # older code
 
@@ -1236,11 +1245,9 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
     with the default mode and explanations. First with the files checked in every request
     (`max_age=0`: the no-change refresh), then as shipped: a due check runs in the
     background while the request searches."""
-    import charlie.retrieval.search
-
-    factory = getattr(charlie.retrieval.search, "searcher_for", None)
+    factory = getattr(_upkeep(), "searcher_for", None)
     if factory is None or not hasattr(home, "shared"):
-        return {"skipped": "charlie.retrieval.search has no searcher_for"}
+        return {"skipped": "this code has no searcher_for"}
     index_module = importlib.import_module("charlie.retrieval.index")
     if hasattr(index_module, "NoteIndex"):  # a typed home.shared (older code: a dict)
         home.shared.of(index_module.NoteIndex).embedder = embedder
@@ -1261,7 +1268,7 @@ def api_path(home: Any, embedder: Any, queries: Sequence[str], user: Any) -> dic
         "searcher_for (refresh check)": stats_ms(made),
         "search (cold IDF cache)": stats_ms(searched),
     }
-    waiter = getattr(charlie.retrieval.search, "wait_for_index_check", None)
+    waiter = getattr(_upkeep(), "wait_for_index_check", None)
     if waiter is None:
         return out
     # As shipped (the check due every 10 s runs in a thread of its own): a request that

@@ -14,7 +14,8 @@ from charlie.home import Home
 from charlie.notes import files as notes
 from charlie.projects import create_project
 from charlie.retrieval import suggestions, usage
-from charlie.retrieval.search import Hit, searcher_for, use_in_words
+from charlie.retrieval.search import Hit, use_in_words
+from charlie.retrieval.upkeep import searcher_for
 from charlie.retrieval.usage import Use
 from charlie.users import ensure_user
 

@@ -13,7 +13,7 @@ from charlie.notes import files as notes
 from charlie.projects import Project, create_project
 from charlie.retrieval.embeddings import EmbeddingError, LocalEmbedder
 from charlie.retrieval.index import NoteIndex
-from charlie.retrieval.search import (
+from charlie.retrieval.upkeep import (
     Freshness,
     mark_stale,
     searcher_for,

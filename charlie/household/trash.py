@@ -19,7 +19,7 @@ from charlie.home import Home
 from charlie.notes import files as notes
 from charlie.notes.files import TrashedNote
 from charlie.projects import Project, TrashedProject
-from charlie.retrieval.search import mark_stale, searcher_for
+from charlie.retrieval.upkeep import mark_stale, searcher_for
 
 
 @dataclass(frozen=True)

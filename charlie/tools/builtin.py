@@ -30,7 +30,7 @@ from charlie.memory import layers as memory
 from charlie.memory import why
 from charlie.notes import files as notes
 from charlie.retrieval import recall, suggestions, usage
-from charlie.retrieval.search import mark_stale
+from charlie.retrieval.upkeep import mark_stale
 from charlie.text import plural
 from charlie.tools.registry import (
     Category,

@@ -28,7 +28,8 @@ from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.llm.client import preview
 from charlie.retrieval.recall import Recaller, recaller_for
-from charlie.retrieval.search import Searcher, searcher_for
+from charlie.retrieval.search import Searcher
+from charlie.retrieval.upkeep import searcher_for
 from charlie.trace import Hit
 from charlie.users import User
 

@@ -18,7 +18,7 @@ from charlie.household.discord_places import Place, bind, bound_slug, unbind
 from charlie.llm.client import LLMClient
 from charlie.memory import batches, distill
 from charlie.memory import layers as memory
-from charlie.retrieval.search import searcher_for
+from charlie.retrieval.upkeep import searcher_for
 from charlie.text import plural
 
 SEARCH_LIMIT = 5

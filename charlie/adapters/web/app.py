@@ -49,7 +49,7 @@ from charlie.errors import CharlieError
 from charlie.home import Home, Shared
 from charlie.llm import starter
 from charlie.llm.client import LLMClient
-from charlie.retrieval import message_index, search
+from charlie.retrieval import message_index, upkeep
 from charlie.voice.turn import Voice
 
 # The API, one router a resource, in the order their routes are matched.
@@ -149,7 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     await running.enter_async_context(plugin.router.lifespan_context(plugin))
                 yield
         finally:
-            search.stop_background_work(keeper)  # a document being indexed: the next start goes on
+            upkeep.stop_background_work(keeper)  # a document being indexed: the next start goes on
             message_index.stop_indexing(keeper)  # the same for messages
             keeper.close()
             app.state.llm.close()

@@ -24,7 +24,7 @@ from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import HomeDep, SessionDep, files, problem
 from charlie.adapters.web.shapes import note_json
 from charlie.notes import documents
-from charlie.retrieval.search import index_in_background
+from charlie.retrieval.upkeep import index_in_background
 
 router = APIRouter()
 LIMITS = documents.Limits()

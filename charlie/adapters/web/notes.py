@@ -16,7 +16,7 @@ from charlie.adapters.web.deps import (
 from charlie.adapters.web.shapes import channel_for, note_json, note_name
 from charlie.notes import files as notes
 from charlie.retrieval import suggestions, usage
-from charlie.retrieval.search import mark_stale, searcher_for
+from charlie.retrieval.upkeep import mark_stale, searcher_for
 
 router = APIRouter()
 
