@@ -27,6 +27,7 @@ from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.llm.client import preview
+from charlie.llm.messages import JSON, JSONObject, ParameterSchema, ParametersSchema, ToolSchema
 from charlie.retrieval.recall import Recaller, recaller_for
 from charlie.retrieval.search import Searcher, searcher_for
 from charlie.trace import Hit
@@ -118,7 +119,7 @@ class Tool:
     name: str
     category: str
     description: str
-    parameters: dict[str, Any]
+    parameters: ParametersSchema
     function: Callable[..., Any]
     writes: bool = False
 
@@ -129,7 +130,7 @@ class Tool:
         doc = inspect.getdoc(function) or ""
         summary, arg_docs = _parse_docstring(doc)
         hints = typing.get_type_hints(function)
-        properties: dict[str, Any] = {}
+        properties: dict[str, ParameterSchema] = {}
         required: list[str] = []
         for position, (name, param) in enumerate(inspect.signature(function).parameters.items()):
             if position == 0:
@@ -142,10 +143,14 @@ class Tool:
             else:
                 schema["default"] = param.default
             properties[name] = schema
-        parameters = {"type": "object", "properties": properties, "required": required}
+        parameters: ParametersSchema = {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+        }
         return cls(function.__name__, category, summary, parameters, function, writes)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> ToolSchema:
         return {
             "type": "function",
             "function": {
@@ -155,7 +160,7 @@ class Tool:
             },
         }
 
-    def bind(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, arguments: JSONObject) -> dict[str, JSON]:
         """Check `arguments` against the signature; raise `ToolError` saying what is wrong."""
         props, required = self.parameters["properties"], self.parameters["required"]
         # null for an optional argument means "not given" (models and MCP clients send it)
@@ -184,7 +189,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary.split()), args
 
 
-def _json_schema(hint: Any) -> dict[str, Any]:
+def _json_schema(hint: object) -> ParameterSchema:
     origin = typing.get_origin(hint)
     if origin is Literal:
         return {"type": "string", "enum": list(typing.get_args(hint))}
@@ -200,7 +205,7 @@ def _json_schema(hint: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON schema for {hint!r}")
 
 
-def _coerce(tool: str, name: str, schema: dict[str, Any], value: Any) -> Any:
+def _coerce(tool: str, name: str, schema: ParameterSchema, value: JSON) -> JSON:
     kind = schema["type"]
     ok = {
         "string": isinstance(value, str),
@@ -246,7 +251,7 @@ class Registry:
     def in_category(self, name: str) -> list[Tool]:
         return [tool for tool in self.tools.values() if tool.category == name]
 
-    def meta_tool(self) -> dict[str, Any]:
+    def meta_tool(self) -> ToolSchema:
         names = sorted(self.categories)
         listing = "; ".join(f"{c}: {self.categories[c].description}" for c in names)
         return {
@@ -302,7 +307,7 @@ class Outcome:
 
 
 def run_tool(
-    tool: Tool, context: ToolContext, arguments: dict[str, Any], timeout: float | None = None
+    tool: Tool, context: ToolContext, arguments: JSONObject, timeout: float | None = None
 ) -> Outcome:
     """Run `tool` with a time limit; a failure becomes an error outcome, never a crash: a
     `CharlieError` (told to the model as it is) or an `OSError` (a file it could not use).
