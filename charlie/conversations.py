@@ -297,7 +297,7 @@ def get_thread(home: Home, channel: Channel) -> Thread:
     return _thread(row)
 
 
-def _thread(row: Any) -> Thread:
+def _thread(row: sqlite3.Row) -> Thread:
     last = " ".join(str(row["last"] or "").split())
     return Thread(
         id=int(row["id"]),
