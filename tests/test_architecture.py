@@ -89,7 +89,21 @@ def test_no_web_router_imports_the_app() -> None:
 
 # The core's layers, lowest first: a module imports only from its own layer or below.
 LAYERS = [
-    ("kernel", {"errors", "config", "files", "text", "db", "home", "trace", "users", "projects"}),
+    (
+        "kernel",
+        {
+            "errors",
+            "config",
+            "files",
+            "text",
+            "jsonvalue",
+            "db",
+            "home",
+            "trace",
+            "users",
+            "projects",
+        },
+    ),
     ("kernel", {"conversations"}),
     ("llm", {"llm"}),
     ("notes", {"notes"}),
@@ -279,9 +293,9 @@ def any_in_annotations(path: Path) -> int:
 
 
 def test_any_stays_rare_in_annotations() -> None:
-    """The seams between parts are typed (`charlie.llm.messages`, dataclasses, `JSON`):
+    """The seams between parts are typed (`charlie.llm.messages`, `charlie.jsonvalue`):
     `Any` is left only where the type is truly unknown, such as an untyped library's
-    objects. 369 before the chat messages were typed; 188 after. Lower the bound as it
+    objects. 369 before the chat messages were typed; 170 after. Lower the bound as it
     falls, never raise it."""
     count = sum(any_in_annotations(path) for path in PACKAGE.rglob("*.py"))
-    assert count < 189, f"{count} uses of Any in annotations under charlie/"
+    assert count < 171, f"{count} uses of Any in annotations under charlie/"

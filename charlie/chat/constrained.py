@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+from charlie.jsonvalue import JSONObject
 from charlie.llm.client import strip_think
-from charlie.llm.messages import JSONObject
 from charlie.tools.registry import META_TOOL, Registry, Tool
 
 ANSWER = "answer"

@@ -52,13 +52,14 @@ from charlie.errors import (
     LLMStreamError,
 )
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.llm import budget, toolmode
 from charlie.llm.budget import Budget
 from charlie.llm.client import Completion, Delta, LLMClient, ThinkFilter, ToolCall
 from charlie.llm.fence import escape, fence
 from charlie.llm.htmltags import TagFilter
 from charlie.llm.loops import LoopGuard
-from charlie.llm.messages import ChatMessage, JSONObject, ToolSchema
+from charlie.llm.messages import ChatMessage, ToolSchema
 from charlie.llm.textcalls import MarkupFilter, Reading
 from charlie.tools import builtin as toolkit
 from charlie.tools.registry import META_TOOL, Registry, Tool, ToolContext, run_tool

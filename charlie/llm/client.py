@@ -32,16 +32,10 @@ from charlie.errors import (
     LLMStreamError,
     LLMUnavailable,
 )
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm import servers, textcalls
 from charlie.llm.budget import DEFAULT_WINDOW
-from charlie.llm.messages import (
-    JSON,
-    ChatMessage,
-    ChatRequest,
-    ContentPart,
-    JSONObject,
-    ToolSchema,
-)
+from charlie.llm.messages import ChatMessage, ChatRequest, ContentPart, ToolSchema
 from charlie.llm.textcalls import ToolCall, arguments_text
 
 __all__ = ["Completion", "Delta", "LLMClient", "ToolCall", "arguments_text"]

@@ -5,11 +5,9 @@ They are `TypedDict`s, so the dicts that go on the wire are the ones mypy checks
 """
 
 from collections.abc import Mapping
-from typing import Required, TypeAlias, TypedDict
+from typing import Required, TypedDict
 
-# A value JSON can hold, for what is parsed from or written to JSON and only passed on.
-JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
-JSONObject: TypeAlias = dict[str, JSON]
+from charlie.jsonvalue import JSON
 
 
 class ImageURL(TypedDict):

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm.client import LLMClient
-from charlie.llm.messages import JSON, JSONObject
 
 SMALL_BELOW = 4_000_000_000  # under ~4B parameters a model narrates tools more than it calls them
 FEWEST = 50_000_000  # below this a number in a name is not a chat model's size

@@ -41,7 +41,8 @@ from typing import Literal
 
 import json_repair
 
-from charlie.llm.messages import JSON, ToolSchema
+from charlie.jsonvalue import JSON
+from charlie.llm.messages import ToolSchema
 
 # Tool names with their parameter names in order (positional pythonic arguments map to them).
 Known = Mapping[str, Sequence[str]]

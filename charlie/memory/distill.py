@@ -55,9 +55,10 @@ from charlie.errors import (
     MemoryFormatError,
 )
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.llm import toolmode
 from charlie.llm.client import LLMClient, json_object, strip_think
-from charlie.llm.messages import ChatMessage, JSONObject
+from charlie.llm.messages import ChatMessage
 from charlie.memory import decisions, steps, summary
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise

@@ -60,7 +60,7 @@ from charlie.db import now
 from charlie.errors import Conflict, MemoryFormatError, NotFound
 from charlie.files import FileChanged, not_written, sha256_text, text_sha, write_atomic
 from charlie.home import Home
-from charlie.llm.messages import JSONObject
+from charlie.jsonvalue import JSONObject
 
 SECTION_NAMES = {
     "summary": "summary",

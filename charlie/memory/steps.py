@@ -37,8 +37,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from charlie.conversations import ASSISTANT, Message
 from charlie.errors import DistillationError, LLMRejected
+from charlie.jsonvalue import JSONObject
 from charlie.llm.client import LLMClient, json_object
-from charlie.llm.messages import ChatMessage, JSONObject
+from charlie.llm.messages import ChatMessage
 from charlie.memory import decisions
 from charlie.memory.layers import Memory, normalise
 

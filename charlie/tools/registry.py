@@ -26,8 +26,9 @@ from typing import Any, Literal
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm.client import preview
-from charlie.llm.messages import JSON, JSONObject, ParameterSchema, ParametersSchema, ToolSchema
+from charlie.llm.messages import ParameterSchema, ParametersSchema, ToolSchema
 from charlie.retrieval.recall import Recaller, recaller_for
 from charlie.retrieval.search import Searcher, searcher_for
 from charlie.trace import Hit

@@ -40,7 +40,7 @@ import ijson
 from charlie.conversations import Channel, new_thread
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
-from charlie.llm.messages import JSON, JSONObject
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.transfer import jsonl as importing
 from charlie.transfer.jsonl import kind
 

@@ -42,7 +42,7 @@ from charlie import __version__, conversations
 from charlie import db as database
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.llm.messages import JSONObject
+from charlie.jsonvalue import JSONObject
 from charlie.notes.documents import ATTACHMENTS_DIR
 from charlie.notes.files import NOTES_DIR
 from charlie.projects import (
