@@ -56,10 +56,11 @@ class ParameterSchema(TypedDict, total=False):
     items: "ParameterSchema"
 
 
-class ParametersSchema(TypedDict):
-    """The JSON Schema of a tool's arguments: an object of named ones."""
+class ParametersSchema(TypedDict, total=False):
+    """The JSON Schema of a tool's arguments: an object of named ones (Charlie's own tools
+    give `properties` and `required` always; a schema from elsewhere may leave them out)."""
 
-    type: str  # "object"
+    type: Required[str]  # "object"
     properties: dict[str, ParameterSchema]
     required: list[str]
 

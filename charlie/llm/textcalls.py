@@ -131,7 +131,7 @@ def known_of(tools: Iterable[ToolSchema]) -> dict[str, list[str]]:
     for tool in tools:
         function = tool["function"]
         parameters = function.get("parameters")
-        known[function["name"]] = list(parameters["properties"]) if parameters else []
+        known[function["name"]] = list(parameters.get("properties") or {}) if parameters else []
     return known
 
 

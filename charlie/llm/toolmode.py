@@ -204,7 +204,7 @@ def record_probe(
 def tool_line(function: FunctionSchema) -> str:
     """`name(a, b): what it does` — one line a small model can read."""
     schema = function.get("parameters")
-    parameters = ", ".join(schema["properties"]) if schema else ""
+    parameters = ", ".join(schema.get("properties") or {}) if schema else ""
     description = str(function.get("description") or "").split(". ")[0].rstrip(".")
     return f"- {function['name']}({parameters}): {description}"
 
