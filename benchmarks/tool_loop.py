@@ -69,6 +69,7 @@ from charlie.config import load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.home import Home
 from charlie.llm.client import Completion, Delta, LLMClient
+from charlie.llm.messages import ChatMessage, ToolSchema
 from charlie.notes.files import notes_dir
 from charlie.projects import create_project, get_project
 from charlie.retrieval import embeddings
@@ -460,9 +461,9 @@ class TimedLLM(LLMClient):
 
     def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         temperature: float | None = None,
     ) -> Generator[Delta | Completion]:
         inner = super().stream(messages, tools=tools, temperature=temperature)
@@ -479,7 +480,7 @@ class TimedLLM(LLMClient):
             call.llm += time.perf_counter() - started
             yield item
 
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+    def chat(self, messages: list[ChatMessage], **kwargs: Any) -> Completion:
         raise AssertionError("no distillation call is expected in this benchmark")
 
 

@@ -59,6 +59,7 @@ from charlie.config import load_settings
 from charlie.conversations import shared_channel
 from charlie.home import Home
 from charlie.llm.client import Completion, Delta, LLMClient
+from charlie.llm.messages import ChatMessage, ToolSchema
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 
@@ -302,9 +303,9 @@ class TimedLLM(LLMClient):
 
     def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         temperature: float | None = None,
     ) -> Generator[Delta | Completion]:
         inner = super().stream(messages, tools=tools, temperature=temperature)
@@ -322,7 +323,7 @@ class TimedLLM(LLMClient):
                 call.prompt_tokens = item.usage.get("prompt_tokens")
             yield item
 
-    def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
+    def chat(self, messages: list[ChatMessage], **kwargs: Any) -> Completion:
         started = time.perf_counter()
         try:
             result = super().chat(messages, **kwargs)

@@ -11,11 +11,11 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from charlie.db import now, transaction
 from charlie.errors import BrokenThread, CharlieError, MessageGone, NotFound
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.projects import PRIVATE, Project, get_project
 from charlie.trace import Step, steps_from_json, steps_to_json
 from charlie.users import User
@@ -297,7 +297,7 @@ def get_thread(home: Home, channel: Channel) -> Thread:
     return _thread(row)
 
 
-def _thread(row: Any) -> Thread:
+def _thread(row: sqlite3.Row) -> Thread:
     last = " ".join(str(row["last"] or "").split())
     return Thread(
         id=int(row["id"]),
@@ -819,7 +819,7 @@ class StoredTrace:
 
     message_id: int
     conversation_id: int
-    steps: list[dict[str, Any]]
+    steps: list[JSONObject]
 
 
 def traces_naming(home: Home, threads: Sequence[int]) -> list[StoredTrace]:
@@ -835,7 +835,7 @@ def traces_naming(home: Home, threads: Sequence[int]) -> list[StoredTrace]:
     ]
 
 
-def rewrite_trace(home: Home, message_id: int, steps: list[dict[str, Any]]) -> None:
+def rewrite_trace(home: Home, message_id: int, steps: list[JSONObject]) -> None:
     home.db.execute(
         "UPDATE messages SET trace = ? WHERE id = ?",
         (json.dumps(steps, ensure_ascii=False), message_id),

@@ -144,7 +144,7 @@ def read_config(path: Path) -> ProjectConfig:
 
 
 def write_config(path: Path, config: ProjectConfig) -> None:
-    data: dict[str, Any] = {k: v for k, v in config.model_dump().items() if v is not None}
+    data: dict[str, object] = {k: v for k, v in config.model_dump().items() if v is not None}
     write_atomic(path, tomli_w.dumps(data))
 
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal, get_args
 
+from charlie.jsonvalue import JSONObject
+
 Guard = Literal[
     "max_iterations",  # the round limit was reached; the model must answer now
     "ignored_calls",  # tool calls after the final-answer request were ignored
@@ -81,7 +83,7 @@ class Called:
 
     type: ClassVar[str] = "tool_call"
     name: str
-    arguments: dict[str, Any] | str
+    arguments: JSONObject | str
     ok: bool
     summary: str
     ms: float = 0.0

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
+from charlie.jsonvalue import JSONObject
 from charlie.llm.client import strip_think
 from charlie.tools.registry import META_TOOL, Registry, Tool
 
@@ -20,14 +20,14 @@ STEP_TOKENS = 256  # a step is a tool name and a few arguments
 
 def step_format(
     tools: list[Tool], *, answer: bool = True, classify: bool = False
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The `response_format` of a constrained step: one of `tools` with its arguments, or
     `answer` (each a branch of `anyOf`, so the arguments always fit the tool chosen); with
     `classify`, first what the person's message is: `asks`, or only `tells` — judged by the
     model, by meaning, in the request it makes anyway."""
-    said: dict[str, Any] = {"message": {"enum": [ASKS, TELLS]}} if classify else {}
+    said: dict[str, object] = {"message": {"enum": [ASKS, TELLS]}} if classify else {}
     first = list(said)
-    branches: list[dict[str, Any]] = [
+    branches: list[dict[str, object]] = [
         {
             "type": "object",
             "properties": {**said, "tool": {"const": tool.name}, "arguments": tool.parameters},
@@ -56,7 +56,7 @@ def step_shape(*, answer: bool, classify: bool) -> str:
     return f'{{{said}"tool": "answer"}} or {call}' if answer else call
 
 
-def read_step(content: str, names: set[str]) -> tuple[str, dict[str, Any], str] | None:
+def read_step(content: str, names: set[str]) -> tuple[str, JSONObject, str] | None:
     """The step's tool, its arguments and what the message is (`asks` unless it says)."""
     try:
         data = json.loads(strip_think(content))
@@ -74,7 +74,7 @@ def read_step(content: str, names: set[str]) -> tuple[str, dict[str, Any], str] 
     return name, arguments, said
 
 
-def call_text(name: str, arguments: dict[str, Any]) -> str:
+def call_text(name: str, arguments: JSONObject) -> str:
     """`date_add(start="2026-12-25", days=10)`."""
     shown = ", ".join(
         f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items()

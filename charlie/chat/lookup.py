@@ -5,10 +5,10 @@ each search with its trace step, made by Charlie (`by="charlie"`)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from charlie import trace
 from charlie.llm.fence import escape, fence
+from charlie.llm.messages import ChatMessage
 from charlie.notes import files as notes
 from charlie.retrieval import recall, usage
 from charlie.text import plural
@@ -47,7 +47,7 @@ def notes_for(context: ToolContext, text: str) -> tuple[str, trace.Called | None
 
 
 def messages_for(
-    context: ToolContext, text: str, messages: list[dict[str, Any]]
+    context: ToolContext, text: str, messages: list[ChatMessage]
 ) -> tuple[str, trace.Called | None]:
     """The best earlier messages for `text` that the request (`messages`) does not hold
     already, fenced as data, and the trace of the search (None: nothing is indexed yet, or

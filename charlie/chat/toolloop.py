@@ -28,7 +28,6 @@ import json
 import re
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
 
 from charlie import conversations, trace
 from charlie.chat import constrained, lookup, parrots
@@ -53,12 +52,14 @@ from charlie.errors import (
     LLMStreamError,
 )
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.llm import budget, toolmode
 from charlie.llm.budget import Budget
 from charlie.llm.client import Completion, Delta, LLMClient, ThinkFilter, ToolCall
 from charlie.llm.fence import escape, fence
 from charlie.llm.htmltags import TagFilter
 from charlie.llm.loops import LoopGuard
+from charlie.llm.messages import ChatMessage, ToolSchema
 from charlie.llm.textcalls import MarkupFilter, Reading
 from charlie.tools import builtin as toolkit
 from charlie.tools.registry import META_TOOL, Registry, Tool, ToolContext, run_tool
@@ -127,7 +128,7 @@ class ToolLoop:
             if not tool.writes or tool.name in self.allowed_writes
         ]
 
-    def _tools(self, active: list[str]) -> list[dict[str, Any]]:
+    def _tools(self, active: list[str]) -> list[ToolSchema]:
         """The schemas offered: `load_tools` and the active categories' tools, trimmed to
         what fits a share of the prompt (the first categories, the suggested ones, win)."""
         tools = [self.registry.meta_tool()]
@@ -142,8 +143,8 @@ class ToolLoop:
     # ------------------------------------------------------------ the answer
 
     def _with_findings(
-        self, messages: list[dict[str, Any]], current: int, instruction: str = ""
-    ) -> list[dict[str, Any]]:
+        self, messages: list[ChatMessage], current: int, instruction: str = ""
+    ) -> list[ChatMessage]:
         """The request with what was found for this message at the end of the system prompt
         (where a small model takes it as given, and the prompt's cached start stays the
         same), and any instruction after the person's words. Nothing of it is stored."""
@@ -166,7 +167,7 @@ class ToolLoop:
                 sent[current] = {**self._asked, "content": f"{content or ''}\n\n{instruction}"}
         return sent
 
-    def run(self, messages: list[dict[str, Any]], text: str) -> Iterator[Event]:
+    def run(self, messages: list[ChatMessage], text: str) -> Iterator[Event]:
         current = len(messages) - 1  # the person's message: this turn starts there
         self._system, self._asked = messages[0], messages[current]
         self._findings: list[str] = []
@@ -193,7 +194,7 @@ class ToolLoop:
 
     # ------------------------------------------------------------ an answer, or not
 
-    def _settle(self, messages: list[dict[str, Any]], current: int) -> Iterator[Event]:
+    def _settle(self, messages: list[ChatMessage], current: int) -> Iterator[Event]:
         """The reply once complete: what is not an answer taken out of it (a tool's note,
         Charlie's own prompt: `charlie.chat.parrots`). A reply that was nothing else, or
         only an earlier reply said again, is asked for once more, with a word of why; a
@@ -245,7 +246,7 @@ class ToolLoop:
         return parrots.judged(self.reply, self._taken_out, self._echoes)
 
     def _free(
-        self, messages: list[dict[str, Any]], current: int, active: list[str]
+        self, messages: list[ChatMessage], current: int, active: list[str]
     ) -> Iterator[Event]:
         """The model calls tools as it likes, natively or in text, within the limits."""
         seen: set[tuple[str, str]] = set()
@@ -338,7 +339,7 @@ class ToolLoop:
         yield Token(text)
 
     def _stream(
-        self, messages: list[dict[str, Any]], current: int, tools: list[dict[str, Any]] | None
+        self, messages: list[ChatMessage], current: int, tools: list[ToolSchema] | None
     ) -> Generator[Event, None, tuple[Completion | None, Reading]]:
         """One streamed request: text shown as it comes (no markup, no thinking), then the
         completion and what its held text held. (None, …) when the reply looped."""
@@ -397,7 +398,7 @@ class ToolLoop:
         return completion, reading
 
     def _open(
-        self, messages: list[dict[str, Any]], current: int, tools: list[dict[str, Any]] | None
+        self, messages: list[ChatMessage], current: int, tools: list[ToolSchema] | None
     ) -> tuple[Generator[Delta | Completion], Delta | Completion]:
         """The request fitted to the budget, streaming, and its first item; a server that
         finds it too long anyway gets one retry at half the budget."""
@@ -431,7 +432,7 @@ class ToolLoop:
         names = ", ".join(t["function"]["name"] for t in self._tools(active))
         return UNREADABLE.format("it was not in a form that can be read", names)
 
-    def _with_text_tools(self, system: dict[str, Any], active: list[str]) -> str:
+    def _with_text_tools(self, system: ChatMessage, active: list[str]) -> str:
         lines = [toolmode.tool_line(t["function"]) for t in self._tools(active)]
         return f"{system['content']}\n\n{toolmode.TEXT_TOOLS.format(chr(10).join(lines))}"
 
@@ -457,7 +458,7 @@ class ToolLoop:
     # ------------------------------------------------------------ constrained
 
     def _constrained(
-        self, messages: list[dict[str, Any]], current: int, active: list[str]
+        self, messages: list[ChatMessage], current: int, active: list[str]
     ) -> Iterator[Event]:
         """Each step as JSON held to a schema, then the answer in plain text."""
         seen: set[tuple[str, str]] = set()
@@ -526,13 +527,13 @@ class ToolLoop:
 
     def _step(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         current: int,
         tools: list[Tool],
         *,
         answer: bool,
         classify: bool = False,
-    ) -> tuple[str, dict[str, Any], str] | None:
+    ) -> tuple[str, JSONObject, str] | None:
         """The model's next step — one of `tools`, or (if `answer`) to answer — and, if
         `classify`, whether the message asks or only tells; None when its answer was not a
         valid step."""
@@ -557,7 +558,7 @@ class ToolLoop:
 
     # ------------------------------------------------------------ Charlie's own look-up
 
-    def _look_up(self, messages: list[dict[str, Any]], current: int, text: str) -> Iterator[Event]:
+    def _look_up(self, messages: list[ChatMessage], current: int, text: str) -> Iterator[Event]:
         """The best notes and earlier messages for `text`, put into the request."""
         room = self.within.prompt // LOOKUP_SHARE
         blocks: list[str] = []
@@ -667,7 +668,7 @@ class ToolLoop:
     def _refused(
         self,
         call: ToolCall,
-        arguments: dict[str, Any] | str,
+        arguments: JSONObject | str,
         summary: str,
         started: float,
         guard: trace.Guard,
@@ -696,7 +697,7 @@ def _asks(text: str, active: list[str]) -> bool:
     return "memory" in active or bool(QUESTION.search(text))
 
 
-def _replies_to_others(messages: list[dict[str, Any]], current: int) -> list[str]:
+def _replies_to_others(messages: list[ChatMessage], current: int) -> list[str]:
     """The thread's earlier replies, but those to the same words as the message being
     answered: asked the same again, the same answer is an answer."""
     asked = parrots.normal(_text_of(messages[current]))
@@ -709,7 +710,7 @@ def _replies_to_others(messages: list[dict[str, Any]], current: int) -> list[str
     return replies
 
 
-def _text_of(message: dict[str, Any]) -> str:
+def _text_of(message: ChatMessage) -> str:
     content = message.get("content")
     if isinstance(content, list):
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
@@ -736,9 +737,7 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 2)
 
 
-def _assistant_message(
-    completion: Completion, calls: list[ToolCall], in_text: bool
-) -> dict[str, Any]:
+def _assistant_message(completion: Completion, calls: list[ToolCall], in_text: bool) -> ChatMessage:
     if in_text:
         return {"role": "assistant", "content": completion.content}
     return {
@@ -751,7 +750,7 @@ def _assistant_message(
     }
 
 
-def _result_messages(results: list[tuple[ToolCall, str]], in_text: bool) -> list[dict[str, Any]]:
+def _result_messages(results: list[tuple[ToolCall, str]], in_text: bool) -> list[ChatMessage]:
     wrapped = [(call, fence("tool_result", content, name=call.name)) for call, content in results]
     if in_text:  # the model wrote its calls as text: answer the way its template expects
         body = "\n".join(fence("tool_response", c) for _, c in wrapped)

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from charlie import conversations, projects
 from charlie.chat.events import (
@@ -46,6 +45,7 @@ from charlie.llm import budget, doctor, toolmode
 from charlie.llm.budget import Budget
 from charlie.llm.client import DEFAULT_MAX_TOKENS, LLMClient, image_part
 from charlie.llm.fence import escape, fence
+from charlie.llm.messages import ChatMessage, ContentPart
 from charlie.memory import batches, distill
 from charlie.memory import layers as memory
 from charlie.notes import files as notes
@@ -180,7 +180,7 @@ def context(
     within: Budget | None = None,
     instruction: str = "",
     upto: Message | None = None,
-) -> tuple[list[dict[str, Any]], str | None]:
+) -> tuple[list[ChatMessage], str | None]:
     """The messages to send for the next reply (the newest one shown, or `upto`, is the person's),
     fitted to `within` (default: a 4,096-token window). Memory and pins take at most half
     the prompt; `instruction` ends the system prompt."""
@@ -197,14 +197,14 @@ def context(
     system = system_prompt(home, channel, user, layers, pinned)
     if instruction.strip():
         system += f"\n\n{instruction.strip()}"
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    messages: list[ChatMessage] = [{"role": "system", "content": system}]
     for position, message in enumerate(history):
         text = message.content
         if message.role == "user" and len(speakers) > 1:
             text = f"{message.speaker}: {text}"
         is_current = position == len(history) - 1 and message.role == "user"
         if message.images and is_current and images:
-            parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+            parts: list[ContentPart] = [{"type": "text", "text": text}]
             parts += [image_part(path) for path in images]
             messages.append({"role": message.role, "content": parts})
         else:
@@ -575,7 +575,7 @@ def outgrowing(home: Home, llm: LLMClient, channel: Channel) -> bool:
     """The undistilled messages take more than half the prompt budget: distill them now,
     before the oldest must be left out of the requests unremembered."""
     pending = conversations.undistilled(home, channel)
-    tokens = sum(budget.message_tokens({"content": m.content}) for m in pending)
+    tokens = sum(budget.message_tokens({"role": m.role, "content": m.content}) for m in pending)
     return tokens > budget.EARLY_DISTILL * plan(channel, llm).prompt
 
 

@@ -37,7 +37,6 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from charlie import conversations
 from charlie import db as database
@@ -51,6 +50,7 @@ from charlie.errors import (
     NotFound,
 )
 from charlie.home import Home
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.memory import decisions as decided
 from charlie.memory import distill
 from charlie.memory import layers as memory
@@ -447,7 +447,7 @@ def _from_traces(home: Home, threads: list[int], keys: set[str], gone: Gone) -> 
             conversations.rewrite_trace(home, trace.message_id, kept)
 
 
-def _scrubbed_step(step: dict[str, Any], keys: set[str], gone: Gone | None) -> dict[str, Any]:
+def _scrubbed_step(step: JSONObject, keys: set[str], gone: Gone | None) -> JSONObject:
     """A trace step without the hits of forgotten messages, and its free text (the tool's
     arguments, its summary, a hit's snippet, a guard's detail) standing as `FORGOTTEN` where
     it echoes them (`gone`). The step's kind and names stay: it is read back as before."""
@@ -456,21 +456,21 @@ def _scrubbed_step(step: dict[str, Any], keys: set[str], gone: Gone | None) -> d
         return step
     out = dict(step)
     for name in ("summary", "detail", "reason"):
-        if isinstance(out.get(name), str) and gone.echoed_in(out[name]):
+        if isinstance(text := out.get(name), str) and gone.echoed_in(text):
             out[name] = FORGOTTEN
     if "arguments" in out:
         out["arguments"] = _redacted(out["arguments"], gone)
-    if isinstance(out.get("hits"), list):
+    if isinstance(hits := out.get("hits"), list):
         out["hits"] = [
             {k: _redacted(v, gone) if k in ("title", "snippet") else v for k, v in hit.items()}
             if isinstance(hit, dict)
             else hit
-            for hit in out["hits"]
+            for hit in hits
         ]
     return out if out != step else step
 
 
-def _without_hits(step: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+def _without_hits(step: JSONObject, keys: set[str]) -> JSONObject:
     hits = step.get("hits")
     if not isinstance(hits, list):
         return step
@@ -485,7 +485,7 @@ def _without_hits(step: dict[str, Any], keys: set[str]) -> dict[str, Any]:
     }
 
 
-def _redacted(value: Any, gone: Gone) -> Any:
+def _redacted(value: JSON, gone: Gone) -> JSON:
     if isinstance(value, str):
         return FORGOTTEN if gone.echoed_in(value) else value
     if isinstance(value, list):

@@ -28,7 +28,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from charlie.llm.messages import ChatMessage, ContentPart, ToolSchema
 
 CHARS_PER_TOKEN = 3  # how much text to keep when shortening, before measuring again
 MESSAGE_TOKENS = 8  # role markers and template tokens around each message
@@ -88,7 +89,7 @@ def estimate(text: str) -> int:
     return math.ceil(tokens)
 
 
-def message_tokens(message: dict[str, Any]) -> int:
+def message_tokens(message: ChatMessage) -> int:
     """Tokens one chat message takes: its text, images, tool calls and the template's."""
     total = MESSAGE_TOKENS
     content = message.get("content")
@@ -105,12 +106,12 @@ def message_tokens(message: dict[str, Any]) -> int:
     return total
 
 
-def request_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+def request_tokens(messages: list[ChatMessage], tools: list[ToolSchema] | None) -> int:
     """Tokens a whole request takes: messages and the tool schemas the template renders."""
     return sum(message_tokens(m) for m in messages) + tools_tokens(tools)
 
 
-def tools_tokens(tools: list[dict[str, Any]] | None) -> int:
+def tools_tokens(tools: list[ToolSchema] | None) -> int:
     return estimate(json.dumps(tools, ensure_ascii=False)) if tools else 0
 
 
@@ -138,7 +139,7 @@ def shorten(text: str, tokens: int) -> str:
         keep = keep * tokens // estimate(shortened)  # many non-ASCII characters: try smaller
 
 
-def shorten_message(message: dict[str, Any], tokens: int) -> dict[str, Any]:
+def shorten_message(message: ChatMessage, tokens: int) -> ChatMessage:
     """A copy of `message` whose text is shortened so the message takes about `tokens`."""
     content = message.get("content")
     room = tokens - (message_tokens(message) - _text_tokens(content))
@@ -155,7 +156,7 @@ def shorten_message(message: dict[str, Any], tokens: int) -> dict[str, Any]:
     return message
 
 
-def _text_tokens(content: Any) -> int:
+def _text_tokens(content: str | list[ContentPart] | None) -> int:
     if isinstance(content, str):
         return estimate(content)
     if isinstance(content, list):
@@ -164,12 +165,12 @@ def _text_tokens(content: Any) -> int:
 
 
 def fit(
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     limit: int,
     *,
     current: int,
-    tools: list[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+    tools: list[ToolSchema] | None = None,
+) -> list[ChatMessage]:
     """`messages` within `limit` tokens (tool schemas included), as the module says.
 
     `messages[0]` is the system prompt, `messages[1:current]` the earlier conversation

@@ -13,7 +13,7 @@ import json
 import mimetypes
 import re
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,10 @@ from charlie.errors import (
     LLMStreamError,
     LLMUnavailable,
 )
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm import servers, textcalls
 from charlie.llm.budget import DEFAULT_WINDOW
+from charlie.llm.messages import ChatMessage, ChatRequest, ContentPart, ToolSchema
 from charlie.llm.textcalls import ToolCall, arguments_text
 
 __all__ = ["Completion", "Delta", "LLMClient", "ToolCall", "arguments_text"]
@@ -92,7 +94,7 @@ class Observed:
     """What the server has shown of itself over a client's answers, for the check of a cut
     prompt and for streams (one object, shared by the copies `with_max_tokens` makes)."""
 
-    last_usage: dict[str, Any] = field(default_factory=dict)  # the last answer's `usage`
+    last_usage: dict[str, int] = field(default_factory=dict)  # the last answer's `usage`
     last_prompt_estimate: int = 0  # `least_prompt_tokens` of the last prompt sent
     # The chat template opens the model's `<think>` itself (a bare `</think>` came):
     # streams hold their opening text back until the thinking ends.
@@ -106,7 +108,7 @@ class Delta:
     text: str
 
 
-def image_part(path: Path) -> dict[str, Any]:
+def image_part(path: Path) -> ContentPart:
     """An OpenAI `image_url` content part carrying the image file at `path` inline."""
     mime = mimetypes.guess_type(path.name)[0]
     if mime not in IMAGE_TYPES:
@@ -278,7 +280,7 @@ class LLMClient:
 
     # ------------------------------------------------------------ models
 
-    def about(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    def about(self, path: str, body: JSONObject | None = None) -> JSON:
         """What the server says about itself at `path` — under the API (`/models`) or, for
         a path outside it, at the server's root (llama.cpp `/props`, Ollama `/api/show`,
         POSTed with `body`) — or None where it has no such page or is not answering. A
@@ -325,10 +327,10 @@ class LLMClient:
 
     def chat(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         *,
-        tools: list[dict[str, Any]] | None = None,
-        response_format: dict[str, Any] | None = None,
+        tools: list[ToolSchema] | None = None,
+        response_format: Mapping[str, object] | None = None,
         temperature: float | None = None,
     ) -> Completion:
         """One whole answer. It is streamed all the same, and gathered here: a server that
@@ -348,9 +350,9 @@ class LLMClient:
 
     def stream(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[ChatMessage],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSchema] | None = None,
         temperature: float | None = None,
     ) -> Generator[Delta | Completion]:
         """Yield `Delta`s of reply text as they arrive, then the whole `Completion`.
@@ -370,7 +372,7 @@ class LLMClient:
                 raise _no_answer(self.base_url, result)
         yield result
 
-    def _gathered(self, body: dict[str, Any], started: float) -> Completion:
+    def _gathered(self, body: ChatRequest, started: float) -> Completion:
         stream = self._streamed(body, started)
         while True:
             try:
@@ -379,7 +381,7 @@ class LLMClient:
                 result: Completion = done.value
                 return result
 
-    def _streamed(self, body: dict[str, Any], started: float) -> Generator[Delta, None, Completion]:
+    def _streamed(self, body: ChatRequest, started: float) -> Generator[Delta, None, Completion]:
         """Send `body` and yield the answer's text as it streams; return the `Completion`."""
         response = self._send("POST", "/chat/completions", json=body, stream=True)
         result = Completion()
@@ -474,7 +476,7 @@ class LLMClient:
             reasoning=_reasoning_of(message) + think.reasoning,
         )
 
-    def _observed(self, body: dict[str, Any], result: Completion) -> Completion:
+    def _observed(self, body: ChatRequest, result: Completion) -> Completion:
         """Note what the answer shows of the server; take calls written in the thinking when
         they are all there is; refuse an answer to a prompt the server cut short."""
         seen = self.observed
@@ -514,14 +516,14 @@ class LLMClient:
 
     def _body(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        response_format: dict[str, Any] | None,
+        messages: list[ChatMessage],
+        tools: list[ToolSchema] | None,
+        response_format: Mapping[str, object] | None,
         temperature: float | None,
         *,
         stream: bool,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": stream}
+    ) -> ChatRequest:
+        body: ChatRequest = {"model": self.model, "messages": messages, "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}
         if tools:
@@ -675,7 +677,7 @@ def _loads(text: str, base_url: str) -> Any:
         ) from exc
 
 
-def _stream_error(error: Any) -> str:
+def _stream_error(error: object) -> str:
     """The message of an `error` object a server put in its event stream."""
     if isinstance(error, dict):
         return str(error.get("message") or json.dumps(error))
@@ -694,7 +696,7 @@ def _message_calls(message: dict[str, Any]) -> list[ToolCall]:
     ]
 
 
-def _reasoning_of(part: dict[str, Any]) -> str:
+def _reasoning_of(part: Mapping[str, object]) -> str:
     """The thinking in a delta or message: `reasoning_content` (llama.cpp, vLLM, LM Studio,
     DeepSeek) or `reasoning` (Ollama, OpenRouter, newer vLLM); one of them, never both."""
     thought = part.get("reasoning_content") or part.get("reasoning")
@@ -753,7 +755,7 @@ class _CallAssembler:
         ]
 
 
-def least_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+def least_prompt_tokens(messages: list[ChatMessage]) -> int:
     """About the fewest tokens `messages` can take: their text at six characters a token,
     images, tool schemas and the chat template left out. It errs low on purpose (unlike
     `budget.estimate`, which errs high): a server reporting far less did drop some. Plain
@@ -780,11 +782,11 @@ def _thought_only(result: Completion) -> bool:
 NO_THINK = "/no_think"
 
 
-def _without_thinking(body: dict[str, Any]) -> dict[str, Any]:
+def _without_thinking(body: ChatRequest) -> ChatRequest:
     """`body` asking the model not to think: `chat_template_kwargs.enable_thinking` false
     (llama.cpp, vLLM, LM Studio pass it to the chat template) and, for Qwen, `/no_think`
     at the end of the last user message (its soft switch)."""
-    quiet = dict(body)
+    quiet = body.copy()
     kwargs = body.get("chat_template_kwargs") or {}
     quiet["chat_template_kwargs"] = {**kwargs, "enable_thinking": False}
     if "qwen" not in str(body.get("model", "")).lower():
@@ -839,7 +841,7 @@ def preview(text: str, size: int = 160) -> str:
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
-def json_object(text: str) -> dict[str, Any] | None:
+def json_object(text: str) -> JSONObject | None:
     """The first JSON object in a model's answer, past reasoning blocks, fences and
     chatter; None when it holds none."""
     text = strip_think(text)

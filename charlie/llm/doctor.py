@@ -27,6 +27,7 @@ from charlie.config import Settings
 from charlie.home import Home
 from charlie.llm import models, modelsize, textcalls, toolmode
 from charlie.llm.client import LLMClient
+from charlie.llm.messages import ChatMessage, ToolSchema
 from charlie.llm.servers import ModelServer
 
 Status = Literal["ok", "warn", "slow", "fail", "skip", "unfinished"]
@@ -54,7 +55,7 @@ ADD_TOOL = {
         },
     },
 }
-LOOKUP_TOOL: dict[str, Any] = {
+LOOKUP_TOOL: ToolSchema = {
     "type": "function",
     "function": {
         "name": "search_notes",
@@ -160,7 +161,7 @@ class Report:
             )
         return "Charlie can chat with this server."
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return {
             "server": self.server,
             "source": self.source,
@@ -213,11 +214,16 @@ class _Probe:
     def get(self, url: str) -> httpx.Response:
         return self.http.get(url, timeout=self.limit())
 
-    def post(self, url: str, body: dict[str, Any]) -> httpx.Response:
+    def post(self, url: str, body: dict[str, object]) -> httpx.Response:
         return self.http.post(url, json=body, timeout=self.limit())
 
-    def chat(self, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
-        body = {"model": self.model, "messages": messages, "temperature": 0, **extra}
+    def chat(self, messages: list[ChatMessage], **extra: object) -> httpx.Response:
+        body: dict[str, object] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0,
+            **extra,
+        }
         return self.post(f"{self.base_url}/chat/completions", body)
 
     @property

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
 
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm.client import LLMClient
 
 SMALL_BELOW = 4_000_000_000  # under ~4B parameters a model narrates tools more than it calls them
@@ -67,7 +67,7 @@ def from_name(name: str) -> int | None:
     return int(count) if count >= FEWEST else None  # "12m": not a language model's size
 
 
-def from_count(text: Any) -> int | None:
+def from_count(text: JSON) -> int | None:
     """A count as servers write it: 1543714304, "1.5B", "494.03M"."""
     if isinstance(text, int | float) and not isinstance(text, bool):
         return int(text) if text > 0 else None
@@ -86,8 +86,9 @@ def discover(llm: LLMClient, model: str) -> Size:
     if listed is None:
         return Size()
     for entry in _entries(listed):
-        if model in (entry.get("id"), *(entry.get("aliases") or ())):
-            count = from_count((entry.get("meta") or {}).get("n_params"))
+        aliases, meta = entry.get("aliases") or [], entry.get("meta")
+        if model == entry.get("id") or (isinstance(aliases, list) and model in aliases):
+            count = from_count(meta.get("n_params") if isinstance(meta, dict) else None)
             if count:
                 return Size(count, "the server's /v1/models")
     props = llm.about("/props")
@@ -106,6 +107,6 @@ def discover(llm: LLMClient, model: str) -> Size:
     return Size(None, "nothing said of it")
 
 
-def _entries(listed: Any) -> list[dict[str, Any]]:
+def _entries(listed: JSON) -> list[JSONObject]:
     data = listed.get("data") if isinstance(listed, dict) else None
-    return [entry for entry in data or () if isinstance(entry, dict)]
+    return [entry for entry in data if isinstance(entry, dict)] if isinstance(data, list) else []

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 import httpx
 
@@ -496,7 +496,7 @@ def _serve(files: _Files, args: argparse.Namespace) -> None:
 
     stop = False
 
-    def stopping(signum: int, frame: Any) -> None:
+    def stopping(signum: int, frame: FrameType | None) -> None:
         nonlocal stop
         stop = True
 

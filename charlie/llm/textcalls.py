@@ -37,9 +37,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import json_repair
+
+from charlie.jsonvalue import JSON
+from charlie.llm.messages import ToolSchema
 
 # Tool names with their parameter names in order (positional pythonic arguments map to them).
 Known = Mapping[str, Sequence[str]]
@@ -99,7 +102,7 @@ class ToolCall:
     arguments: str  # the JSON object text, as the model sent it
 
 
-def arguments_text(arguments: Any) -> str:
+def arguments_text(arguments: object) -> str:
     """A tool call's arguments as the JSON text the tool loop parses: servers send a string,
     some an object, some nothing."""
     if arguments is None:
@@ -122,13 +125,13 @@ class Reading:
         return bool(self.calls or self.unreadable)
 
 
-def known_of(tools: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
+def known_of(tools: Iterable[ToolSchema]) -> dict[str, list[str]]:
     """Tool names and parameter names, from OpenAI tool schemas."""
     known: dict[str, list[str]] = {}
     for tool in tools:
-        function = tool.get("function") or {}
-        properties = (function.get("parameters") or {}).get("properties") or {}
-        known[str(function.get("name"))] = list(properties)
+        function = tool["function"]
+        parameters = function.get("parameters")
+        known[function["name"]] = list(parameters.get("properties") or {}) if parameters else []
     return known
 
 
@@ -375,7 +378,7 @@ def _function_call(name: str, body: str, given: dict[str, str]) -> ToolCall:
     return ToolCall("", name, _arguments(body.strip()) if body.strip() else "{}")
 
 
-def _value(text: str) -> Any:
+def _value(text: str) -> JSON:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -409,7 +412,7 @@ def _json_calls(text: str) -> list[ToolCall]:
     return _calls_in(value) if value is not None else []
 
 
-def _loads(text: str) -> Any:
+def _loads(text: str) -> JSON:
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -423,7 +426,7 @@ def _loads(text: str) -> Any:
     return repaired if isinstance(repaired, dict | list) and repaired else None
 
 
-def _calls_in(value: Any) -> list[ToolCall]:
+def _calls_in(value: JSON) -> list[ToolCall]:
     if isinstance(value, list):
         calls = [call for item in value for call in _calls_in(item)]
         return calls if len(calls) == len(value) else []  # a list of calls, nothing else
@@ -435,15 +438,15 @@ def _calls_in(value: Any) -> list[ToolCall]:
         return _calls_in(value["function"])
     name = next(
         (
-            value[k]
+            named
             for k in ("name", "function", "tool", "tool_name")
-            if isinstance(value.get(k), str)
+            if isinstance(named := value.get(k), str)
         ),
         None,
     )
     if not name or not re.fullmatch(r"[\w.\-]+", name):
         return []
-    arguments: Any = next((value[k] for k in ARGUMENT_KEYS if k in value), {})
+    arguments = next((value[k] for k in ARGUMENT_KEYS if k in value), {})
     if not isinstance(arguments, dict | str) and arguments is not None:
         return []
     extra = set(value) - {"name", "function", "tool", "tool_name", "id", "type", *ARGUMENT_KEYS}
@@ -452,7 +455,7 @@ def _calls_in(value: Any) -> list[ToolCall]:
     return [ToolCall(str(value.get("id") or ""), name, _arguments(arguments))]
 
 
-def _arguments(raw: Any) -> str:
+def _arguments(raw: JSON) -> str:
     """Arguments as the JSON object text the tool loop parses."""
     if isinstance(raw, str):
         stripped = raw.strip()
@@ -499,7 +502,7 @@ def _python_call(node: ast.expr, known: Known, *, dotted: bool) -> ToolCall | No
     else:
         return None
     try:
-        arguments: dict[str, Any] = {
+        arguments: dict[str, object] = {
             k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg
         }
         positional = [ast.literal_eval(a) for a in node.args]

@@ -22,13 +22,14 @@ The choice comes with its reason, shown in the answer's trace and by `charlie do
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from charlie.conversations import Channel
 from charlie.db import now
 from charlie.home import Home
 from charlie.llm import modelsize
 from charlie.llm.client import LLMClient
+from charlie.llm.messages import FunctionSchema
 from charlie.trace import ToolMode
 
 Setting = Literal["auto", "native", "text", "constrained"]
@@ -200,9 +201,10 @@ def record_probe(
     )
 
 
-def tool_line(function: dict[str, Any]) -> str:
+def tool_line(function: FunctionSchema) -> str:
     """`name(a, b): what it does` — one line a small model can read."""
-    parameters = ", ".join((function.get("parameters") or {}).get("properties") or {})
+    schema = function.get("parameters")
+    parameters = ", ".join(schema.get("properties") or {}) if schema else ""
     description = str(function.get("description") or "").split(". ")[0].rstrip(".")
     return f"- {function['name']}({parameters}): {description}"
 

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
@@ -55,8 +55,10 @@ from charlie.errors import (
     MemoryFormatError,
 )
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.llm import toolmode
 from charlie.llm.client import LLMClient, json_object, strip_think
+from charlie.llm.messages import ChatMessage
 from charlie.memory import decisions, steps, summary
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
@@ -82,7 +84,7 @@ Answer with a JSON object only: {"summary": "...", "decisions": [{"text": "...",
 "messages": [12]}], "superseded": [{"decision": "...", "message": 13}], "quotes":
 [{"speaker": "...", "text": "..."}]}"""
 
-SCHEMA: dict[str, Any] = {
+SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "summary": {"type": "string"},
@@ -120,7 +122,7 @@ SCHEMA: dict[str, Any] = {
     "required": ["summary", "decisions", "superseded", "quotes"],
     "additionalProperties": False,
 }
-RESPONSE_FORMAT = {
+RESPONSE_FORMAT: JSONObject = {
     "type": "json_schema",
     "json_schema": {"name": "memory", "strict": True, "schema": SCHEMA},
 }
@@ -132,7 +134,7 @@ LONGEST = {"speaker": 200, "text": 2000, "summary": 8000, "decision": 1000}
 MOST_DECISIONS, MOST_QUOTES = 200, 50
 
 
-def _cut(text: Any, size: int) -> Any:
+def _cut(text: object, size: int) -> object:
     if not isinstance(text, str) or len(text) <= size:
         return text
     cut = text[:size]
@@ -146,7 +148,7 @@ class _QuoteOut(BaseModel):
 
     @field_validator("speaker", "text", mode="before")
     @classmethod
-    def _short(cls, value: Any, info: ValidationInfo) -> Any:
+    def _short(cls, value: object, info: ValidationInfo) -> object:
         return _cut(value, LONGEST[str(info.field_name)])
 
 
@@ -156,12 +158,12 @@ class _DecisionOut(BaseModel):
 
     @field_validator("text", mode="before")
     @classmethod
-    def _short(cls, value: Any) -> Any:
+    def _short(cls, value: object) -> object:
         return _cut(value, LONGEST["decision"])
 
     @field_validator("messages", mode="before")
     @classmethod
-    def _numbers(cls, value: Any) -> Any:
+    def _numbers(cls, value: object) -> list[int]:
         """Message numbers as a small model writes them: 12, "12", "#12", a lone number."""
         items = value if isinstance(value, list) else [value]
         found = [re.sub(r"\D", "", str(item)) for item in items if item is not None]
@@ -174,7 +176,7 @@ class _SupersededOut(BaseModel):
 
     @field_validator("message", mode="before")
     @classmethod
-    def _number(cls, value: Any) -> Any:
+    def _number(cls, value: object) -> int | None:
         digits = re.sub(r"\D", "", str(value)) if value is not None else ""
         return int(digits) if digits else None
 
@@ -187,12 +189,12 @@ class _Output(BaseModel):
 
     @field_validator("summary", mode="before")
     @classmethod
-    def _short_summary(cls, value: Any) -> Any:
+    def _short_summary(cls, value: object) -> object:
         return _cut(value, LONGEST["summary"])
 
     @field_validator("decisions", mode="before")
     @classmethod
-    def _few_decisions(cls, value: Any) -> Any:
+    def _few_decisions(cls, value: object) -> object:
         """At most `MOST_DECISIONS`; a plain text is a decision that names no message."""
         if not isinstance(value, list):
             return value
@@ -200,7 +202,7 @@ class _Output(BaseModel):
 
     @field_validator("quotes", mode="before")
     @classmethod
-    def _few_quotes(cls, value: Any) -> Any:
+    def _few_quotes(cls, value: object) -> object:
         return value[:MOST_QUOTES] if isinstance(value, list) else value
 
 
@@ -219,7 +221,7 @@ class DistillResult:
     method: Method = "whole"
 
 
-def extract_json(text: str) -> dict[str, Any]:
+def extract_json(text: str) -> JSONObject:
     """The first JSON object in `text`, tolerating reasoning blocks, fences and chatter."""
     found = json_object(text)
     if found is None:
@@ -231,8 +233,8 @@ def _transcript(messages: list[Message]) -> str:
     return "\n".join(steps.line(m) for m in messages)
 
 
-def _prompt(current: Memory, messages: list[Message]) -> list[dict[str, Any]]:
-    layers: dict[str, Any] = {
+def _prompt(current: Memory, messages: list[Message]) -> list[ChatMessage]:
+    layers: dict[str, object] = {
         "summary": current.summary,
         "decisions": current.texts,
         "quotes": [{"speaker": q.speaker, "text": q.text} for q in current.quotes],
@@ -368,7 +370,7 @@ def _ask_steps(
 
 
 def _ask(
-    llm: LLMClient, prompt: list[dict[str, Any]], current: Memory, messages: list[Message]
+    llm: LLMClient, prompt: list[ChatMessage], current: Memory, messages: list[Message]
 ) -> tuple[_Output, bool, int]:
     """The model's validated answer, whether `response_format` was used, and attempts made."""
     structured = True
@@ -380,7 +382,7 @@ def _ask(
     try:
         return _validate(answer.content, current, messages), structured, 1
     except DistillationError as first:
-        repair = [
+        repair: list[ChatMessage] = [
             *prompt,
             {"role": "assistant", "content": answer.content},
             {
@@ -389,8 +391,9 @@ def _ask(
                 "corrected JSON object with keys summary, decisions and quotes.",
             },
         ]
-        kwargs: dict[str, Any] = {"response_format": RESPONSE_FORMAT} if structured else {}
-        again = llm.chat(repair, temperature=0.2, **kwargs)
+        again = llm.chat(
+            repair, response_format=RESPONSE_FORMAT if structured else None, temperature=0.2
+        )
         try:
             return _validate(again.content, current, messages), structured, 2
         except DistillationError as second:
@@ -551,7 +554,7 @@ def _process(pid: int) -> tuple[str, str] | None:
     return fields[0], fields[19]
 
 
-def _holder() -> dict[str, Any]:
+def _holder() -> dict[str, str | int]:
     pid = os.getpid()
     process = _process(pid)
     return {

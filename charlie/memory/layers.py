@@ -60,6 +60,7 @@ from charlie.db import now
 from charlie.errors import Conflict, MemoryFormatError, NotFound
 from charlie.files import FileChanged, not_written, sha256_text, text_sha, write_atomic
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 
 SECTION_NAMES = {
     "summary": "summary",
@@ -106,7 +107,7 @@ class Decision:
     sources: tuple[int, ...] = ()
     flag: str = ""
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JSONObject:
         return {
             "text": self.text,
             "since": self.since,
@@ -128,7 +129,7 @@ class Earlier:
     until: str = ""
     changed_by: int | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JSONObject:
         return {
             "text": self.text,
             "since": self.since,
@@ -431,7 +432,7 @@ def render(memory: Memory, title: str) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def as_json(memory: Memory) -> dict[str, Any]:
+def as_json(memory: Memory) -> JSONObject:
     """The layers as every front end gives them: `charlie memory show --json`, the API,
     MCP's read_memory. Each decision with its provenance; `superseded`, the earlier ones."""
     return {

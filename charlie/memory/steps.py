@@ -31,13 +31,15 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from charlie.conversations import ASSISTANT, Message
 from charlie.errors import DistillationError, LLMRejected
+from charlie.jsonvalue import JSONObject
 from charlie.llm.client import LLMClient, json_object
+from charlie.llm.messages import ChatMessage
 from charlie.memory import decisions
 from charlie.memory.layers import Memory, normalise
 
@@ -130,7 +132,7 @@ class _Quotes(BaseModel):
     quotes: list[int] = Field(default_factory=list)
 
 
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
+def _schema(model: type[BaseModel]) -> dict[str, object]:
     schema = model.model_json_schema()
     schema["required"] = list(schema["properties"])  # strict: every key written
     schema["additionalProperties"] = False
@@ -162,12 +164,15 @@ class Asker:
         user: str,
         check: Callable[[Answer], None] | None = None,
     ) -> Answer:
-        prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        prompt: list[ChatMessage] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
         content = self._chat(prompt, model)
         try:
             return self._read(model, content, check)
         except DistillationError as first:
-            repair = [
+            repair: list[ChatMessage] = [
                 *prompt,
                 {"role": "assistant", "content": content},
                 {
@@ -187,7 +192,7 @@ class Asker:
                     "after the next message."
                 ) from second
 
-    def _chat(self, prompt: list[dict[str, Any]], model: type[BaseModel]) -> str:
+    def _chat(self, prompt: list[ChatMessage], model: type[BaseModel]) -> str:
         llm = self.llm.with_max_tokens(min(self.llm.max_tokens, STEP_TOKENS[model.__name__]))
         if self.structured:
             name = model.__name__.strip("_").lower()
@@ -222,7 +227,7 @@ class Asker:
 CUT_SUMMARY = re.compile(r'^\s*\{\s*"summary"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
-def _cut_summary(content: str) -> dict[str, Any] | None:
+def _cut_summary(content: str) -> JSONObject | None:
     """A summary the answer cap cut off mid-string (a small model writes on and on): its
     whole sentences so far — or, when it is one run-on sentence, its clauses so far."""
     started = CUT_SUMMARY.match(content)
@@ -371,7 +376,7 @@ def ask(
     messages: list[Message],
     check_summary: Callable[[str], None],
     earlier: list[Message] | None = None,
-) -> tuple[dict[str, Any], Asker]:
+) -> tuple[dict[str, object], Asker]:
     """The distillation of `messages` into `current`, asked step by step, in the whole
     form's shape: {"summary", "decisions", "superseded", "quotes"}. `earlier`: the messages
     just before, shown as context only. Which held decisions the new ones change is judged
@@ -390,7 +395,7 @@ def ask(
         + ("\n".join(line(m) for m in people) or "(none from the people)")
     )
     summary = asker.ask(_Summary, SUMMARY_PROMPT, user, lambda s: check_summary(s.summary))
-    answer = {
+    answer: dict[str, object] = {
         "summary": summary.summary,
         "decisions": [{"text": text, "messages": [m.id]} for m, text in found],
         "superseded": [],

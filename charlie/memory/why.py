@@ -9,7 +9,7 @@ channel's from its owner's only.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from charlie import conversations
 from charlie.conversations import Channel
@@ -41,7 +41,7 @@ class Item:
     why: str  # where it came from, in words
     sources: list[Source] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -183,7 +183,7 @@ def _child(argv: list[str]) -> int:
     _load_reader(cast(Kind, kind))
     _bound(limits)
     try:
-        answer: dict[str, Any] = {"ok": asdict(extract(Path(path), cast(Kind, kind), limits))}
+        answer: dict[str, object] = {"ok": asdict(extract(Path(path), cast(Kind, kind), limits))}
     except DocumentError as exc:
         answer = {"error": str(exc), "type": type(exc).__name__}
     except (MemoryError, ImportError):  # a module loaded late found no memory to map into

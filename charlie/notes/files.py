@@ -27,12 +27,12 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import yaml
 
@@ -64,7 +64,7 @@ class Note:
     project: str
     name: str  # path inside the notes folder, without ".md" (e.g. "recipes/pasta")
     path: Path
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
     body: str = ""
     sha256: str = ""  # of the file's text as read (`files.text_sha`): the version changed
 
@@ -115,7 +115,7 @@ def notes_dir(project: Project) -> Path:
 # ---------------------------------------------------------------- reading and writing
 
 
-def parse(text: str, path: Path) -> tuple[dict[str, Any], str]:
+def parse(text: str, path: Path) -> tuple[dict[str, object], str]:
     """Split a note into its front matter (a dict) and its body."""
     text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
@@ -145,7 +145,7 @@ def parse(text: str, path: Path) -> tuple[dict[str, Any], str]:
     return {str(k): v for k, v in meta.items()}, body
 
 
-def render(meta: dict[str, Any], body: str) -> str:
+def render(meta: Mapping[str, object], body: str) -> str:
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, default_flow_style=None)
     return f"---\n{front}---\n\n{body.strip()}\n"
 
@@ -406,7 +406,7 @@ def create_note(project: Project, title: str, body: str = "", tags: Sequence[str
     if not title.strip():
         raise CharlieError("A note needs a title.")
     stamp = _now()
-    meta: dict[str, Any] = {
+    meta: dict[str, object] = {
         "title": title.strip(),
         "tags": [validate_tag(t) for t in tags],
         "created": stamp,
@@ -433,7 +433,7 @@ def _write_new(path: Path, text: str) -> bool:
 
 
 def change_note(
-    project: Project, name: str, change: Callable[[Note], tuple[dict[str, Any], str]]
+    project: Project, name: str, change: Callable[[Note], tuple[dict[str, object], str]]
 ) -> Note:
     """Read note `name`, apply `change` (the note as read → its new front matter and body)
     and write the result, holding the project's note lock; if the file was saved by hand
@@ -473,7 +473,7 @@ def update_note(
     if title is not None and not title.strip():
         raise CharlieError("A note's title cannot be empty.")
 
-    def change(note: Note) -> tuple[dict[str, Any], str]:
+    def change(note: Note) -> tuple[dict[str, object], str]:
         if base_sha256 is not None and note.sha256 != base_sha256:
             raise Conflict(
                 f"Note {note.key} was changed (by hand, by Charlie or by someone else) since "
@@ -491,7 +491,7 @@ def update_note(
 def append_to_note(project: Project, name: str, text: str) -> Note:
     """Add `text` as a new paragraph at the end of the note's body."""
 
-    def change(note: Note) -> tuple[dict[str, Any], str]:
+    def change(note: Note) -> tuple[dict[str, object], str]:
         return dict(note.meta), f"{note.body.rstrip()}\n\n{text.strip()}\n"
 
     return change_note(project, name, change)
@@ -503,7 +503,7 @@ def tag_note(
     removing = {validate_tag(t) for t in remove}
     adding = [validate_tag(t) for t in add]
 
-    def change(note: Note) -> tuple[dict[str, Any], str]:
+    def change(note: Note) -> tuple[dict[str, object], str]:
         tags = [t for t in note.tags if t not in removing]
         tags += [t for t in adding if t not in tags]
         return dict(note.meta) | {"tags": tags}, note.body

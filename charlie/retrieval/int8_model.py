@@ -32,9 +32,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from charlie.files import sha256_of
+
+if TYPE_CHECKING:  # loaded only where a model is derived
+    import numpy as np
+    from onnx import ModelProto, NodeProto, TensorProto
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +178,7 @@ HEADS = 12
 EPSILON = 1e-12  # every LayerNorm of the packaged graph
 
 
-def _compact_graph(folded: Any) -> Any:
+def _compact_graph(folded: ModelProto) -> ModelProto:
     """The packaged BERT rebuilt from its folded weights with onnxruntime's fused operators:
     per layer one `Attention` (the three projections in one product, the mask, softmax),
     two `SkipLayerNormalization`, one `BiasGelu`, three MatMuls; about 50 nodes where the
@@ -188,7 +192,7 @@ def _compact_graph(folded: Any) -> Any:
     weights = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     made_by = {out: node for node in graph.node for out in node.output}
 
-    def product_with(bias: str) -> Any:
+    def product_with(bias: str) -> np.ndarray:
         """The weight matrix of the MatMul whose output is added to the initializer `bias`."""
         for node in graph.node:
             if node.op_type == "Add" and bias in node.input:
@@ -198,18 +202,18 @@ def _compact_graph(folded: Any) -> Any:
                     return weights[product.input[1]]
         raise DerivationError(f"the packaged graph has no product with the bias {bias}")
 
-    def weight(name: str) -> Any:
+    def weight(name: str) -> np.ndarray:
         if name not in weights:
             raise DerivationError(f"the packaged graph has no weight {name}")
         return weights[name]
 
-    kept: list[Any] = []
+    kept: list[TensorProto] = []
 
-    def initializer(name: str, array: Any) -> str:
+    def initializer(name: str, array: np.ndarray) -> str:
         kept.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def fused(op: str, inputs: list[str], output: list[str], **attributes: Any) -> Any:
+    def fused(op: str, inputs: list[str], output: list[str], **attributes: Any) -> NodeProto:
         return helper.make_node(op, inputs, output, domain="com.microsoft", **attributes)
 
     positions = weight("inner.embeddings.position_ids")
@@ -238,13 +242,13 @@ def _compact_graph(folded: Any) -> Any:
         )
     )
 
-    def product(source: str, bias: str, output: str) -> Any:
+    def product(source: str, bias: str, output: str) -> NodeProto:
         """`source` times the packaged weight whose product is added to `bias`."""
         return helper.make_node(
             "MatMul", [source, initializer(f"{bias}.matrix", product_with(bias))], [output]
         )
 
-    def skip_norm(source: str, skip: str, norm: str, bias: str, output: str) -> Any:
+    def skip_norm(source: str, skip: str, norm: str, bias: str, output: str) -> NodeProto:
         """LayerNorm(`source` + `bias` + `skip`) with the packaged norm `norm`'s weights."""
         names = (f"{norm}.weight", f"{norm}.bias", bias)
         inputs = [initializer(name, weight(name)) for name in names]

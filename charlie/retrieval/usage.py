@@ -361,7 +361,7 @@ class UsageModel:
         if not notes:
             return {}
         at = _aware(now, "The time") if now is not None else datetime.now(UTC)
-        params: dict[str, Any] = {
+        params: dict[str, object] = {
             "user": user_id,
             "now": _julian_day(at),
             "rate": math.log(2) / self.half_life_days,
@@ -408,7 +408,7 @@ class UsageModel:
         return result
 
 
-def _query(db: sqlite3.Connection, sql: str, params: Mapping[str, Any]) -> list[Any]:
+def _query(db: sqlite3.Connection, sql: str, params: Mapping[str, object]) -> list[Any]:
     """Run a model query, giving SQLite `exp()` where it was built without math functions."""
     try:
         return db.execute(sql, params).fetchall()

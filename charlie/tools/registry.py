@@ -26,7 +26,9 @@ from typing import Any, Literal
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm.client import preview
+from charlie.llm.messages import ParameterSchema, ParametersSchema, ToolSchema
 from charlie.retrieval.recall import Recaller, recaller_for
 from charlie.retrieval.search import Searcher
 from charlie.retrieval.upkeep import searcher_for
@@ -119,7 +121,7 @@ class Tool:
     name: str
     category: str
     description: str
-    parameters: dict[str, Any]
+    parameters: ParametersSchema
     function: Callable[..., Any]
     writes: bool = False
 
@@ -130,7 +132,7 @@ class Tool:
         doc = inspect.getdoc(function) or ""
         summary, arg_docs = _parse_docstring(doc)
         hints = typing.get_type_hints(function)
-        properties: dict[str, Any] = {}
+        properties: dict[str, ParameterSchema] = {}
         required: list[str] = []
         for position, (name, param) in enumerate(inspect.signature(function).parameters.items()):
             if position == 0:
@@ -143,10 +145,14 @@ class Tool:
             else:
                 schema["default"] = param.default
             properties[name] = schema
-        parameters = {"type": "object", "properties": properties, "required": required}
+        parameters: ParametersSchema = {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+        }
         return cls(function.__name__, category, summary, parameters, function, writes)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> ToolSchema:
         return {
             "type": "function",
             "function": {
@@ -156,7 +162,7 @@ class Tool:
             },
         }
 
-    def bind(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, arguments: JSONObject) -> dict[str, JSON]:
         """Check `arguments` against the signature; raise `ToolError` saying what is wrong."""
         props, required = self.parameters["properties"], self.parameters["required"]
         # null for an optional argument means "not given" (models and MCP clients send it)
@@ -185,7 +191,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary.split()), args
 
 
-def _json_schema(hint: Any) -> dict[str, Any]:
+def _json_schema(hint: object) -> ParameterSchema:
     origin = typing.get_origin(hint)
     if origin is Literal:
         return {"type": "string", "enum": list(typing.get_args(hint))}
@@ -201,7 +207,7 @@ def _json_schema(hint: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON schema for {hint!r}")
 
 
-def _coerce(tool: str, name: str, schema: dict[str, Any], value: Any) -> Any:
+def _coerce(tool: str, name: str, schema: ParameterSchema, value: JSON) -> JSON:
     kind = schema["type"]
     ok = {
         "string": isinstance(value, str),
@@ -247,7 +253,7 @@ class Registry:
     def in_category(self, name: str) -> list[Tool]:
         return [tool for tool in self.tools.values() if tool.category == name]
 
-    def meta_tool(self) -> dict[str, Any]:
+    def meta_tool(self) -> ToolSchema:
         names = sorted(self.categories)
         listing = "; ".join(f"{c}: {self.categories[c].description}" for c in names)
         return {
@@ -303,7 +309,7 @@ class Outcome:
 
 
 def run_tool(
-    tool: Tool, context: ToolContext, arguments: dict[str, Any], timeout: float | None = None
+    tool: Tool, context: ToolContext, arguments: JSONObject, timeout: float | None = None
 ) -> Outcome:
     """Run `tool` with a time limit; a failure becomes an error outcome, never a crash: a
     `CharlieError` (told to the model as it is) or an `OSError` (a file it could not use).

@@ -28,18 +28,19 @@ import fnmatch
 import json
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 import ijson
 
 from charlie.conversations import Channel, new_thread
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.transfer import jsonl as importing
 from charlie.transfer.jsonl import kind
 
@@ -161,10 +162,10 @@ class ExportFile:
     def shown(self) -> str:
         return f"{self.path}:{self.inner}" if self.inner else str(self.path)
 
-    def peek(self) -> list[Any]:
+    def peek(self) -> list[JSON]:
         """The first conversations, up to the first that a service's marks tell (at most
         `PEEK` of them)."""
-        found: list[Any] = []
+        found: list[JSON] = []
         with self._stream() as stream:
             for item in json_items(stream):
                 found.append(item.fields if isinstance(item, Refused) else item)
@@ -317,7 +318,7 @@ def _inner(archive: zipfile.ZipFile, path: Path) -> str:
     return min(found, key=lambda n: n.count("/"))
 
 
-def _detect(data: list[Any]) -> str | None:
+def _detect(data: list[JSON]) -> str | None:
     """The service whose marks the first recognisable conversation bears."""
     for item in data:
         if isinstance(item, dict):
@@ -346,7 +347,7 @@ def _chatgpt(item: object) -> Conversation:
         raise Broken('"mapping" is missing')
     conversation_id = _id(item.get("conversation_id") or item.get("id"))
     created = _unix(item.get("create_time")) or _unix(item.get("update_time"))
-    path: list[dict[str, Any]] = []
+    path: list[dict[str, object]] = []
     seen: set[str] = set()
     node_id = _typed(item, "current_node", str)
     while node_id is not None:
@@ -367,7 +368,7 @@ def _chatgpt(item: object) -> Conversation:
     return Conversation(conversation_id, _title(item.get("title")), created, messages)
 
 
-def _chatgpt_message(node: dict[str, Any], fallback: str | None) -> Msg | None:
+def _chatgpt_message(node: dict[str, object], fallback: str | None) -> Msg | None:
     """The message of `node` when it was shown to the person as text; `Broken` when a field
     read to tell is not of the type the export gives it."""
     where = f"message {node['id']}"
@@ -460,9 +461,16 @@ def _claude_block(block: object, where: str) -> str:
 EXPECTED: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
 
 
+Expected = TypeVar("Expected")
+
+
 def _typed(
-    holder: dict[str, Any], key: str, expected: type, where: str = "", name: str = ""
-) -> Any:
+    holder: Mapping[str, object],
+    key: str,
+    expected: type[Expected],
+    where: str = "",
+    name: str = "",
+) -> Expected | None:
     """`holder[key]` when it is of the `expected` type, None when it is missing or null;
     `Broken` saying what it is otherwise (`where` in the export, by the `name` shown)."""
     value = holder.get(key)
@@ -598,11 +606,11 @@ class Refused:
     with their values where they are strings, numbers, true/false or null, with None where
     they are objects or lists."""
 
-    fields: dict[str, Any]
+    fields: JSONObject
     why: str
 
 
-def json_items(stream: Readable) -> Iterator[Any]:
+def json_items(stream: Readable) -> Iterator[JSON | Refused]:
     """Each item of the JSON list in `stream` (its first byte "["), built, or `Refused`.
     The stream is read to its end, so what follows the list is checked too; ijson's
     `JSONError` says where the text is not valid JSON."""
@@ -631,7 +639,7 @@ def skim_items(stream: Readable) -> Iterator[None]:
             yield None  # an item that is a string, a number…
 
 
-def _item(event: str, value: Any, events: Events) -> Any:
+def _item(event: str, value: JSON, events: Events) -> JSON | Refused:
     """The item whose first event is (`event`, `value`), built from the events that follow
     up to its end; `Refused` once it is too deep or too large."""
     built = _build(event, value, events)
@@ -644,25 +652,25 @@ def _item(event: str, value: Any, events: Events) -> Any:
 class _Cut:
     """Where building an item stopped: its top-level fields, how deep the parser is, why."""
 
-    fields: dict[str, Any]
+    fields: JSONObject
     keyed: bool  # the item is an object (its fields are read on); False for a list
     depth: int
     why: str
 
 
-def _build(event: str, value: Any, events: Events) -> Any:
+def _build(event: str, value: JSON, events: Events) -> JSON | _Cut:
     """The item, built; or, once it is too deep or too large, where building stopped."""
     if event not in STARTS:
         return value
-    root: dict[str, Any] | list[Any] = {} if event == "start_map" else []
-    stack: list[Any] = [root]  # the containers open, innermost last
+    root: JSONObject | list[JSON] = {} if event == "start_map" else []
+    stack: list[JSONObject | list[JSON]] = [root]  # the containers open, innermost last
     keys: list[str | None] = []  # the key each open container has in its parent (None: a list's)
-    top: Any = root
+    top = root
     key = ""
     values = 1
     for event, value in events:
         if event == "map_key":
-            key = value
+            key = str(value)  # a key is always a string
             continue
         if event in ENDS:
             stack.pop()
@@ -672,14 +680,16 @@ def _build(event: str, value: Any, events: Events) -> Any:
             top = stack[-1]
             continue
         values += 1
-        keyed = type(top) is dict
-        opens = event in STARTS
-        if opens:
-            value = {} if event == "start_map" else []
-        if keyed:  # in place before any check, so that a cut keeps the key among the fields
-            top[key] = value
+        keyed = isinstance(top, dict)
+        opened: JSONObject | list[JSON] | None = None
+        if event in STARTS:
+            opened = {} if event == "start_map" else []
+        opens = opened is not None
+        # in place before any check, so that a cut keeps the key among the fields
+        if isinstance(top, dict):
+            top[key] = value if opened is None else opened
         else:
-            top.append(value)
+            top.append(value if opened is None else opened)
         if values > MAX_VALUES:
             why = (
                 f"it holds more than {MAX_VALUES:,} JSON values, more than Charlie holds in "
@@ -687,7 +697,7 @@ def _build(event: str, value: Any, events: Events) -> Any:
                 "remove from the file what it does not need, and import again to add it"
             )
             return _cut(root, len(stack) + opens, why)
-        if not opens:
+        if opened is None:
             continue
         if len(stack) >= MAX_DEPTH:
             where = [k for k in [*keys, key if keyed else None] if k is not None]
@@ -698,15 +708,15 @@ def _build(event: str, value: Any, events: Events) -> Any:
             )
             return _cut(root, len(stack) + 1, why)
         keys.append(key if keyed else None)
-        stack.append(value)
-        top = value
+        stack.append(opened)
+        top = opened
     raise ijson.IncompleteJSONError("premature EOF")  # the parser raises first; for mypy
 
 
-def _cut(root: dict[str, Any] | list[Any], depth: int, why: str) -> _Cut:
+def _cut(root: JSONObject | list[JSON], depth: int, why: str) -> _Cut:
     if isinstance(root, list):
         return _Cut({}, False, depth, why)
-    fields = {k: None if isinstance(v, dict | list) else v for k, v in root.items()}
+    fields: JSONObject = {k: None if isinstance(v, dict | list) else v for k, v in root.items()}
     return _Cut(fields, True, depth, why)
 
 

@@ -42,9 +42,17 @@ from charlie import __version__, conversations
 from charlie import db as database
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.notes.documents import ATTACHMENTS_DIR
 from charlie.notes.files import NOTES_DIR
-from charlie.projects import CONFIG_FILE, MEMORY_FILE, get_project, list_projects, validate_slug
+from charlie.projects import (
+    CONFIG_FILE,
+    MEMORY_FILE,
+    Project,
+    get_project,
+    list_projects,
+    validate_slug,
+)
 from charlie.users import User, get_user
 
 MANIFEST = "manifest.json"
@@ -150,7 +158,7 @@ class _Writer:
 
     def __init__(self, archive: zipfile.ZipFile) -> None:
         self.archive = archive
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[dict[str, str | int]] = []
 
     def add(self, name: str, data: bytes) -> None:
         self.add_chunks(name, [data])
@@ -165,7 +173,7 @@ class _Writer:
                 size += len(chunk)
         self.entries.append({"path": name, "size": size, "sha256": digest.hexdigest()})
 
-    def add_lines(self, name: str, items: Iterable[dict[str, Any]]) -> None:
+    def add_lines(self, name: str, items: Iterable[JSONObject]) -> None:
         self.add_chunks(name, _joined(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
 
 
@@ -185,7 +193,7 @@ def _joined(texts: Iterable[str], size: int = CHUNK) -> Iterator[bytes]:
 
 
 def _write(
-    home: Home, partial: Path, projects: list[Any], person: User | None, exporter: str
+    home: Home, partial: Path, projects: list[Project], person: User | None, exporter: str
 ) -> ExportResult:
     result = ExportResult(
         partial, [p.slug for p in projects], person.name if person else None, 0, 0
@@ -293,13 +301,13 @@ class _Count:
     def __init__(self) -> None:
         self.n = 0
 
-    def __call__(self, items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def __call__(self, items: Iterable[JSONObject]) -> Iterator[JSONObject]:
         for item in items:
             self.n += 1
             yield item
 
 
-def _messages(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[dict[str, Any]]:
+def _messages(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[JSONObject]:
     for thread_id in thread_ids:
         for row in conversations.export_rows(home, thread_id):
             if row["user_name"] is not None:
@@ -323,7 +331,7 @@ def _messages(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[di
             }
 
 
-def _thread(home: Home, row: sqlite3.Row, named: set[str]) -> dict[str, Any]:
+def _thread(home: Home, row: sqlite3.Row, named: set[str]) -> JSONObject:
     pins = home.db.execute(
         "SELECT p.note, u.name AS user, p.pinned_at FROM pins p JOIN users u "
         "ON u.id = p.user_id WHERE p.conversation_id = ? ORDER BY p.pinned_at, p.note",
@@ -339,7 +347,7 @@ def _thread(home: Home, row: sqlite3.Row, named: set[str]) -> dict[str, Any]:
     }
 
 
-def _suggestions(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[dict[str, Any]]:
+def _suggestions(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[JSONObject]:
     for thread_id in thread_ids:
         rows = home.db.execute(
             "SELECT s.message_id, u.name AS user, "
@@ -370,7 +378,7 @@ def _readable(home: Home, title: str, threads: list[sqlite3.Row]) -> Iterator[st
             yield f"\n**{row['speaker']}** · {when} UTC\n\n{row['content']}\n"
 
 
-def _revisions(home: Home, holder: Holder) -> Iterator[dict[str, Any]]:
+def _revisions(home: Home, holder: Holder) -> Iterator[JSONObject]:
     where, values = holder.where
     rows = home.db.execute(
         "SELECT * FROM memory_revisions WHERE conversation_id IN "

@@ -25,11 +25,11 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from charlie import conversations
 from charlie import db as database
@@ -195,7 +195,7 @@ def _row(
     )
 
 
-def _text(item: dict[str, Any], key: str) -> str:
+def _text(item: Mapping[str, object], key: str) -> str:
     value = item.get(key)
     if value is None:
         raise BadLine(f'"{key}" is missing')

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from charlie.config import Settings
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.voice.audio import RATE, Audio
 from charlie.voice.packaged import package_dir, sha256_of, verified
@@ -160,7 +161,7 @@ class WhisperTranscriber:
             ) from exc
 
     @classmethod
-    def from_settings(cls, settings: Any) -> WhisperTranscriber:
+    def from_settings(cls, settings: Settings) -> WhisperTranscriber:
         return cls(
             settings.voice_stt_model,
             home=settings.home,

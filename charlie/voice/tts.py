@@ -29,11 +29,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
 
+from charlie.config import Settings
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.voice import audio as audio_io
 from charlie.voice import speakable
@@ -357,7 +358,7 @@ class Speaker:
         self.lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Speaker:
+    def from_settings(cls, settings: Settings) -> Speaker:
         return cls(
             settings.tts_order,
             {

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from charlie.chat import turn as chat
+from charlie.config import Settings
 from charlie.conversations import Channel, Message
 from charlie.errors import AudioError, CharlieError, VoiceUnavailable
 from charlie.home import Home
@@ -59,7 +60,7 @@ VoiceEvent = Heard | SpokenText | SpeechChunk
 
 # Speech recognisers by `CHARLIE_VOICE_STT_ENGINE`. Another engine (Parakeet through
 # onnx-asr, say) is one more entry: a class with `transcribe(audio) -> Transcript`.
-TRANSCRIBERS: dict[str, Callable[[Any], Transcriber]] = {
+TRANSCRIBERS: dict[str, Callable[[Settings], Transcriber]] = {
     "whisper": WhisperTranscriber.from_settings,
 }
 
@@ -70,7 +71,7 @@ class Voice:
 
     def __init__(
         self,
-        settings: Any,
+        settings: Settings,
         *,
         transcriber: Transcriber | None = None,
         speaker: Speaker | None = None,

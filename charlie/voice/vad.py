@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from charlie.config import Settings
 from charlie.errors import AudioError
 from charlie.voice.audio import RATE, Audio
 from charlie.voice.packaged import package_file
@@ -36,7 +37,7 @@ class Params:
     pad_ms: int = 200  # kept either side of the speech when trimming
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Params:
+    def from_settings(cls, settings: Settings) -> Params:
         return cls(
             threshold=settings.voice_vad_threshold,
             silence_ms=settings.voice_silence_ms,

@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, cast
+from typing import TextIO, cast
 
 import click
 
@@ -262,8 +262,8 @@ def status_command(as_json: bool) -> None:
         click.echo(runnable(progress_line(progress)))
 
 
-def _result_json(result: SearchResult, explain: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _result_json(result: SearchResult, explain: bool) -> dict[str, object]:
+    out: dict[str, object] = {
         "query": result.query,
         "mode": result.mode,
         "results": [asdict(h.public()) for h in result.hits],  # as the web API answers them
@@ -311,7 +311,7 @@ def search_command(
     mode: str | None,
     as_json: bool,
     explain: bool,
-    queries: Any,
+    queries: TextIO | None,
     user_name: str | None,
 ) -> None:
     """Search notes for QUERY: meaning (vectors), literal words (keywords) and your usage."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -19,9 +18,9 @@ from charlie.errors import CharlieError
 from charlie.retrieval.recall import Recaller, RecallHit, RecallResult, conversations_for
 
 
-def hit_json(hit: RecallHit, explain: bool) -> dict[str, Any]:
+def hit_json(hit: RecallHit, explain: bool) -> dict[str, object]:
     m = hit.message
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "message_id": m.id,
         "source_id": m.source_id,
         "speaker": m.speaker,
@@ -36,8 +35,8 @@ def hit_json(hit: RecallHit, explain: bool) -> dict[str, Any]:
     return out
 
 
-def result_json(result: RecallResult, explain: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def result_json(result: RecallResult, explain: bool) -> dict[str, object]:
+    out: dict[str, object] = {
         "query": result.query,
         "results": [hit_json(h, explain) for h in result.hits],
     }

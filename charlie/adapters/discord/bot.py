@@ -67,7 +67,7 @@ async def send_with_retry(
     send: Callable[[], Awaitable[T]],
     *,
     attempts: int = SEND_ATTEMPTS,
-    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> T:
     """`send()`, again after the wait Discord asks for when it answers 429; other errors
     (and a rate limit that outlasts `attempts`) propagate."""
@@ -173,7 +173,7 @@ class CharlieBot(discord.Client):
         self.llm = llm
         self.shared = Shared()  # the embedding model, loaded once
         self._voice: Voice | None = None  # the speech recogniser, loaded on first use
-        self.sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep  # rate-limit waits
+        self.sleep: Callable[[float], Awaitable[object]] = asyncio.sleep  # rate-limit waits
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(command_group(self))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import assert_never
 
 from charlie.llm.client import preview
 from charlie.trace import Called, Loaded, Moded, Preloaded, Step, Stopped
@@ -179,7 +179,7 @@ _VERBS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def _quoted(value: Any) -> str:
+def _quoted(value: object) -> str:
     return f"'{preview(str(value), 60)}'"
 
 

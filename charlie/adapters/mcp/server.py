@@ -215,7 +215,7 @@ def tool_list() -> list[mt.Tool]:
         mt.Tool(
             name=tool.name,
             description=tool.description,
-            input_schema=tool.parameters,
+            input_schema=dict(tool.parameters),
             annotations=mt.ToolAnnotations(read_only_hint=not tool.writes),
         )
         for tool in catalog.catalog().values()
