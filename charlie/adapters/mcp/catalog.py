@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from charlie import projects
 from charlie.conversations import Channel, channel_named
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.llm.fence import escape, fence
 from charlie.memory import layers as memory
 from charlie.projects import PRIVATE
@@ -65,7 +65,7 @@ def channel_for(home: Home, user: User, project: str | None) -> Channel:
     return channel_named(home, user, PRIVATE if slug.lower() == PRIVATE else slug)
 
 
-def _run(call: Call, project: str | None, tool: Tool, arguments: dict[str, Any]) -> Reply:
+def _run(call: Call, project: str | None, tool: Tool, arguments: JSONObject) -> Reply:
     """Run one of Charlie's own tools in `project`'s channel, as chat would."""
     user = call.caller.user
     context = ToolContext(call.home, channel_for(call.home, user, project), user)
@@ -167,7 +167,7 @@ def recall(call: Call, question: str, project: str | None = None, limit: int = 5
         project: A project slug, or "private"; omit for your private channel and every project.
         limit: How many messages (1-10).
     """
-    arguments = {"query": question, "limit": limit, "all_projects": project is None}
+    arguments: JSONObject = {"query": question, "limit": limit, "all_projects": project is None}
     return _run(call, project, _own()["search_conversation"], arguments)
 
 
@@ -195,7 +195,7 @@ def write_note(
         body: Its text (markdown).
         tags: Tags for it.
     """
-    arguments = {"title": title, "body": body, "tags": tags or []}
+    arguments: JSONObject = {"title": title, "body": body, "tags": list(tags or [])}
     return _run(call, project, _own()["create_note"], arguments)
 
 
@@ -218,7 +218,7 @@ def tag_note(call: Call, project: str, note: str, tags: list[str]) -> Reply:
         note: The note's name or id.
         tags: The tags to add.
     """
-    return _run(call, project, _own()["tag_note"], {"note": note, "tags": tags})
+    return _run(call, project, _own()["tag_note"], {"note": note, "tags": list(tags)})
 
 
 # ---------------------------------------------------------------- the list
@@ -235,7 +235,7 @@ def catalog() -> dict[str, Tool]:
     return {tool.name: tool for tool in built}
 
 
-def call_tool(home: Home, caller: Caller, name: str, arguments: dict[str, Any] | None) -> Reply:
+def call_tool(home: Home, caller: Caller, name: str, arguments: JSONObject | None) -> Reply:
     """Run tool `name` for `caller`. Every failure Charlie can explain is an error reply with
     the text the CLI would print; a read-only caller's write is refused before it runs."""
     tool = catalog().get(name)

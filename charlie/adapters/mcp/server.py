@@ -10,14 +10,15 @@ fixed person over stdio (`charlie mcp --user NAME`), the bearer token's owner ov
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 import mcp.types as mt
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
 
 from charlie import __version__
 from charlie.adapters.mcp import catalog, resources
@@ -26,11 +27,15 @@ from charlie.config import Settings
 from charlie.db import explain_storage
 from charlie.errors import CharlieError
 from charlie.home import Home, Shared
+from charlie.jsonvalue import JSONObject
 
 CALLER = "charlie.caller"  # the ASGI scope key where `http.Guard` puts the verified caller
 PAGE = 500  # resources listed per page
 T = TypeVar("T")
-Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
+# What a handler is given: the default lifespan's empty state (Charlie keeps none there),
+# and over HTTP the Starlette request that carried the message (None over stdio).
+Context = ServerRequestContext[dict[str, object], Request]
+Identify = Callable[[Context], Caller]
 
 INSTRUCTIONS = (
     "Charlie is a household's assistant with an editable memory. Projects hold markdown "
@@ -46,7 +51,7 @@ def over_stdio(caller: Caller) -> Identify:
     return lambda _ctx: caller
 
 
-def over_http(ctx: ServerRequestContext[Any, Any]) -> Caller:
+def over_http(ctx: Context) -> Caller:
     """The caller `http.Guard` verified for the HTTP request that carried this message."""
     request = ctx.request
     caller = request.scope.get(CALLER) if request is not None else None
@@ -57,7 +62,7 @@ def over_http(ctx: ServerRequestContext[Any, Any]) -> Caller:
 
 def build_server(
     settings: Settings, identify: Identify, shared: Shared | None = None
-) -> Server[Any]:
+) -> Server[dict[str, object]]:
     """The MCP server for the data home in `settings`; `identify` says who sent a request;
     `shared` holds what is built once (the embedding model, index caches)."""
     shared = Shared() if shared is None else shared
@@ -76,13 +81,11 @@ def build_server(
         return await anyio.to_thread.run_sync(partial(at_home, work))
 
     async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+        ctx: Context, params: mt.PaginatedRequestParams | None
     ) -> mt.ListToolsResult:
         return mt.ListToolsResult(tools=tool_list())
 
-    async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams
-    ) -> mt.CallToolResult:
+    async def call_tool(ctx: Context, params: mt.CallToolRequestParams) -> mt.CallToolResult:
         caller = identify(ctx)
         work = partial(_call, caller=caller, name=params.name, arguments=params.arguments)
         try:
@@ -94,7 +97,7 @@ def build_server(
         )
 
     async def list_resources(
-        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+        ctx: Context, params: mt.PaginatedRequestParams | None
     ) -> mt.ListResourcesResult:
         identify(ctx)
         start = _cursor(params.cursor if params is not None else None)
@@ -112,7 +115,7 @@ def build_server(
         )
 
     async def list_templates(
-        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+        ctx: Context, params: mt.PaginatedRequestParams | None
     ) -> mt.ListResourceTemplatesResult:
         identify(ctx)
         return mt.ListResourceTemplatesResult(
@@ -133,7 +136,7 @@ def build_server(
         )
 
     async def read_resource(
-        ctx: ServerRequestContext[Any, Any], params: mt.ReadResourceRequestParams
+        ctx: Context, params: mt.ReadResourceRequestParams
     ) -> mt.ReadResourceResult:
         caller = identify(ctx)
         uri = str(params.uri)
@@ -143,13 +146,11 @@ def build_server(
         )
 
     async def list_prompts(
-        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+        ctx: Context, params: mt.PaginatedRequestParams | None
     ) -> mt.ListPromptsResult:
         return mt.ListPromptsResult(prompts=[_PROMPT])
 
-    async def get_prompt(
-        ctx: ServerRequestContext[Any, Any], params: mt.GetPromptRequestParams
-    ) -> mt.GetPromptResult:
+    async def get_prompt(ctx: Context, params: mt.GetPromptRequestParams) -> mt.GetPromptResult:
         caller = identify(ctx)
         if params.name != resources.PROMPT:
             raise MCPError(mt.INVALID_PARAMS, f"There is no prompt {params.name!r}.")
@@ -177,11 +178,11 @@ def build_server(
     )
 
 
-def _call(home: Home, *, caller: Caller, name: str, arguments: dict[str, Any] | None) -> Reply:
+def _call(home: Home, *, caller: Caller, name: str, arguments: JSONObject | None) -> Reply:
     return catalog.call_tool(home, caller, name, arguments)
 
 
-async def _answer(pending: Any) -> Any:
+async def _answer(pending: Awaitable[T]) -> T:
     """Await `pending`; a `CharlieError` becomes the MCP error the client shows, same text."""
     try:
         return await pending

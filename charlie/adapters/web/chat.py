@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any, assert_never
+from typing import Annotated, assert_never
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
@@ -75,14 +75,14 @@ def messages(
     before: int = 5,
     after: int = 5,
     thread: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[schemas.MessageOut]:
     """The last `limit` messages of the thread; or, with `around=ID`, that message of this
     channel with `before` messages before it and `after` after it (404 when this channel has
     no such message — the same answer whether or not it exists elsewhere). Without `thread`,
     `around` finds the message in whichever of the channel's threads holds it."""
     found = channel_for(home, channel, session.user, thread)
     if around is None:
-        return shown_json(home, found, recent(home, found, max(1, min(limit, 500))))
+        return shown_out(home, found, recent(home, found, max(1, min(limit, 500))))
     if thread is None:
         found = conversations.thread_holding(home, found, around) or found
     shown = conversations.around(
@@ -90,55 +90,55 @@ def messages(
     )
     if not shown:
         raise NotFound(f"There is no message {around} in this conversation.")
-    return shown_json(home, found, shown)
+    return shown_out(home, found, shown)
 
 
-def shown_json(home: Home, channel: Channel, shown: list[Message]) -> list[dict[str, Any]]:
+def shown_out(home: Home, channel: Channel, shown: list[Message]) -> list[schemas.MessageOut]:
     """Messages as the conversation shows them: each with its thread, and, where it has
     alternatives (regenerated replies, edited versions), their ids and its place among them."""
     others = conversations.alternatives(home, channel, shown)
-    out = []
-    for m in shown:
-        data = message_json(m) | {"thread": channel.conversation_id}
-        if m.id in others:
-            data["alternatives"] = others[m.id]
-        out.append(data)
-    return out
+    return [
+        schemas.MessageOut.model_validate(
+            message_json(m) | {"thread": channel.conversation_id, "alternatives": others.get(m.id)}
+        )
+        for m in shown
+    ]
 
 
 def clamp(value: int, low: int, high: int) -> int:
     return max(low, min(value, high))
 
 
-def saved_json(message: Message, thread: int) -> dict[str, Any]:
+def saved_event(message: Message, thread: int) -> schemas.SavedEvent:
     """The data of a stream's `saved` event: the person's message as stored (its id, its
     thread), checked against `schemas.SavedEvent`."""
     data = {"message": message_json(message) | {"thread": thread}}
-    return schemas.SavedEvent.model_validate(data).model_dump()
+    return schemas.SavedEvent.model_validate(data)
 
 
-def said_json(message: Message) -> dict[str, Any]:
+def said_out(message: Message) -> schemas.SaidOut:
     """A message as recall shows it (the shape `charlie recall --json` prints)."""
-    return {
-        "message_id": message.id,
-        "speaker": message.speaker,
-        "role": message.role,
-        "time": message.created_at,
-        "text": message.content,
-    }
+    return schemas.SaidOut(
+        message_id=message.id,
+        speaker=message.speaker,
+        role=message.role,
+        time=message.created_at,
+        text=message.content,
+    )
 
 
-def recall_hit_json(hit: RecallHit) -> dict[str, Any]:
-    return said_json(hit.message) | {
-        "source_id": hit.message.source_id,
-        "thread": hit.conversation_id,
-        "score": round(hit.score, 6),
-        "channel": hit.channel,
-        "project": hit.project,
-        "in_time": hit.in_time,
-        "why": hit.why(),
-        "around": [said_json(m) for m in hit.around],
-    }
+def recall_hit_out(hit: RecallHit) -> schemas.RecallHitOut:
+    return schemas.RecallHitOut(
+        **said_out(hit.message).model_dump(),
+        source_id=hit.message.source_id,
+        thread=hit.conversation_id,
+        score=round(hit.score, 6),
+        channel=hit.channel,
+        project=hit.project,
+        in_time=hit.in_time,
+        why=hit.why(),
+        around=[said_out(m) for m in hit.around],
+    )
 
 
 @router.get("/channels/{channel}/recall", response_model=schemas.RecallOut)
@@ -150,7 +150,7 @@ def recall(
     limit: int = 10,
     around: int = 1,
     everywhere: Annotated[bool, Query(alias="all")] = False,
-) -> dict[str, Any]:
+) -> schemas.RecallOut:
     """What was said in this channel (and, with `all`, in every shared project) that best
     answers `q`, each hit with its neighbours. Which conversations may be read is decided by
     `charlie.retrieval.recall.conversations_for`, never here."""
@@ -159,15 +159,15 @@ def recall(
     result = recaller_for(home).recall(
         session.user, channels, q, limit=clamp(limit, 1, 50), around=clamp(around, 0, 5)
     )
-    return {
-        "query": result.query,
-        "when": result.when.describe() if result.when is not None else None,
-        "terms": result.terms,
-        "searched": result.searched,
-        "truncated": result.truncated,
-        "incomplete": result.incomplete,
-        "results": [recall_hit_json(h) for h in result.hits],
-    }
+    return schemas.RecallOut(
+        query=result.query,
+        when=result.when.describe() if result.when is not None else None,
+        terms=result.terms,
+        searched=result.searched,
+        truncated=result.truncated,
+        incomplete=result.incomplete,
+        results=[recall_hit_out(h) for h in result.hits],
+    )
 
 
 @router.post("/channels/{channel}/chat", response_class=EventStream)
@@ -207,7 +207,7 @@ def event_sse(event: chat.Event, thread: int) -> str:
     """One chat event of thread `thread` as a server-sent event (the voice routes send the
     same ones)."""
     if isinstance(event, chat.Saved):
-        return sse("saved", saved_json(event.message, thread))
+        return sse("saved", saved_event(event.message, thread).model_dump())
     if isinstance(event, chat.Token):
         return sse("token", {"text": event.text})
     if isinstance(event, chat.TraceEvent):

@@ -13,8 +13,8 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from typing import Annotated, Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -38,6 +38,7 @@ from charlie.errors import (
 )
 from charlie.home import Home
 from charlie.household import sessions
+from charlie.jsonvalue import JSONObject
 from charlie.llm.client import LLMClient
 from charlie.users import User
 
@@ -83,7 +84,8 @@ def problem(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": message, "kind": kind}, status_code=status)
 
 
-def sse(event: str, data: Any) -> str:
+def sse(event: str, data: Mapping[str, object]) -> str:
+    """One server-sent event; its data, a JSON object."""
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
 
 
@@ -157,11 +159,11 @@ class EventStream(StreamingResponse):
     media_type = "text/event-stream"
 
 
-def files(*media_types: str) -> dict[int | str, dict[str, Any]]:
+def files(*media_types: str) -> dict[int | str, JSONObject]:
     """A route's OpenAPI `responses` when its 200 is a file of one of `media_types` (their
     parameters, such as `; charset=utf-8`, left out). The route also names a non-JSON
     `response_class` (`FileResponse`, `Response`), or FastAPI claims JSON as well."""
-    binary = {"schema": {"type": "string", "format": "binary"}}
+    binary: JSONObject = {"schema": {"type": "string", "format": "binary"}}
     kinds = dict.fromkeys(kind.split(";")[0].strip() for kind in media_types)
     return {200: {"content": {kind: binary for kind in kinds}}}
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -22,7 +21,7 @@ from starlette.datastructures import UploadFile
 from charlie import projects
 from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import HomeDep, SessionDep, files, problem
-from charlie.adapters.web.shapes import note_json
+from charlie.adapters.web.shapes import note_full
 from charlie.notes import documents
 from charlie.retrieval.upkeep import index_in_background
 
@@ -50,7 +49,7 @@ UNKNOWN = "application/octet-stream"  # any other kept original
 )
 async def upload(
     request: Request, session: SessionDep, home: HomeDep
-) -> dict[str, Any] | JSONResponse:
+) -> schemas.Uploaded | JSONResponse:
     """Make a note of an uploaded document. The body is read only once the session is
     known, so nobody signed out can make the server take in 25 MB."""
     async with request.form(max_files=1, max_fields=2) as form:
@@ -80,15 +79,14 @@ async def upload(
     # Indexed in the background: embedding a large document takes minutes on a small
     # machine, and nobody's search or chat may wait for it (issue 23).
     index_in_background(home, project)
-    uploaded = {
-        "note": note_json(made.note, full=True),
-        "original": f"{documents.ATTACHMENTS_DIR}/{made.original.name}",
-        "kind": made.kind,
-        "pages": made.pages,
-        "warning": made.warning,
-        "indexing": True,  # searchable in a moment
-    }
-    return schemas.Uploaded.model_validate(uploaded).model_dump()
+    return schemas.Uploaded(
+        note=note_full(made.note),
+        original=f"{documents.ATTACHMENTS_DIR}/{made.original.name}",
+        kind=made.kind,
+        pages=made.pages,
+        warning=made.warning,
+        indexing=True,  # searchable in a moment
+    )
 
 
 def _save(file: UploadFile, target: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -14,7 +13,7 @@ from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
 )
-from charlie.adapters.web.shapes import channel_for, memory_json
+from charlie.adapters.web.shapes import channel_for, memory_json, memory_out
 from charlie.errors import MemoryFormatError
 from charlie.memory import layers as memory
 from charlie.memory import start_over
@@ -34,21 +33,24 @@ class UndoBody(BaseModel):
 
 
 @router.get("/channels/{channel}/memory", response_model=schemas.MemoryFile)
-def get_memory(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def get_memory(channel: str, session: SessionDep, home: HomeDep) -> schemas.MemoryFile:
     found = channel_for(home, channel, session.user)  # GET: reads, never writes
     markdown: str | None = None
+    error: str | None = None
     try:
         markdown = memory.read_file_text(found) if found.project else None
         layers = memory.load(home, found)
     except MemoryFormatError as exc:
-        return memory_json(Memory()) | {"markdown": markdown, "error": str(exc)}
-    return memory_json(layers) | {"markdown": markdown, "error": None}
+        layers, error = Memory(), str(exc)
+    return schemas.MemoryFile.model_validate(
+        memory_json(layers) | {"markdown": markdown, "error": error}
+    )
 
 
 @router.put("/channels/{channel}/memory", response_model=schemas.MemoryOut)
 def put_memory(
     channel: str, body: MemoryBody, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.MemoryOut:
     found = channel_for(home, channel, session.user)
     memory.ensure_file(home, found)  # the empty first revision, so this edit can be undone
     current = memory.load(home, found)  # a memory.md that cannot be read is fixed by hand first
@@ -57,11 +59,11 @@ def put_memory(
     edited = memory.from_person(
         body.summary, body.decisions, quotes, current, session.user.name, today
     )
-    return memory_json(memory.save(home, found, edited, "edit").memory)
+    return memory_out(memory.save(home, found, edited, "edit").memory)
 
 
 @router.get("/channels/{channel}/memory/history", response_model=list[schemas.RevisionOut])
-def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str, Any]]:
+def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[schemas.RevisionOut]:
     found = channel_for(home, channel, session.user)
     if not found.private:
         memory.sync_hand_edits(home, found)
@@ -80,32 +82,37 @@ def memory_history(channel: str, session: SessionDep, home: HomeDep) -> list[dic
             )
         )
         out.append(
-            {
-                "id": revision.id,
-                "source": revision.source,
-                "created_at": revision.created_at,
-                "memory": memory_json(revision.memory),
-                "diff": diff,
-            }
+            schemas.RevisionOut(
+                id=revision.id,
+                source=revision.source,
+                created_at=revision.created_at,
+                memory=memory_out(revision.memory),
+                diff=diff,
+            )
         )
     return out
 
 
 @router.post("/channels/{channel}/memory/undo", response_model=schemas.MemoryUndone)
-def memory_undo(channel: str, body: UndoBody, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def memory_undo(
+    channel: str, body: UndoBody, session: SessionDep, home: HomeDep
+) -> schemas.MemoryUndone:
     found = channel_for(home, channel, session.user)
     revision = memory.undo(home, found, body.to)
-    return memory_json(revision.memory) | {"revision_id": revision.id}
+    return schemas.MemoryUndone.model_validate(
+        memory_json(revision.memory) | {"revision_id": revision.id}
+    )
 
 
 @router.post("/channels/{channel}/memory/start-over", response_model=schemas.MemoryStartedOver)
-def memory_start_over(channel: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def memory_start_over(
+    channel: str, session: SessionDep, home: HomeDep
+) -> schemas.MemoryStartedOver:
     """Begin the memory again (asked for plainly): one revision, undone by `…/memory/undo`."""
     found = channel_for(home, channel, session.user)
     done = start_over.start_over(home, found)
     said = done.said(found, f"POST /api/channels/{channel}/memory/undo")
-    return memory_json(done.revision.memory) | {
-        "revision_id": done.revision.id,
-        "retired": done.retired,
-        "message": said,
-    }
+    return schemas.MemoryStartedOver.model_validate(
+        memory_json(done.revision.memory)
+        | {"revision_id": done.revision.id, "retired": done.retired, "message": said}
+    )

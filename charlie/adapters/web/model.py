@@ -5,7 +5,6 @@ GET, stopped by DELETE (docs/api.md)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from fastapi import APIRouter, Request
 
@@ -22,51 +21,52 @@ def _job(request: Request) -> starter.Job:
     return job
 
 
-def _install(job: starter.Job) -> dict[str, Any]:
-    return dataclasses.asdict(job.snapshot())
+def _install(job: starter.Job) -> schemas.ModelInstall:
+    return schemas.ModelInstall(**dataclasses.asdict(job.snapshot()))
 
 
 @router.get("/model", response_model=schemas.ModelStatus)
-def model_status(session: AdminDep, request: Request) -> dict[str, Any]:
+def model_status(session: AdminDep, request: Request) -> schemas.ModelStatus:
     settings = request.app.state.settings
     offered = starter.STARTER
-    problem = model = None
+    problem: str | None = None
+    model: schemas.BuiltinModel | None = None
     try:
         found = models.status(settings)
     except (ModelMissing, ModelRefused) as exc:
         problem = str(exc)
     else:
         if found.chosen is not None:
-            model = {
-                "name": found.name,
-                "path": str(found.chosen.path),
-                "size": found.size,
-                "source": found.chosen.source,
-                "speed": found.speed.words() if found.speed else None,
-            }
-    return {
-        "model": model,
-        "problem": problem,
-        "starter": {
-            "name": offered.name,
-            "size": offered.size,
-            "offer": starter.offer(offered),
-            "installed": starter.installed(settings, offered) is not None,
-            "parts": offered.parts,
-            "downloaded_parts": starter.downloaded_parts(settings, offered),
-        },
-        "install": _install(_job(request)),
-        "folder": str(settings.model_dir),
-    }
+            model = schemas.BuiltinModel(
+                name=found.name,
+                path=str(found.chosen.path),
+                size=found.size,
+                source=found.chosen.source,
+                speed=found.speed.words() if found.speed else None,
+            )
+    return schemas.ModelStatus(
+        model=model,
+        problem=problem,
+        starter=schemas.StarterModel(
+            name=offered.name,
+            size=offered.size,
+            offer=starter.offer(offered),
+            installed=starter.installed(settings, offered) is not None,
+            parts=offered.parts,
+            downloaded_parts=starter.downloaded_parts(settings, offered),
+        ),
+        install=_install(_job(request)),
+        folder=str(settings.model_dir),
+    )
 
 
 @router.get("/model/install", response_model=schemas.ModelInstall)
-def install_progress(session: AdminDep, request: Request) -> dict[str, Any]:
+def install_progress(session: AdminDep, request: Request) -> schemas.ModelInstall:
     return _install(_job(request))
 
 
 @router.post("/model/install", status_code=202, response_model=schemas.ModelInstall)
-def start_install(session: AdminDep, request: Request) -> dict[str, Any]:
+def start_install(session: AdminDep, request: Request) -> schemas.ModelInstall:
     """Download the starter model in the background: the request is the administrator's
     consent (the app asks it with the size and time in words)."""
     job = _job(request)
@@ -75,7 +75,7 @@ def start_install(session: AdminDep, request: Request) -> dict[str, Any]:
 
 
 @router.delete("/model/install", response_model=schemas.ModelInstall)
-def cancel_install(session: AdminDep, request: Request) -> dict[str, Any]:
+def cancel_install(session: AdminDep, request: Request) -> schemas.ModelInstall:
     """Stop the install: answered once it has stopped, with nothing half-written left."""
     _job(request).cancel()
     return _install(_job(request))

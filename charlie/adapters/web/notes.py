@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
@@ -13,7 +13,7 @@ from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
 )
-from charlie.adapters.web.shapes import channel_for, note_json, note_name
+from charlie.adapters.web.shapes import channel_for, note_full, note_name, note_out
 from charlie.notes import files as notes
 from charlie.retrieval import suggestions, usage
 from charlie.retrieval.upkeep import mark_stale, searcher_for
@@ -40,34 +40,34 @@ class TagChanges(BaseModel):
 
 
 @router.get("/notes", response_model=schemas.NoteList)
-def list_notes(session: SessionDep, home: HomeDep, project: str) -> dict[str, Any]:
+def list_notes(session: SessionDep, home: HomeDep, project: str) -> schemas.NoteList:
     found, problems = notes.list_notes(projects.get_project(home, project))
-    return {
-        "notes": [note_json(n) for n in found],
-        "problems": [{"path": str(p.path), "reason": p.reason} for p in problems],
-    }
+    return schemas.NoteList(
+        notes=[note_out(n) for n in found],
+        problems=[schemas.Problem(path=str(p.path), reason=p.reason) for p in problems],
+    )
 
 
 @router.get("/notes/{project}/{name:path}", response_model=schemas.NoteFull)
-def get_note(project: str, name: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def get_note(project: str, name: str, session: SessionDep, home: HomeDep) -> schemas.NoteFull:
     note = notes.get_note(projects.get_project(home, project), note_name(name))
     usage.record(home.db, session.user.id, "view", note=note.key)
-    return note_json(note, full=True)
+    return note_full(note)
 
 
 @router.post("/notes", status_code=201, response_model=schemas.NoteFull)
-def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def create_note(body: NewNote, session: SessionDep, home: HomeDep) -> schemas.NoteFull:
     made = notes.create_note(
         projects.get_project(home, body.project), body.title, body.body, body.tags
     )
     mark_stale(home)
-    return note_json(made, full=True)
+    return note_full(made)
 
 
 @router.put("/notes/{project}/{name:path}", response_model=schemas.NoteFull)
 def update_note(
     project: str, name: str, body: NoteChanges, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.NoteFull:
     changed = notes.update_note(
         projects.get_project(home, project),
         note_name(name),
@@ -76,20 +76,20 @@ def update_note(
         base_sha256=body.base_sha256,
     )
     mark_stale(home)
-    return note_json(changed, full=True)
+    return note_full(changed)
 
 
 @router.post("/notes/{project}/{name:path}/tags", response_model=schemas.NoteFull)
 def tag_note(
     project: str, name: str, body: TagChanges, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.NoteFull:
     changed = notes.tag_note(
         projects.get_project(home, project), note_name(name), body.add, body.remove
     )
     mark_stale(home)
     for tag in body.add:
         usage.record(home.db, session.user.id, "tag", tag=tag, note=changed.key)
-    return note_json(changed, full=True)
+    return note_full(changed)
 
 
 @router.get("/search", response_model=schemas.SearchOut)
@@ -100,19 +100,19 @@ def search(
     project: str | None = None,
     limit: int = 10,
     mode: Literal["vector", "keyword", "fallback", "fusion"] | None = None,
-) -> dict[str, Any]:
+) -> schemas.SearchOut:
     scope = [projects.get_project(home, project)] if project else []
     searcher = searcher_for(home)
     result = searcher.search(q, session.user, scope, limit=max(1, min(limit, 50)), mode=mode)
-    return {
-        "query": result.query,
-        "mode": result.mode,
-        "fallback_reason": result.fallback_reason,
-        "keyword_used": result.keyword_used,
-        "terms": result.terms,
-        "incomplete": result.incomplete,  # the index is still filling: say so
-        "results": [h.public() for h in result.hits],
-    }
+    return schemas.SearchOut(
+        query=result.query,
+        mode=result.mode,
+        fallback_reason=result.fallback_reason,
+        keyword_used=result.keyword_used,
+        terms=result.terms,
+        incomplete=result.incomplete,  # the index is still filling: say so
+        results=[h.public() for h in result.hits],
+    )
 
 
 @router.post("/suggestions/{suggestion_id}/accept", response_model=schemas.NoteKey)
@@ -132,10 +132,10 @@ def list_pins(channel: str, session: SessionDep, home: HomeDep) -> list[dict[str
 
 
 @router.delete("/channels/{channel}/pins/{note:path}", response_model=schemas.Unpinned)
-def unpin(channel: str, note: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def unpin(channel: str, note: str, session: SessionDep, home: HomeDep) -> schemas.Unpinned:
     found = channel_for(home, channel, session.user)
     suggestions.unpin(home, found, note)
-    return {"ok": True, "pins": [key for key, _ in suggestions.pins(home, found)]}
+    return schemas.Unpinned(ok=True, pins=[key for key, _ in suggestions.pins(home, found)])
 
 
 class UsageEvent(BaseModel):

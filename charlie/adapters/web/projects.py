@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
@@ -13,7 +11,7 @@ from charlie.adapters.web.deps import (
     HomeDep,
     SessionDep,
 )
-from charlie.adapters.web.shapes import project_json
+from charlie.adapters.web.shapes import project_out
 from charlie.conversations import shared_channel
 from charlie.errors import Forbidden, InvalidName
 from charlie.memory import layers as memory
@@ -38,32 +36,32 @@ class ProjectChanges(BaseModel):
 
 
 @router.get("/projects", response_model=schemas.ProjectList)
-def list_projects(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def list_projects(session: SessionDep, home: HomeDep) -> schemas.ProjectList:
     found, problems = projects.scan_projects(home)
-    return {
-        "projects": [project_json(p) for p in found],
-        "problems": [{"path": str(p.path), "reason": p.reason} for p in problems],
-    }
+    return schemas.ProjectList(
+        projects=[project_out(p) for p in found],
+        problems=[schemas.Problem(path=str(p.path), reason=p.reason) for p in problems],
+    )
 
 
 @router.post("/projects", status_code=201, response_model=schemas.ProjectOut)
-def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def create_project(body: NewProject, session: SessionDep, home: HomeDep) -> schemas.ProjectOut:
     made = projects.create_project(
         home, body.name, style=body.style, distill_every=body.distill_every
     )
     memory.ensure_file(home, shared_channel(home, made))  # a memory.md to look at and edit
-    return project_json(made)
+    return project_out(made)
 
 
 @router.get("/projects/{slug}", response_model=schemas.ProjectOut)
-def get_project(slug: str, session: SessionDep, home: HomeDep) -> dict[str, Any]:
-    return project_json(projects.get_project(home, slug))
+def get_project(slug: str, session: SessionDep, home: HomeDep) -> schemas.ProjectOut:
+    return project_out(projects.get_project(home, slug))
 
 
 @router.patch("/projects/{slug}", response_model=schemas.ProjectOut)
 def change_project(
     slug: str, body: ProjectChanges, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.ProjectOut:
     changes = body.model_dump(exclude_unset=True)
     if "write_tools" in changes and not session.user.is_admin:
         raise Forbidden(
@@ -73,4 +71,4 @@ def change_project(
         unknown = set(changes["write_tools"]) - set(toolkit.write_tools())
         if unknown:
             raise InvalidName(f"Unknown write tools: {', '.join(sorted(unknown))}.")
-    return project_json(projects.update_project(home, slug, **changes))
+    return project_out(projects.update_project(home, slug, **changes))

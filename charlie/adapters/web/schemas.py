@@ -3,7 +3,8 @@
 
 Each model forbids keys it does not declare: an answer that grows a field the model does
 not name fails (500) instead of losing it quietly, so the tests catch a model that fell
-behind its route. The JSON itself is still built in `shapes.py` and the routers.
+behind its route. The routes answer with these models, built in `shapes.py` and beside
+each route.
 """
 
 from __future__ import annotations

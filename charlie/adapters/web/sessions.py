@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
@@ -19,6 +19,7 @@ from charlie.adapters.web.deps import (
 from charlie.errors import Forbidden
 from charlie.household import discord_links as links
 from charlie.household import sessions, tokens
+from charlie.users import User
 
 router = APIRouter()
 
@@ -29,7 +30,9 @@ class Credentials(BaseModel):
 
 
 @router.post("/login", response_model=schemas.SignedIn | schemas.Refused)
-def login(body: Credentials, request: Request, response: Response, home: HomeDep) -> dict[str, Any]:
+def login(
+    body: Credentials, request: Request, response: Response, home: HomeDep
+) -> schemas.SignedIn | schemas.Refused:
     # The peer's address: uvicorn replaces it from X-Forwarded-For only for a trusted proxy
     # (CHARLIE_TRUSTED_PROXIES), so a client cannot pick its own.
     address = request.client.host if request.client else "unknown"
@@ -37,7 +40,7 @@ def login(body: Credentials, request: Request, response: Response, home: HomeDep
     session = sessions.sign_in(home.db, body.name, body.password, address, device)
     if session is None:
         response.status_code = 401
-        return {"error": "Wrong name or password.", "kind": "Unauthorized"}
+        return schemas.Refused(error="Wrong name or password.", kind="Unauthorized")
     secure = request.url.scheme == "https"
     response.set_cookie(
         DEVICE_COOKIE,
@@ -67,28 +70,32 @@ def login(body: Credentials, request: Request, response: Response, home: HomeDep
         secure=secure,
         path="/",
     )
-    return {"user": {"name": session.user.name, "is_admin": session.user.is_admin}}
+    return schemas.SignedIn(user=me_out(session.user))
 
 
 @router.post("/logout", response_model=schemas.Ok)
-def logout(session: SessionDep, response: Response, home: HomeDep) -> dict[str, bool]:
+def logout(session: SessionDep, response: Response, home: HomeDep) -> schemas.Ok:
     sessions.sign_out(home.db, session.token)
     response.delete_cookie(SESSION_COOKIE, path="/")
     response.delete_cookie(CSRF_COOKIE, path="/")
-    return {"ok": True}
+    return schemas.Ok(ok=True)
 
 
 @router.get("/me", response_model=schemas.Me)
-def me(session: SessionDep) -> dict[str, Any]:
-    return {"name": session.user.name, "is_admin": session.user.is_admin}
+def me(session: SessionDep) -> schemas.Me:
+    return me_out(session.user)
+
+
+def me_out(user: User) -> schemas.Me:
+    return schemas.Me(name=user.name, is_admin=user.is_admin)
 
 
 @router.post("/me/discord-code", response_model=schemas.DiscordCode)
-def discord_code(session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def discord_code(session: SessionDep, home: HomeDep) -> schemas.DiscordCode:
     """A one-time code that links the caller's Discord account (`/charlie link CODE`)."""
     made = links.new_code(home.db, session.user)
     linked = len(links.discord_ids(home.db, session.user))
-    return {"code": made.code, "expires_at": made.expires_at, "linked": linked}
+    return schemas.DiscordCode(code=made.code, expires_at=made.expires_at, linked=linked)
 
 
 class NewToken(BaseModel):
@@ -96,28 +103,28 @@ class NewToken(BaseModel):
     read_only: bool = False
 
 
-def token_json(token: tokens.Token) -> dict[str, Any]:
-    return asdict(token) | {"active": token.active}
+def token_out(token: tokens.Token) -> schemas.TokenOut:
+    return schemas.TokenOut(**asdict(token), active=token.active)
 
 
 @router.get("/tokens", response_model=schemas.Tokens)
 def list_tokens(
     session: SessionDep, home: HomeDep, everyone: Annotated[bool, Query(alias="all")] = False
-) -> dict[str, Any]:
+) -> schemas.Tokens:
     """The caller's tokens (never their secrets); an administrator may ask for everyone's."""
     if everyone and not session.user.is_admin:
         raise Forbidden("Only a household administrator can see everyone's tokens.")
     found = tokens.list_tokens(home.db, None if everyone else session.user)
-    return {"tokens": [token_json(t) for t in found]}
+    return schemas.Tokens(tokens=[token_out(t) for t in found])
 
 
 @router.post("/tokens", status_code=201, response_model=schemas.NewTokenOut)
-def create_token(body: NewToken, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def create_token(body: NewToken, session: SessionDep, home: HomeDep) -> schemas.NewTokenOut:
     """A new token for the caller. The secret is in this answer only: it is never stored."""
     made, secret = tokens.create(home.db, session.user, label=body.label, read_only=body.read_only)
-    return {"token": token_json(made), "secret": secret}
+    return schemas.NewTokenOut(token=token_out(made), secret=secret)
 
 
 @router.delete("/tokens/{token_id}", response_model=schemas.OneToken)
-def revoke_token(token_id: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
-    return {"token": token_json(tokens.revoke(home.db, token_id, by=session.user))}
+def revoke_token(token_id: int, session: SessionDep, home: HomeDep) -> schemas.OneToken:
+    return schemas.OneToken(token=token_out(tokens.revoke(home.db, token_id, by=session.user)))

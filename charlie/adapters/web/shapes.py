@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from charlie import projects, trace
+from charlie.adapters.web import schemas
 from charlie.adapters.web.render import render_markdown
-from charlie.conversations import Channel, channel_named
+from charlie.conversations import Channel, Message, channel_named
 from charlie.errors import InvalidName
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory
 from charlie.notes import files as notes
@@ -30,28 +30,32 @@ def note_name(name: str) -> str:
     return name
 
 
-def memory_json(layers: Memory) -> dict[str, Any]:
+def memory_json(layers: Memory) -> JSONObject:
     """The memory's layers; the summary also as safe HTML (`summary_html`), as a reply is."""
     data = memory.as_json(layers)
     data["summary_html"] = render_markdown(layers.summary) if layers.summary else ""
     return data
 
 
-def project_json(project: projects.Project) -> dict[str, Any]:
+def memory_out(layers: Memory) -> schemas.MemoryOut:
+    return schemas.MemoryOut.model_validate(memory_json(layers))
+
+
+def project_out(project: projects.Project) -> schemas.ProjectOut:
     config = project.config
-    return {
-        "slug": project.slug,
-        "name": config.name,
-        "style": config.style,
-        "persona": config.persona,
-        "distill_every": config.distill_every,
-        "quotes_window": config.quotes_window,
-        "write_tools": config.write_tools,
-        "model": config.model,  # None: the server's default (PUT /projects/{slug}/model)
-    }
+    return schemas.ProjectOut(
+        slug=project.slug,
+        name=config.name,
+        style=config.style,
+        persona=config.persona,
+        distill_every=config.distill_every,
+        quotes_window=config.quotes_window,
+        write_tools=config.write_tools,
+        model=config.model,  # None: the server's default (PUT /projects/{slug}/model)
+    )
 
 
-def message_json(message: Any) -> dict[str, Any]:
+def message_json(message: Message) -> JSONObject:
     """A message; a reply also as safe HTML (`html`), which the app shows as it is."""
     return {
         "id": message.id,
@@ -60,25 +64,30 @@ def message_json(message: Any) -> dict[str, Any]:
         "content": message.content,
         "html": render_markdown(message.content) if message.role == "assistant" else None,
         "created_at": message.created_at,
-        "trace": None if message.trace is None else trace.steps_to_json(message.trace),
+        "trace": None if message.trace is None else [trace.to_json(s) for s in message.trace],
     }
 
 
-def note_json(note: notes.Note, *, full: bool = False) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "id": note.key,
-        "project": note.project,
-        "name": note.name,
-        "title": note.title,
-        "tags": note.tags,
-        "updated": str(note.meta.get("updated", "")),
-    }
-    if full:
-        data["body"] = note.body
-        data["html"] = render_markdown(note.body)  # safe HTML, rendered as replies are
-        data["sha256"] = note.sha256  # the version: send it back as a PUT's base_sha256
-        data["meta"] = {
+def note_out(note: notes.Note) -> schemas.NoteOut:
+    return schemas.NoteOut(
+        id=note.key,
+        project=note.project,
+        name=note.name,
+        title=note.title,
+        tags=note.tags,
+        updated=str(note.meta.get("updated", "")),
+    )
+
+
+def note_full(note: notes.Note) -> schemas.NoteFull:
+    """A note with its text, as reading or changing one answers."""
+    return schemas.NoteFull(
+        **note_out(note).model_dump(),
+        body=note.body,
+        html=render_markdown(note.body),  # safe HTML, rendered as replies are
+        sha256=note.sha256,  # the version: send it back as a PUT's base_sha256
+        meta={
             k: str(v) if not isinstance(v, list | int | float | bool) else v
             for k, v in note.meta.items()
-        }
-    return data
+        },
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request
@@ -20,6 +19,7 @@ from charlie.adapters.web.deps import (
     files,
     llm_of,
 )
+from charlie.jsonvalue import JSONObject
 from charlie.llm import doctor
 from charlie.retrieval.index import status as index_status
 from charlie.retrieval.message_index import history_status
@@ -58,10 +58,10 @@ def export_day() -> str:
 
 
 @router.get("/health", response_model=schemas.Health)
-def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
+def health(session: SessionDep, request: Request, home: HomeDep) -> schemas.Health:
     settings = home.settings
     base_url = llm_of(request).base_url  # the server CHARLIE_LLM chose at the start
-    llm: dict[str, Any] = {"base_url": base_url, "model": settings.llm_model}
+    llm: JSONObject = {"base_url": base_url, "model": settings.llm_model}
     try:
         with httpx.Client(timeout=3.0) as client:
             key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
@@ -74,11 +74,13 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> dict[str, An
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         llm |= {"reachable": False, "error": f"Cannot reach {base_url} ({exc})."}
     history = history_status(home, conversations.readable_by(home, session.user))
-    return {"version": __version__, "llm": llm, "index": index_status(home), "history": history}
+    return schemas.Health.model_validate(
+        {"version": __version__, "llm": llm, "index": index_status(home), "history": history}
+    )
 
 
 @router.get("/doctor", response_model=schemas.Doctor)
-def run_doctor(session: SessionDep, request: Request, home: HomeDep) -> dict[str, Any]:
+def run_doctor(session: SessionDep, request: Request, home: HomeDep) -> dict[str, object]:
     """What the model server can do, as `charlie doctor --json` says it: each check is a small
     model call and the whole run takes at most a minute, so the app runs it on request."""
     return doctor.examine(home.settings, server=llm_of(request).server).as_json()

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from charlie import conversations
 from charlie.adapters.web import schemas
-from charlie.adapters.web.chat import event_sse, shown_json
+from charlie.adapters.web.chat import event_sse, shown_out
 from charlie.adapters.web.deps import EventStream, HomeDep, SessionDep, llm_of, stream
 from charlie.adapters.web.shapes import channel_for
 from charlie.chat import turn as chat
@@ -30,21 +29,21 @@ router = APIRouter()
 VIEWS = ("active", "archived", "trash")
 
 
-def thread_json(thread: conversations.Thread) -> dict[str, Any]:
-    return dataclasses.asdict(thread)
+def thread_out(thread: conversations.Thread) -> schemas.ThreadOut:
+    return schemas.ThreadOut(**dataclasses.asdict(thread))
 
 
 @router.get("/channels/{channel}/threads", response_model=list[schemas.ThreadOut])
 def list_threads(
     channel: str, session: SessionDep, home: HomeDep, view: str = "active"
-) -> list[dict[str, Any]]:
+) -> list[schemas.ThreadOut]:
     """The channel's threads, most recently written first: `view` is active, archived or
     trash."""
     if view not in VIEWS:
         raise CharlieError(f"view must be one of {', '.join(VIEWS)}.")
     found = channel_for(home, channel, session.user)
     listed = conversations.threads(home, found, archived=view == "archived", trash=view == "trash")
-    return [thread_json(t) for t in listed]
+    return [thread_out(t) for t in listed]
 
 
 class NewThread(BaseModel):
@@ -54,12 +53,12 @@ class NewThread(BaseModel):
 @router.post("/channels/{channel}/threads", status_code=201, response_model=schemas.ThreadOut)
 def create_thread(
     channel: str, body: NewThread, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.ThreadOut:
     """A new, empty thread (it feeds the same memory as the channel's other threads)."""
     made = conversations.new_thread(
         home, channel_for(home, channel, session.user), title=body.title
     )
-    return thread_json(conversations.get_thread(home, made))
+    return thread_out(conversations.get_thread(home, made))
 
 
 class ThreadChange(BaseModel):
@@ -70,28 +69,32 @@ class ThreadChange(BaseModel):
 @router.patch("/channels/{channel}/threads/{thread}", response_model=schemas.ThreadOut)
 def change_thread(
     channel: str, thread: int, body: ThreadChange, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.ThreadOut:
     """Rename a thread (the title is then never replaced), archive or unarchive it."""
     found = channel_for(home, channel, session.user, thread)
     if body.title is not None:
         conversations.rename_thread(home, found, body.title)
     if body.archived is not None:
         conversations.archive_thread(home, found, body.archived)
-    return thread_json(conversations.get_thread(home, found))
+    return thread_out(conversations.get_thread(home, found))
 
 
 @router.delete("/channels/{channel}/threads/{thread}", response_model=schemas.ThreadOut)
-def trash_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def trash_thread(
+    channel: str, thread: int, session: SessionDep, home: HomeDep
+) -> schemas.ThreadOut:
     """Into the trash: out of the list and of recall, kept whole until restored."""
     found = channel_for(home, channel, session.user, thread)
     conversations.trash_thread(home, found)
-    return thread_json(conversations.get_thread(home, found))
+    return thread_out(conversations.get_thread(home, found))
 
 
 @router.post("/channels/{channel}/threads/{thread}/restore", response_model=schemas.ThreadOut)
-def restore_thread(channel: str, thread: int, session: SessionDep, home: HomeDep) -> dict[str, Any]:
+def restore_thread(
+    channel: str, thread: int, session: SessionDep, home: HomeDep
+) -> schemas.ThreadOut:
     found = conversations.restore_thread(home, channel_for(home, channel, session.user), thread)
-    return thread_json(conversations.get_thread(home, found))
+    return thread_out(conversations.get_thread(home, found))
 
 
 # ---------------------------------------------------------------- message actions
@@ -163,11 +166,11 @@ def edit(
 )
 def choose(
     channel: str, thread: int, message_id: int, session: SessionDep, home: HomeDep, limit: int = 50
-) -> list[dict[str, Any]]:
+) -> list[schemas.MessageOut]:
     """Keep the branch through alternative `message_id`; the thread's messages as now shown."""
     found = channel_for(home, channel, session.user, thread)
     chat.choose(home, found, session.user, message_id)  # 409: it would set others' turns aside
-    return shown_json(home, found, conversations.recent(home, found, max(1, min(limit, 500))))
+    return shown_out(home, found, conversations.recent(home, found, max(1, min(limit, 500))))
 
 
 # ---------------------------------------------------------------- forgetting
@@ -177,8 +180,8 @@ class ForgetBody(BaseModel):
     only: bool = False  # this message only, not Charlie's answer to it
 
 
-def forgotten_json(done: forget.Forgotten) -> dict[str, Any]:
-    return dataclasses.asdict(done)
+def forgotten_out(done: forget.Forgotten) -> schemas.Forgotten:
+    return schemas.Forgotten(**dataclasses.asdict(done))
 
 
 @router.post(
@@ -187,17 +190,17 @@ def forgotten_json(done: forget.Forgotten) -> dict[str, Any]:
 )
 def forget_message(
     channel: str, thread: int, message_id: int, body: ForgetBody, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.Forgotten:
     """Forget a message for good (and, unless `only`, Charlie's answer to it): see
     `charlie.household.forget` for everywhere it goes from, and who may."""
     found = channel_for(home, channel, session.user, thread)
-    return forgotten_json(forget.forget(home, found, session.user, message_id, only=body.only))
+    return forgotten_out(forget.forget(home, found, session.user, message_id, only=body.only))
 
 
 @router.post("/channels/{channel}/threads/{thread}/forget", response_model=schemas.Forgotten)
 def forget_whole_thread(
     channel: str, thread: int, session: SessionDep, home: HomeDep
-) -> dict[str, Any]:
+) -> schemas.Forgotten:
     """Forget every message of a thread for good (refused whole if one is someone else's)."""
     found = channel_for(home, channel, session.user, thread)
-    return forgotten_json(forget.forget_thread(home, found, session.user))
+    return forgotten_out(forget.forget_thread(home, found, session.user))

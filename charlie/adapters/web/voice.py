@@ -14,7 +14,6 @@ import dataclasses
 import importlib.util
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
@@ -40,6 +39,7 @@ from charlie.conversations import Message
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import sessions
+from charlie.jsonvalue import JSONObject
 from charlie.voice import audio as audio_io
 from charlie.voice import turn as voice_turn
 from charlie.voice import vad
@@ -62,24 +62,24 @@ def installed() -> str | None:
     return None
 
 
-def heard_json(heard: Heard) -> dict[str, Any]:
+def heard_out(heard: Heard) -> schemas.Heard:
     t = heard.transcript
-    return {
-        "text": t.text,
-        "language": t.language,
-        "seconds": round(t.seconds, 3),
-        "audio_seconds": round(t.audio_seconds, 3),
-        "speech_seconds": round(heard.speech_seconds, 3),
-        "vad_seconds": round(heard.vad_seconds, 3),
-    }
+    return schemas.Heard(
+        text=t.text,
+        language=t.language,
+        seconds=round(t.seconds, 3),
+        audio_seconds=round(t.audio_seconds, 3),
+        speech_seconds=round(heard.speech_seconds, 3),
+        vad_seconds=round(heard.vad_seconds, 3),
+    )
 
 
-def chunk_json(chunk: SpeechChunk) -> dict[str, Any]:
+def chunk_json(chunk: SpeechChunk) -> JSONObject:
     return {
         "index": chunk.index,
         "text": chunk.text,
         "engine": chunk.speech.engine,
-        "skipped": chunk.speech.skipped,
+        "skipped": list(chunk.speech.skipped),
         "seconds": round(chunk.speech.seconds, 3),
         "audio_seconds": round(chunk.speech.audio.seconds, 3),
         "wav": base64.b64encode(chunk.speech.audio.wav()).decode("ascii"),
@@ -87,7 +87,7 @@ def chunk_json(chunk: SpeechChunk) -> dict[str, Any]:
 
 
 @router.get("/voice", response_model=schemas.VoiceStatus)
-def voice_status(request: Request, session: SessionDep) -> dict[str, Any]:
+def voice_status(request: Request, session: SessionDep) -> schemas.VoiceStatus:
     """Whether voice works here, with what, and the hands-free parameters. `speech` says
     which engine will speak, which speaks offline, and how to get a better voice."""
     voice, settings = _voice(request), request.app.state.settings
@@ -95,18 +95,18 @@ def voice_status(request: Request, session: SessionDep) -> dict[str, Any]:
     survey = voice.speaker.survey()  # loads the speech engines (once), never speaks
     if problem is None:  # the app asks this after sign-in: load the models meanwhile
         threading.Thread(target=voice.warm, name="charlie-voice-warm", daemon=True).start()
-    return {
-        "available": problem is None,
-        "problem": problem,
-        "stt_model": settings.voice_stt_model,
-        "tts": voice.speaker.status(),
-        "speech": dataclasses.asdict(survey),
-        "rate": audio_io.RATE,
-        "silence_ms": voice.params.silence_ms,
-        "max_seconds": voice.params.max_seconds,
-        "threshold": voice.params.threshold,
-        "spoken_sentences": settings.voice_spoken_sentences,
-    }
+    return schemas.VoiceStatus(
+        available=problem is None,
+        problem=problem,
+        stt_model=settings.voice_stt_model,
+        tts=voice.speaker.status(),
+        speech=dataclasses.asdict(survey),
+        rate=audio_io.RATE,
+        silence_ms=voice.params.silence_ms,
+        max_seconds=voice.params.max_seconds,
+        threshold=voice.params.threshold,
+        spoken_sentences=settings.voice_spoken_sentences,
+    )
 
 
 async def _recording(request: Request) -> audio_io.Audio:
@@ -139,12 +139,14 @@ async def voice_chat(
         for event in voice_turn.answer(own, llm, target, user, heard, voice, asked=stored[0]):
             yield _voice_event(event, target.conversation_id)
 
-    return stream(request, user, answer, first=[sse("heard", heard_json(heard))], before=store)
+    return stream(
+        request, user, answer, first=[sse("heard", heard_out(heard).model_dump())], before=store
+    )
 
 
 def _voice_event(event: chat.Event | voice_turn.VoiceEvent, thread: int) -> str:
     if isinstance(event, Heard):
-        return sse("heard", heard_json(event))
+        return sse("heard", heard_out(event).model_dump())
     if isinstance(event, SpokenText):
         return sse("spoken", {"text": event.text})
     if isinstance(event, SpeechChunk):
@@ -153,12 +155,12 @@ def _voice_event(event: chat.Event | voice_turn.VoiceEvent, thread: int) -> str:
 
 
 @router.post("/voice/transcribe", response_model=schemas.Heard)
-async def transcribe(request: Request, session: SessionDep) -> dict[str, Any]:
+async def transcribe(request: Request, session: SessionDep) -> schemas.Heard:
     """Dictation: the recording's words, nothing stored."""
     voice = _voice(request)
     recording = await _recording(request)
     heard = await run_in_threadpool(voice.hear, recording)
-    return heard_json(heard)
+    return heard_out(heard)
 
 
 class SayRequest(BaseModel):
