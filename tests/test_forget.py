@@ -26,7 +26,7 @@ from charlie.household import forget
 from charlie.llm.client import LLMClient
 from charlie.memory import distill
 from charlie.memory import layers as memory
-from charlie.memory.layers import DISTILLED, Decision, Memory, Quote
+from charlie.memory.layers import DISTILLED, Decision, Earlier, Memory, Quote
 from charlie.projects import create_project, get_project
 from charlie.retrieval import recall
 from charlie.transfer import export as archive
@@ -304,3 +304,35 @@ def test_a_code_only_the_forgotten_message_held_leaves_charlies_summaries_and_de
     gate = conversations.add_message(home, channel, "user", "The gate code is 9026.", user=alice)
     forget.forget(home, channel, alice, gate.id)
     assert memory.load(home, channel).summary == "My note: 9026 opens the gate."
+
+
+def test_a_decision_charlie_drew_from_another_message_goes_when_it_holds_the_forgotten_code(
+    home: Home, people: tuple[User, User]
+) -> None:
+    """A distillation can carry a forgotten message's code into a decision it credits to a
+    later message (the change judge's rewrite, a sentence joining two messages): the code
+    goes with the forgotten message, whatever the decision's sources — in the memory held
+    and in every earlier decision and revision."""
+    alice, _ = people
+    channel = shared_channel(home, create_project(home, "Hall"))
+    said = conversations.add_message(home, channel, "user", "The alarm code is 4471.", user=alice)
+    later = conversations.add_message(home, channel, "user", "Tell the sitter too.", user=alice)
+    tiles = conversations.add_message(home, channel, "user", "Tiles are green, oak.", user=alice)
+    retired = Earlier(
+        "The alarm code is 4471 for now", "2026-11-30", DISTILLED, (later.id,), "2026-12-01"
+    )
+    distilled = Memory(
+        "The hall is being redone.",
+        [
+            Decision("The sitter gets alarm code 4471", "2026-12-01", DISTILLED, (later.id,)),
+            Decision("Green tiles", "2026-12-01", DISTILLED, (tiles.id,)),
+        ],
+        earlier=[retired],
+    )
+    memory.save(home, channel, distilled, "distill")
+    assert "4471" in memory.load(home, channel).texts[0]
+    forget.forget(home, channel, alice, said.id)
+    held = memory.load(home, channel)
+    assert held.texts == ["Green tiles"]
+    assert held.earlier == []
+    assert "4471" not in everything(home)  # memory.md, every revision, every table

@@ -307,8 +307,10 @@ def _scrubbed(
 ) -> tuple[Memory, int, list[str], int]:
     """`layers` without the quotes said in the forgotten messages and without their ids in
     the provenance; a decision left with no source is flagged (when `flag`: the current
-    memory, not its history) — or, when it only restated a forgotten message or holds a
-    word only they held, taken out with them as a quote of them is. The summary's sentences
+    memory, not its history) — or, when it only restated a forgotten message, taken out
+    with them as a quote of them is. A decision Charlie drew (one with sources) that holds a
+    word only they held goes whichever message it credits: a distillation can carry a code
+    into a sentence it credits to a later message. The summary's sentences
     Charlie wrote (`charlies`; a person's are theirs) lose those holding such a word. Also
     returns the quotes taken, the decisions flagged and the decisions taken."""
     said = gone.said
@@ -316,9 +318,11 @@ def _scrubbed(
     flagged: list[str] = []
     decisions: list[Decision] = []
     for decision in layers.decisions:
+        if decision.sources and gone.holds_theirs(decision.text):
+            continue  # Charlie carried the code into it, whichever message it credits
         left = tuple(i for i in decision.sources if i not in ids)
         if len(left) < len(decision.sources):
-            if not left and (restates(decision.text, said) or gone.holds_theirs(decision.text)):
+            if not left and restates(decision.text, said):
                 continue
             decision = replace(decision, sources=left)
             if not left and flag:
@@ -334,8 +338,7 @@ def _scrubbed(
         for e in layers.earlier
         if not (
             e.sources
-            and set(e.sources) <= ids
-            and (restates(e.text, said) or gone.holds_theirs(e.text))
+            and (gone.holds_theirs(e.text) or (set(e.sources) <= ids and restates(e.text, said)))
         )
     ]
     taken = len(layers.decisions) - len(decisions)
