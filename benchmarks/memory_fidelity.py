@@ -596,7 +596,7 @@ def main() -> None:
             for plan in plans:
                 if double is not None:
                     oracle = Oracle.of(plan)
-                    double.default = lambda r, o=oracle: careless_model(r, o, rng)  # type: ignore[misc]
+                    double.default = lambda r, o=oracle: careless_model(r, o, rng)
                 score = run_one(plan, llm, Path(root), args.distill_mode)
                 scores.append(score)
                 print(

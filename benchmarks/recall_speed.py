@@ -182,7 +182,7 @@ def main() -> None:
     cached = OncePerText(model)
     cached.cache = {}
     began = time.perf_counter()
-    MessageIndex(Index(home, cached)).refresh()  # type: ignore[arg-type]
+    MessageIndex(Index(home, cached)).refresh()
     figures["index_n_seconds_cached_vectors"] = time.perf_counter() - began
     print(
         f"{args.messages} messages stored at {figures['storage_only_per_s']:.0f}/s, indexed in "

@@ -94,7 +94,7 @@ def stt_figures(
             f"  RTF {by_condition[label]['rtf']:.3f}",
             flush=True,
         )
-    total_pairs_rtf = statistics.fmean(c["rtf"] for c in by_condition.values())  # type: ignore[misc]
+    total_pairs_rtf = statistics.fmean(c["rtf"] for c in by_condition.values())
     return {"load_seconds": round(load, 2), "mean_rtf": round(total_pairs_rtf, 4), **by_condition}
 
 

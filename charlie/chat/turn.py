@@ -591,7 +591,7 @@ def _failed_recently(home: Home, channel: Channel, every: int) -> bool:
         return False
     since = conversations.count_since(home, channel, failed.after_id)
     times = max(failed.times, 1)
-    return since < every * min(2 ** (times - 1), 8)  # waits longer after each failure
+    return since < every * min(1 << (times - 1), 8)  # waits longer after each failure
 
 
 def due(home: Home, llm: LLMClient, channel: Channel) -> bool:

@@ -19,7 +19,6 @@ from charlie import conversations
 from charlie.db import transaction
 from charlie.errors import CharlieError, Conflict
 from charlie.home import Home
-from charlie.retrieval import index_file
 from charlie.retrieval.message_index import UPTO, WORDS
 from charlie.retrieval.recall import recaller_for
 from charlie.users import User, admins, get_user
@@ -230,7 +229,7 @@ def forget_messages(home: Home, message_ids: Sequence[int]) -> None:
     with index.lock:
         index.forget(message_ids)
         newest = conversations.newest_stored_id(home)
-        with index_file.transaction(index.db):
+        with transaction(index.db):
             for mark in (UPTO, WORDS):
                 if int(index.index.state(mark) or 0) > int(newest):
                     index.index.set_state(mark, str(newest))

@@ -266,7 +266,8 @@ class LLMClient:
         if not chosen:
             return None
         model = chosen[0]
-        return model.get("loaded_context_length") or model.get("max_context_length")
+        window: int | None = model.get("loaded_context_length") or model.get("max_context_length")
+        return window
 
     def _ollama_loaded_window(self, data: dict[str, Any]) -> int | None:
         """The window Ollama loaded the model with (newer versions say it)."""
@@ -295,9 +296,10 @@ class LLMClient:
         if response.status_code != 200:
             return None
         try:
-            return response.json()
+            answer: JSON = response.json()
         except ValueError:
             return None
+        return answer
 
     def models(self) -> list[str]:
         """The model names the server offers."""

@@ -380,7 +380,8 @@ def _function_call(name: str, body: str, given: dict[str, str]) -> ToolCall:
 
 def _value(text: str) -> JSON:
     try:
-        return json.loads(text)
+        loaded: JSON = json.loads(text)
+        return loaded
     except json.JSONDecodeError:
         return text
 
@@ -414,10 +415,12 @@ def _json_calls(text: str) -> list[ToolCall]:
 
 def _loads(text: str) -> JSON:
     try:
-        return json.loads(text)
+        loaded: JSON = json.loads(text)
+        return loaded
     except json.JSONDecodeError:
         pass
     try:
+        value: JSON
         value, _ = json.JSONDecoder().raw_decode(text)  # a whole object, then more braces
         return value
     except json.JSONDecodeError:

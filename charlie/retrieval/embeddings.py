@@ -138,7 +138,8 @@ def normalize_rows(vectors: npt.ArrayLike) -> Vectors:
     """Scale each row to unit length (a zero row stays zero)."""
     array = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return (array / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    normed: Vectors = (array / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return normed
 
 
 class LocalEmbedder:

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from charlie import db as database
-from charlie.db import now
+from charlie.db import now, transaction
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.notes.files import (
@@ -396,7 +396,7 @@ class Index:
             if not rows:
                 self.db.execute("DELETE FROM index_state WHERE key = ?", (index_file.UNWORDED,))
                 return done
-            with index_file.transaction(self.db) as db:
+            with transaction(self.db) as db:
                 postings.store(db, [(r[0], r[1], r[2], scope_token(r[3])) for r in rows])
             done, last = done + len(rows), rows[-1][0]
 
@@ -467,7 +467,7 @@ class Index:
         self._store(project, changed, report)
         gone = [name for name in indexed if name not in seen]
         if gone:
-            with index_file.transaction(db):
+            with transaction(db):
                 for name in gone:
                     if self._delete_named(project.id, name):
                         report.removed.append(f"{project.slug}/{name}")
@@ -487,7 +487,7 @@ class Index:
         }
         if before == problems:
             return
-        with index_file.transaction(db):
+        with transaction(db):
             for path in before.keys() - problems.keys():
                 db.execute("DELETE FROM note_problems WHERE path = ?", (path,))
             for path, reason in problems.items():
@@ -533,7 +533,7 @@ class Index:
             vectors = self._embed(texts, stop)
             if vectors is None:
                 return  # the server stops: the rest waits for the next check
-            with index_file.transaction(db):
+            with transaction(db):
                 row = 0
                 worded: list[tuple[int, str, str, str]] = []
                 for (note, sha, mtime, size), (_, chunks) in zip(batch, pieces, strict=True):
@@ -606,7 +606,7 @@ class Index:
         db.execute("DELETE FROM notes WHERE id = ?", (note_id,))
 
     def _remove_project(self, slug: str, project_id: int, report: RefreshReport) -> None:
-        with index_file.transaction(self.db) as db:
+        with transaction(self.db) as db:
             rows = db.execute(
                 "SELECT id, name FROM notes WHERE project = ? AND project_id = ?",
                 (slug, project_id),
@@ -648,7 +648,7 @@ class Index:
                 return None
             batch = rows[start : start + EMBED_BATCH]
             vectors = self.embedder.embed([f"{r['title']}\n{r['text']}" for r in batch])
-            with index_file.transaction(self.db) as db:
+            with transaction(self.db) as db:
                 db.executemany(
                     "UPDATE chunks SET vector = ? WHERE id = ?",
                     [

@@ -55,6 +55,7 @@ import numpy as np
 
 from charlie import db as database
 from charlie.config import Settings
+from charlie.db import transaction
 from charlie.home import Home, Shared
 from charlie.retrieval import index_file, message_vectors
 from charlie.retrieval.embeddings import Embedder, embed_capped
@@ -203,7 +204,7 @@ class MessageIndex:
     def rebuild(self) -> int:
         """Forget every indexed message and index them all again."""
         with self.lock:
-            with index_file.transaction(self.db) as db:
+            with transaction(self.db) as db:
                 self._empty(db)
             return self.refresh()
 
@@ -267,7 +268,7 @@ class MessageIndex:
         when, and which process (so a killed one is told apart at once, `_reporter_gone`)."""
         rate = done / seconds if seconds > 0 else 0.0
         report = {"rate": rate, "at": time.time(), "pid": os.getpid(), "host": socket.gethostname()}
-        with self.lock, index_file.transaction(self.db):
+        with self.lock, transaction(self.db):
             self._set_state(PROGRESS, json.dumps(report))
 
     def _check(self) -> None:
@@ -288,13 +289,13 @@ class MessageIndex:
                 self._drop_gone()
                 kept.checked_at = time.monotonic()
         if stale:
-            with index_file.transaction(self.db) as db:
+            with transaction(self.db) as db:
                 self._empty(db)
                 self._set_state(MODEL, self.embedder.name)
 
     def _store_words(self, rows: list[_Row]) -> int:
         """The FTS5 rows of these new messages, and their neighbours' new context."""
-        with self.lock, index_file.transaction(self.db) as db:
+        with self.lock, transaction(self.db) as db:
             words, _ = self.marks()  # another thread or process may have written them
             there = self._stored([r.id for r in rows])  # a message forgotten meanwhile
             fresh = [r for r in rows if r.id > words and r.id in there]
@@ -330,7 +331,7 @@ class MessageIndex:
         row_of = {text: i for i, text in enumerate(distinct)}
         embedded = embed_capped(self.embedder, distinct, MESSAGE_TOKENS)
         vectors = embedded[[row_of[text] for text in texts]]
-        with self.lock, index_file.transaction(self.db) as db:
+        with self.lock, transaction(self.db) as db:
             _, upto = self.marks()
             there = self._stored([r.id for r in rows])  # a message forgotten while embedding
             fresh = [
@@ -451,7 +452,7 @@ class MessageIndex:
             return 0
         with self.lock:
             self.forget(ids)
-            with index_file.transaction(self.db) as db:
+            with transaction(self.db) as db:
                 with database.storage_errors(stored):  # read now: a neighbour may have changed
                     rows = self._by_ids(beside)
                     contexts = self._contexts(rows) if rows else {}
@@ -496,7 +497,7 @@ class MessageIndex:
         if not ids:
             return
         self._drop_file()
-        with index_file.transaction(self.db) as db:
+        with transaction(self.db) as db:
             db.executemany("DELETE FROM messages WHERE id = ?", ids)
             db.executemany("DELETE FROM messages_fts WHERE rowid = ?", ids)
             self._set_state(GENERATION, uuid.uuid4().hex)

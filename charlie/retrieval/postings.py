@@ -220,7 +220,7 @@ class Postings:
     def hits(self, term_id: int) -> int:
         """How many chunks have word `term_id` in their title or text."""
         where = self.segment(term_id)
-        return where.stop - where.start
+        return int(where.stop - where.start)
 
     def idf(self, hits: int) -> float:
         """FTS5's IDF for a phrase found in `hits` rows."""

@@ -133,7 +133,7 @@ def _kind(kind: str) -> EventKind:
         raise InvalidUsageEvent(
             f"{kind!r} is not a usage event: use one of {', '.join(EVENT_KINDS)}."
         )
-    return cast(EventKind, kind)
+    return kind
 
 
 def _aware(moment: datetime, what: str) -> datetime:

@@ -75,7 +75,8 @@ def _low_pass(cutoff: float, taps: int = 63) -> np.ndarray:
     """A windowed-sinc low-pass filter; `cutoff` is a fraction of the Nyquist frequency."""
     n = np.arange(taps) - (taps - 1) / 2
     kernel = np.sinc(cutoff * n) * np.hamming(taps)
-    return kernel / kernel.sum()
+    scaled: np.ndarray = kernel / kernel.sum()
+    return scaled
 
 
 def pcm16(data: bytes, rate: int = RATE) -> Audio:

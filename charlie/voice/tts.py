@@ -242,6 +242,7 @@ class PiperSynthesizer:
     def _ids(self, sentence: str) -> np.ndarray | None:
         """The voice's phoneme ids for one sentence; None when it has nothing to say."""
         try:
+            ids: np.ndarray
             with self.lock:
                 ids, _unmapped = self.phonemes.text_to_phoneme_ids(
                     readable(sentence), self.table, g2p=self.g2p

@@ -26,6 +26,11 @@ CONTEXT = 64  # samples of the previous frame the model sees with each frame
 SILERO_SHA256 = "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2"
 
 
+def _frames(ms: float) -> int:
+    """How many frames last `ms` milliseconds (at least one)."""
+    return max(1, round(ms / 1000 * RATE / FRAME))
+
+
 @dataclass(frozen=True)
 class Params:
     """How utterances are cut; the PWA's hands-free mode and uploads share these."""
@@ -151,7 +156,6 @@ class Endpointer:
         p, index = self.params, self.frames
         self.frames += 1
         self.probabilities.append(probability)
-        frames_of = lambda ms: max(1, round(ms / 1000 * RATE / FRAME))  # noqa: E731
         voiced = probability >= p.threshold
         weak = p.threshold - 0.15  # hysteresis: a dip to here is not yet silence
         if self.start is None:
@@ -169,17 +173,17 @@ class Endpointer:
                 ):
                     self.candidate -= 1
             self.last_voice = index
-            if index - self.candidate + 1 >= frames_of(p.min_speech_ms):
+            if index - self.candidate + 1 >= _frames(p.min_speech_ms):
                 self.start, self.candidate = self.candidate, None
                 return SpeechStarted(self._at(self.start))
             return None
         if probability >= weak:
             self.last_voice = index
         start = self.start
-        if index + 1 - start >= frames_of(p.max_seconds * 1000):
+        if index + 1 - start >= _frames(p.max_seconds * 1000):
             self.start = None
             return UtteranceEnded(self._at(start), self._at(index + 1), cut=True)
-        if index - self.last_voice >= frames_of(p.silence_ms):
+        if index - self.last_voice >= _frames(p.silence_ms):
             self.start = None
             return UtteranceEnded(self._at(start), self._at(self.last_voice + 1))
         return None

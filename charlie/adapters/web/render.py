@@ -250,7 +250,8 @@ def _highlighted(code: str, language: str) -> str:
         lexer = get_lexer_by_name(language, stripnl=False)
     except ClassNotFound:
         return escapeHtml(code)
-    return highlight(code, lexer, _formatter()).rstrip("\n")
+    drawn: str = highlight(code, lexer, _formatter())
+    return drawn.rstrip("\n")
 
 
 @cache
