@@ -16,6 +16,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+HERE = Path(__file__).resolve().parent
+# A real small model on 2 cores reads a full window (8192 tokens of Qwen) in about 4 minutes:
+# these tests get longer than the suite's 5-minute limit for a hung test.
+REAL_MODEL_TIMEOUT = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in item.path.resolve().parents:
+            item.add_marker(pytest.mark.timeout(REAL_MODEL_TIMEOUT))
+
+
 # Read when this file is imported: the autouse `charlie_home` fixture clears every
 # CHARLIE_* variable before each test.
 REAL_URL = os.environ.get("CHARLIE_REAL_LLM_URL", "").rstrip("/")
