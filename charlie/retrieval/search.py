@@ -19,7 +19,6 @@ usage boost in [0, 1] (`charlie.retrieval.usage`).
 
 from __future__ import annotations
 
-import logging
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -658,9 +657,6 @@ class TermCounts:
     """How many chunks hold each query word, for the vectors counted in (in `home.shared`)."""
 
     counted: tuple[Vectors, dict[str, int]] | None = None
-
-
-log = logging.getLogger(__name__)
 
 
 def in_text(expression: str) -> str:
