@@ -53,12 +53,13 @@ def test_each_persons_message_is_judged_alone_and_only_decisions_are_kept(
         (None, "Noted."),
         (alex, "Dinner is pasta, as usual."),
         (sam, "Should we move the fridge?"),
+        (sam, "Where does it go then? I vote by the window."),  # opens with a question: offers
         (alex, "We decided: the worktops are solid oak."),
     )
     llm.default = step_answer
     result = distill.distill(home, channel, client)
     assert result.method == "steps" and result.structured
-    # Charlie's message and the question are not asked about: three messages, a summary, quotes
+    # Charlie's message and the questions are not asked about: three messages, a summary, quotes
     assert steps_asked(llm) == ["decision", "decision", "decision", "summary", "quotes"]
     assert [str(r["messages"][1]["content"]).rsplit("\n", 1)[-1] for r in llm.requests[:3]] == [
         "sam: Maybe we should paint the ceiling yellow.",
@@ -67,7 +68,7 @@ def test_each_persons_message_is_judged_alone_and_only_decisions_are_kept(
     ]
     (decision,) = result.memory.decisions
     assert decision.text == "We decided: the worktops are solid oak."
-    assert decision.sources == (said[4].id,)
+    assert decision.sources == (said[5].id,)
     assert result.memory.summary == "Planning the kitchen."
     schema = llm.requests[0]["response_format"]["json_schema"]
     assert schema["name"] == "decision"

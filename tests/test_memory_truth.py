@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Cli
+from live_server import free_port
 from llm_double import ScriptedLLMServer
 from support.distilling import earlier, is_distillation, judged, step_of
 from web_support import PASSWORD, signed_in
 
 from charlie import conversations
+from charlie.config import load_settings
 from charlie.conversations import Channel, Message, shared_channel
+from charlie.errors import DistillationError
 from charlie.home import Home
 from charlie.llm.client import LLMClient
 from charlie.memory import decisions, distill, steps
@@ -359,6 +363,9 @@ def test_a_question_is_never_a_quote(
         ("Fatima makes a carrot cake", "Fatima will bring the cake stand on Friday morning.",
          "Fatima will bring the cake stand on Friday morning.", False),
         ("The wedding is on October 12", "", "We moved it.", False),
+        # a word put between two of the decision's: a detail, every word of it kept
+        ("Blue gazebo by the main gate", "Blue party gazebo by the main gate",
+         "Actually the party gazebo came today, it's huge.", False),
         # a value gone, a value new, a thing replaced
         ("October 12 at Millbrook Barn", "October 19 at Millbrook Barn",
          "Millbrook double-booked the 12th, so we've moved to October 19.", True),
@@ -434,5 +441,110 @@ def test_a_statement_not_taken_for_a_decision_changes_one_only_with_what_it_says
     memory.save(home, channel, Memory("Priya and Tom plan a stall.", list(HELD)), "distill")
     say(home, channel, (ensure_user(home.db, "tom"), said))
     llm.default = not_taken(rewrite)
+    distill.distill(home, channel, client)
+    assert still_held(home, channel) == [d.text for d in HELD]
+
+
+BOX = Decision("Fortnightly to start, see how we go.", "2026-12-01", DISTILLED, ())
+WEEKLY = "We're getting through it way faster than I thought. Let's go weekly from next month."
+
+
+def stating(rewrite: str) -> Any:
+    """A model that takes every message for a decision and rewrites the box decision as
+    `rewrite` when asked about it (every other one word for word)."""
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "change":
+            now = rewrite if earlier(request) == BOX.text else earlier(request)
+            return json.dumps({"now": now})
+        if step == "decision":
+            return json.dumps({"kind": steps.SETTLES, "what": judged(request)})
+        if step == "summary":
+            return json.dumps({"summary": "The household plans the veg box."})
+        return json.dumps({"quotes": []})
+
+    return respond
+
+
+def boxed(home: Home) -> Channel:
+    create_project(home, "Veg", distill_every=1000)
+    channel = shared_channel(home, update_project(home, "veg", distill_mode="steps"))
+    held = [*HELD, BOX]
+    memory.save(home, channel, Memory("Priya and Tom share a veg box.", held), "distill")
+    return channel
+
+
+def test_a_decision_that_shares_no_word_with_the_one_it_changes_is_found_by_meaning(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient
+) -> None:
+    channel = boxed(home)
+    say(home, channel, (ensure_user(home.db, "priya"), WEEKLY))
+    llm.default = stating("Weekly to start, see how we go.")
+    distill.distill(home, channel, client)
+    held = memory.load(home, channel)
+    assert [e.text for e in held.earlier] == [BOX.text]
+    assert WEEKLY in held.texts
+    assert still_held(home, channel) == [d.text for d in HELD]
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        "Called off.",  # close in meaning, no word in common: never a calling-off
+        "Weekly veg from next month",  # written anew, keeping nothing of the old
+        "Monthly to start, see how we go.",  # swaps in what nobody said
+    ],
+)
+def test_a_decision_close_in_meaning_only_changes_only_by_a_swap_the_message_says(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, rewrite: str
+) -> None:
+    channel = boxed(home)
+    say(home, channel, (ensure_user(home.db, "priya"), WEEKLY))
+    llm.default = stating(rewrite)
+    distill.distill(home, channel, client)
+    held = memory.load(home, channel)
+    assert held.earlier == []
+    assert BOX.text in held.texts
+    refused = home.db.execute("SELECT refused_decisions FROM distillations").fetchone()[0]
+    assert any(r.get("superseded") == BOX.text for r in json.loads(refused))
+
+
+def test_a_held_decision_whose_date_a_message_moves_is_asked_about_first() -> None:
+    barn = Decision("We're booking Millbrook Barn. Deposit goes in this week.")
+    date = Decision("They have October 12 free, so we're locking in October 12.")
+    said = "Bad news. Millbrook double-booked the 12th, so we've moved to October 19."
+    assert decisions.candidates(said, [barn, date]) == [date, barn]
+
+
+def test_a_distillation_that_cannot_compare_by_meaning_fails_and_keeps_the_memory(
+    monkeypatch: pytest.MonkeyPatch, charlie_home: Path, llm: ScriptedLLMServer, client: LLMClient
+) -> None:
+    monkeypatch.setenv("CHARLIE_EMBEDDINGS", "openai")
+    monkeypatch.setenv("CHARLIE_EMBEDDINGS_MODEL", "minilm")
+    monkeypatch.setenv("CHARLIE_EMBEDDINGS_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    with Home.open(load_settings()) as home:
+        channel = boxed(home)
+        say(home, channel, (ensure_user(home.db, "priya"), WEEKLY))
+        llm.default = stating("Weekly to start, see how we go.")
+        with pytest.raises(DistillationError, match="compared with the decisions by meaning"):
+            distill.distill(home, channel, client)
+        assert memory.load(home, channel).texts == [d.text for d in [*HELD, BOX]]
+        assert conversations.undistilled(home, channel)[0].content == WEEKLY
+        failed = home.db.execute("SELECT status, error FROM distillations").fetchone()
+        assert failed[0] == "failed" and "by meaning" in failed[1]
+
+
+def test_a_statement_not_taken_for_a_decision_swaps_in_no_word(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient
+) -> None:
+    """Only a new value (a day, a number) may come from a message that decides nothing: a
+    remark about the thing a decision names is no change of it, whatever the model says."""
+    create_project(home, "Fair", distill_every=1000)
+    channel = shared_channel(home, update_project(home, "fair", distill_mode="steps"))
+    memory.save(home, channel, Memory("Priya and Tom plan a stall.", list(HELD)), "distill")
+    said = "Actually the blue gazebo went down a storm, Ana painted a sign for it."
+    say(home, channel, (ensure_user(home.db, "tom"), said))
+    llm.default = not_taken("We're going with the Ana gazebo")
     distill.distill(home, channel, client)
     assert still_held(home, channel) == [d.text for d in HELD]

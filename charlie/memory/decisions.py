@@ -2,12 +2,13 @@
 what it can never do — drop a decision, or rewrite a person's.
 
 Every decision the memory holds stays, whoever made it, unless a person's message changes
-it. What a message means is judged by meaning, never by a word: "don't forget the float"
-or "Bob will remove the old cabinets" change nothing. A change (`changes`) is a person's
-statement — never a question — about the same thing as the held decision (its words, or
-the words of the decision it states, name what the old one is about), judged by the model
-with the old and the new decision side by side (`Judge`); a person's own decision changes
-only when the message names it in its own words; one message changes at most one
+it. What a message means is judged by meaning, never by a word: "don't forget the float" or
+"Bob will remove the old cabinets" change nothing. A change (`changes`) is a person's
+statement — never a question — about the same thing as the held decision (its words, or the
+words of the decision it states, name what the old one is about; or the decision it states
+is among the nearest in meaning, `closest`, and then only a swap counts), judged by the
+model with the old and the new decision side by side (`Judge`); a person's own decision
+changes only when the message names it in its own words; one message changes at most one
 decision. The old one moves to the earlier decisions, with the day it stopped holding and
 that message. A new decision must come from a person's message — a question is none, and
 neither is anything Charlie said — and one that repeats a decision already held is not
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 
 from charlie.conversations import ASSISTANT, Message
@@ -29,6 +30,8 @@ from charlie.retrieval import keywords
 SAME = 0.8  # content words in common: the same decision said again
 RELATED = 0.5  # … enough to be about the same thing (a revision, if a value differs)
 MOST_CANDIDATES = 3  # held decisions checked against each new one
+CLOSEST = 2  # … of which these many may be found by meaning alone (`closest`)
+MEANING = 0.3  # the least cosine of a decision found by meaning: below, nothing is near
 VALUE = re.compile(
     r"^(\d[\d.,:/-]*|\d+(st|nd|rd|th)|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
     r"|january|february|march|april|may|june|july|august|september|october|november|december"
@@ -47,6 +50,10 @@ STOP = frozenset({
     "don't", "doesn't", "didn't", "won't", "can't", "isn't", "aren't", "what's", "he's",
     "she's", "he'll", "she'll", "now", "too", "very", "still", "get", "got", "make", "made",
 })  # fmt: skip
+
+
+# How alike in meaning a text is to each of some others (cosines, in their order)
+Alike = Callable[[str, list[str]], list[float]]
 
 
 @dataclass(frozen=True)
@@ -188,23 +195,48 @@ def is_question(message: Message) -> bool:
     return message.content.rstrip().rstrip("\"'”’)").endswith("?")
 
 
+def closest(text: str, held: list[Decision], alike: Alike | None) -> set[str]:
+    """The keys of the held decisions closest in meaning to `text`: at most `CLOSEST`, each
+    at least `MEANING` alike. What a change is about is not always in shared words: "Let's go
+    weekly from next month" changes "Fortnightly to start"; "Yes, the 13th it is" changes
+    "let's say the 6th at 7"."""
+    if alike is None or not held:
+        return set()
+    scores = alike(text, [d.text for d in held])
+    ranked = sorted(zip(scores, held, strict=True), key=lambda s: -s[0])
+    return {key(d.text) for score, d in ranked[:CLOSEST] if score >= MEANING}
+
+
+def _moves(text: str, old: str) -> bool:
+    """Whether `text` gives `old`'s value another one: a value in common, and one new
+    ("the 12th is double-booked, so October 19" of "locking in October 12")."""
+    before, after = _values(old), _values(text)
+    return bool(before & after) and bool(after - before)
+
+
 def candidates(
-    text: str, held: list[Decision], names: frozenset[str] = frozenset()
+    text: str,
+    held: list[Decision],
+    names: frozenset[str] = frozenset(),
+    close: Collection[str] = (),
 ) -> list[Decision]:
-    """The held decisions a new one may change: about something in common (`forms`), not
-    the same one said again; the most alike first, at most `MOST_CANDIDATES`."""
+    """The held decisions a new one may change: about something in common (`forms`), or
+    among the `close` ones (nearest in meaning, `closest`), not the same one said again; one
+    whose value the new one moves first, then the close ones, then the most alike in words;
+    at most `MOST_CANDIDATES`."""
     plain = forms(text, names)
     scored = []
     for old in held:
-        other = forms(old.text, names)
-        if key(old.text) == key(text) or not plain or not other:
+        if key(old.text) == key(text):
             continue
         if overlap(old.text, text) >= SAME and not revises(text, old.text):
             continue  # the same decision said again
-        shared = len(plain & other) / min(len(plain), len(other))
-        if shared > 0:  # anything in common: the model judges, the most alike first
-            scored.append((shared, old))
-    return [old for _, old in sorted(scored, key=lambda s: -s[0])[:MOST_CANDIDATES]]
+        other = forms(old.text, names)
+        shared = len(plain & other) / min(len(plain), len(other)) if plain and other else 0.0
+        moves, near = _moves(text, old.text), key(old.text) in close
+        if shared > 0 or moves or near:  # anything in common: the model judges
+            scored.append(((moves, near, shared), old))
+    return [old for _, old in sorted(scored, key=lambda s: s[0], reverse=True)[:MOST_CANDIDATES]]
 
 
 def names_explicitly(decision: str, said: str, names: frozenset[str] = frozenset()) -> bool:
@@ -226,7 +258,10 @@ def rewritten(old: str, now: str, said: str, names: frozenset[str] = frozenset()
     copied = overlap(now, said) >= SAME and 10 * len(words(now)) >= 7 * len(words(said))
     if copied and was & is_now and not was <= is_now:
         return False  # (a copy keeping none of it may be a replacement: "the trio instead")
-    return bool((was | _values(old)) - (is_now | _values(now)) or _values(now) - _values(old))
+    # a word of what it was about gone (a compound of two of its words is no word of it:
+    # "Charlotte seed potatoes" keeps "Charlotte potatoes"), or a value gone or new
+    gone = {w for w in about(old, names) if w not in is_now and w.replace("-", "") not in is_now}
+    return bool(gone or _values(old) - _values(now) - is_now or _values(now) - _values(old))
 
 
 @dataclass(frozen=True)
@@ -242,6 +277,7 @@ class Change:
     new: str = ""
     names: frozenset[str] = frozenset()  # the speakers' names: words of who, not of what
     now: str = ""  # the judge's rewrite: the decision as it stands after the message
+    close: bool = False  # the decision is among those closest in meaning to what is stated
 
     @property
     def said(self) -> str:
@@ -277,16 +313,39 @@ def brings(change: Change, now: str) -> bool:
     return bool((_values(now) - _values(change.old.text)) & _values(said))
 
 
+def _linked(change: Change, names: frozenset[str]) -> bool:
+    """Whether the message, or the decision it states, says in words what the old decision
+    is about, or moves one of its values (October 12 → 19)."""
+    told = f"{change.said}\n{change.new}"
+    return _moves(told, change.old.text) or bool(forms(change.old.text, names) & forms(told, names))
+
+
+def swaps(change: Change, now: str) -> bool:
+    """Whether a rewrite puts something the message says in place of something of the same
+    kind the old decision held — a value for a value (a number, a day, a month), a word of
+    what it is about for another — and keeps most of the rest: all that may change a
+    decision close in meaning to the message but sharing no word with it ("Fortnightly to
+    start, see how we go." → "Weekly to start, see how we go." for "Let's go weekly from next
+    month"). Never a calling-off, never a decision written anew, never a new word where a
+    value was."""
+    names = change.names
+    said = forms(change.said, names) | _values(change.said)
+    kept = 0
+    swapped = False
+    for part in (lambda t: about(t, names) - _values(t), _values):
+        was, is_now = part(change.old.text), part(now)
+        kept += len(was & is_now)
+        swapped = swapped or (bool(was - is_now) and bool((is_now - was) & said))
+    whole = about(change.old.text, names) | _values(change.old.text)
+    return swapped and 2 * kept >= len(whole)
+
+
 def _why_not(change: Change, names: frozenset[str]) -> str:
     """Why `change` may not be made whatever the model says, or "" when it may be asked."""
     message = change.message
     if is_question(message):
         return "a question changes no decision"
-    said = change.said
-    told = f"{said}\n{change.new}"
-    old_values, new_values = _values(change.old.text), _values(told)
-    moved = bool(old_values & new_values) and bool(new_values - old_values)  # October 12 → 19
-    if not forms(change.old.text, names) & forms(told, names) and not moved:
+    if not _linked(change, names) and not change.close:
         return "the message names something else"
     if change.old.by != DISTILLED and not names_explicitly(change.old.text, message.content, names):
         return "a person's decision changes only when a message names it"
@@ -302,6 +361,7 @@ def changes(
     messages: list[Message],
     judge: Judge,
     earlier: list[Message] | None = None,
+    alike: Alike | None = None,
 ) -> tuple[list[Change], list[dict[str, str]]]:
     """Which held decisions the new messages change, each judged by `judge` (the model,
     shown the old and the new side by side) after the checks no answer can pass: the
@@ -310,7 +370,9 @@ def changes(
     at most one decision. Candidates are the ones the model named (`revisions`), then the
     held decisions most alike each new one (`candidates`). What was refused is returned
     with why, to be logged with the run. `earlier`: the messages just before `messages`,
-    where the question a first message answers may be."""
+    where the question a first message answers may be. `alike`: how alike in meaning texts
+    are — a decision a message states may change one it shares no word with (`closest`);
+    a statement not taken for a decision changes only one it shares words with."""
     people = {m.id: m for m in messages if m.role == "user"}
     shown = [*(earlier or []), *messages]
     names = frozenset(words(" ".join({m.speaker for m in people.values()})))
@@ -334,9 +396,11 @@ def changes(
         asked.append((Change(target, changer, before, new, names), True))
     for source, told in stated.items():
         for text in told:
-            for old in candidates(text, held, names):
+            close = closest(text, held, alike)
+            for old in candidates(text, held, names, close):
                 before = _question_before(people[source], shown)
-                change = Change(old, people[source], before, text, names)
+                near = key(old.text) in close
+                change = Change(old, people[source], before, text, names, close=near)
                 asked.append((change, False))
     for message in people.values():  # a statement not taken for a decision may change one
         if message.id in stated or is_question(message):  # ("… is shut, so it's Sunday now")
@@ -367,6 +431,8 @@ def changes(
                     why = f"the model's rewrite ({now!r}) holds a value nobody said"
                 elif not change.new and not brings(change, now):
                     why = "the message states no decision of its own, nor a new value for it"
+                elif not _linked(change, names) and not swaps(change, now):
+                    why = "close in meaning only, and the rewrite swaps in nothing the message says"
             except DistillationError as exc:  # kept, and said why: no answer is no change
                 why = f"kept: the model's answer about it was unusable ({exc})"
         if why:

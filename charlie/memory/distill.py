@@ -62,6 +62,8 @@ from charlie.llm.messages import ChatMessage
 from charlie.memory import decisions, steps, summary
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
+from charlie.retrieval import index
+from charlie.retrieval.embeddings import EmbeddingError
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a household's conversation, in layers:
@@ -348,6 +350,24 @@ def method(home: Home, channel: Channel, llm: LLMClient) -> tuple[Method, str]:
     if tools.mode == "constrained":
         return "steps", f"auto: tools are constrained for this model ({tools.reason})"
     return "whole", f"auto: tools are {tools.mode} for this model"
+
+
+def _alike(home: Home) -> decisions.Alike:
+    """How alike in meaning a text is to others, by the home's embedding model (loaded on
+    first use). A model that cannot embed fails the distillation, which is tried again
+    later: which decisions a message may change is never guessed from words alone."""
+
+    def alike(text: str, others: list[str]) -> list[float]:
+        try:
+            vectors = index.embedder_of(home).embed([text, *others])
+        except EmbeddingError as exc:
+            raise DistillationError(
+                f"the messages could not be compared with the decisions by meaning ({exc}). "
+                "The memory was left as it was; it will be tried again after the next message."
+            ) from exc
+        return [float(row @ vectors[0]) for row in vectors[1:]]
+
+    return alike
 
 
 def _ask_steps(
@@ -708,6 +728,7 @@ def distill(
             window,
             steps.judge(steps.Asker(llm, structured)),
             earlier,
+            _alike(home),
         )
     except (DistillationError, LLMError, MemoryFormatError) as exc:
         failed(exc)

@@ -6,10 +6,11 @@ remarks ("Dinner is pasta, as usual.") as decisions (docs/memory.md). Here each 
 asks one small thing, held to a small schema:
 
 1. each person's message on its own, with the two before it (a question is none and is
-   not asked about): what kind of message it is — a question, an idea nobody settled, small
-   talk, only news, or else it settles something. One that settles something is held as a
-   decision in the person's own words, unless it leans on the messages before it ("Yes,
-   let's do that."): then in the model's sentence, checked (`_worded`);
+   not asked about, nor one that opens with one: "Date? I can do the 6th." offers): what
+   kind of message it is — a question, an idea nobody settled, small talk, only news, or
+   else it settles something. One that settles something is held as a decision in the
+   person's own words, unless it leans on the messages before it ("Yes, let's do that."):
+   then in the model's sentence, checked (`_worded`);
 2. the summary, rewritten from the old one and the people's new messages (what Charlie
    said is left out), with the decisions that hold;
 3. which of the people's statements are worth quoting, by number: a quote is then the
@@ -260,7 +261,7 @@ def _decided(
     earlier = earlier or []
     shown = [*earlier, *messages]
     for at, message in enumerate(shown):
-        if at < len(earlier) or message.role != "user" or decisions.is_question(message):
+        if at < len(earlier) or message.role != "user" or _asks(message):
             continue
         before = shown[max(0, at - CONTEXT_MESSAGES) : at]
         context = "\n".join(f"{m.speaker}: {m.content}" for m in before)
@@ -272,6 +273,14 @@ def _decided(
             continue
         found.append((message, _worded(answer.what, message, before)))
     return found
+
+
+def _asks(message: Message) -> bool:
+    """A message that asks, at its end or first: what follows an opening question is a
+    proposal or an offer ("Where's he sleeping? I vote crate.", "Date? I can do the 6th."),
+    not what was settled — an answer, another message, settles it."""
+    first = re.split(r"(?<=[.!?])\s+", message.content.strip(), maxsplit=1)[0]
+    return decisions.is_question(message) or first.endswith("?")
 
 
 def _worded(what: str, message: Message, before: list[Message]) -> str:
