@@ -254,7 +254,7 @@ def test_only_the_owners_write_sql_about_messages() -> None:
 TABLE_OWNERS = {
     r"users|sessions|api_tokens|login_failures": {
         "users.py",
-        "household/sessions.py",
+        "household/signin.py",
         "household/tokens.py",
         "household/discord_links.py",
         "conversations.py",  # a message's speaker is a person's name

@@ -250,15 +250,14 @@ def test_a_server_message_can_never_read_a_dms_memory(
 def test_a_guild_channel_with_the_same_id_as_a_dm_is_still_not_private(
     household: Home, auth: projects.Project, llm: ScriptedLLMServer
 ) -> None:
-    from charlie.adapters.discord import conversation
     from charlie.household import discord_places
 
     bind_kitchen(household)
     server = discord_places.Place(KITCHEN, GUILD_ID)
     dm = discord_places.Place(KITCHEN)  # a DM whose id collides with the bound channel's
     alice = ensure_user(household.db, "alice")
-    assert conversation.channel_for(household, server, alice).project is not None
-    private = conversation.channel_for(household, dm, alice)
+    assert discord_places.channel_for(household, server, alice).project is not None
+    private = discord_places.channel_for(household, dm, alice)
     assert private.private and private.owner == alice and private.project is None
 
 

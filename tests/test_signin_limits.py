@@ -12,8 +12,8 @@ from web_support import PASSWORD
 
 from charlie.config import load_settings
 from charlie.home import Home
-from charlie.household import sessions
-from charlie.household.sessions import MAX_ADDRESS_FAILURES, MAX_FAILURES
+from charlie.household import signin
+from charlie.household.signin import MAX_ADDRESS_FAILURES, MAX_FAILURES
 from charlie.users import ensure_user, set_password
 
 
@@ -28,7 +28,7 @@ def accounts() -> None:
 @pytest.fixture
 def strict_address(monkeypatch: pytest.MonkeyPatch) -> None:
     """The address limit as low as the name limit, so a handful of guesses reach it."""
-    monkeypatch.setattr(sessions, "MAX_ADDRESS_FAILURES", MAX_FAILURES)
+    monkeypatch.setattr(signin, "MAX_ADDRESS_FAILURES", MAX_FAILURES)
 
 
 def guess(url: str, name: str, password: str = "wrong password", **headers: str) -> int:

@@ -28,9 +28,10 @@ import json
 import re
 import time
 from collections.abc import Generator, Iterator
+from datetime import UTC, datetime
 
 from charlie import conversations, trace
-from charlie.chat import constrained, lookup, parrots
+from charlie.chat import constrained, dates, lookup, parrots
 from charlie.chat.events import Event, Notice, Token, TraceEvent
 from charlie.chat.prompt import (
     ACKNOWLEDGE,
@@ -184,11 +185,13 @@ class ToolLoop:
         yield self._event(trace.Preloaded(tuple(active)))
         if self.choice.mode != "native":  # the usual way needs no word in the trace
             yield self._event(trace.Moded(self.choice.mode, self.choice.reason))
+        yield from self._reckon(text)
         if self.choice.looks_up and _asks(text, active):
             yield from self._look_up(messages, current, text)
         if self.choice.mode == "constrained":
             yield from self._constrained(messages, current, active)
         else:
+            messages[:] = self._with_findings(messages, current)  # the day arithmetic done
             yield from self._free(messages, current, active)
         yield from self._settle(messages, current)
 
@@ -557,6 +560,16 @@ class ToolLoop:
         return constrained.read_step(completion.content, {t.name for t in tools})
 
     # ------------------------------------------------------------ Charlie's own look-up
+
+    def _reckon(self, text: str) -> Iterator[Event]:
+        """The day arithmetic `text` asks for, done by Charlie (`charlie.chat.dates`) and put
+        into the request: a small model counting days guesses."""
+        worked = dates.facts(text, datetime.now(UTC).date())
+        if not worked:
+            return
+        for fact in worked:
+            yield self._event(fact.step)
+        self._findings.append(fence("dates", "\n".join(f.text for f in worked), by="Charlie"))
 
     def _look_up(self, messages: list[ChatMessage], current: int, text: str) -> Iterator[Event]:
         """The best notes and earlier messages for `text`, put into the request."""

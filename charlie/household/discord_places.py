@@ -1,6 +1,8 @@
-"""What the Discord bot remembers in SQLite: which server channel is which project, and
-which of its messages offer which suggested note (`charlie.adapters.discord` calls these;
-an adapter writes no SQL).
+"""Where a Discord message goes, and what the bot remembers in SQLite: which of Charlie's
+channels a message is for (`channel_for`: a DM is its author's private channel, a server
+channel the project bound to it), which server channel is which project, and which of its
+messages offer which suggested note (`charlie.adapters.discord` calls these; an adapter
+writes no SQL).
 
 No discord.py here: ids are plain numbers, so this is tested without a client.
 """
@@ -10,11 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from charlie import projects
+from charlie.conversations import Channel, private_channel, shared_channel
 from charlie.db import now
-from charlie.errors import NotFound
+from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.projects import Project
 from charlie.users import User
+
+NOT_BOUND = (
+    "This channel isn't tied to a Charlie project yet. Bind it with "
+    "`/charlie project bind NAME` (a project from `charlie projects`), or DM me to talk "
+    "in your private channel."
+)
+
+
+class NotBound(CharlieError):
+    """The server channel is not bound to a project."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,20 @@ def bound_slug(home: Home, place: Place) -> str | None:
         if row is not None:
             return str(row[0])
     return None
+
+
+def channel_for(home: Home, place: Place, user: User) -> Channel:
+    """A DM is the speaker's own private channel; a server channel is its bound project.
+
+    A DM never resolves to a project and a server channel never to a private channel, so a
+    message in a server cannot reach anyone's private memory.
+    """
+    if place.is_dm:
+        return private_channel(home, user)
+    slug = bound_slug(home, place)
+    if slug is None:
+        raise NotBound(NOT_BOUND)
+    return shared_channel(home, projects.get_project(home, slug))
 
 
 def remember_suggestion(home: Home, message_id: int, suggestion_id: int) -> None:

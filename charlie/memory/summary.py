@@ -115,7 +115,8 @@ def rewritten(
         if not why and len(" ".join([*kept, sentence]).split()) > MOST_WORDS and kept:
             why = f"past {MOST_WORDS} words"
         if why:
-            left.append({"summary": sentence, "why": why})
+            if {"summary": sentence, "why": why} not in left:  # a model may say it six times
+                left.append({"summary": sentence, "why": why})
             continue
         kept.append(sentence)
     kept.sort(key=offered.index)  # in the model's order

@@ -65,7 +65,8 @@ def _call_line(step: trace.Called) -> str:
     write = " [write]" if step.writes else ""
     found = ", ".join(f"{hit.title} {hit.score:.2f}" for hit in step.hits or ())
     summary = f"{step.summary}: {found}" if found else step.summary
-    who = "Charlie looked up: " if step.by == "charlie" else ""
+    did = "looked up" if step.count is not None else "worked out"  # a search, or day arithmetic
+    who = f"Charlie {did}: " if step.by == "charlie" else ""
     return f"· {who}{mark}{step.name}({shown}){write} → {summary}"
 
 

@@ -12,7 +12,7 @@ from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import discord_links as links
 from charlie.household import removal as household
-from charlie.household import sessions
+from charlie.household import signin
 
 
 def _password(from_stdin: bool, command: str) -> str:
@@ -156,7 +156,7 @@ def passwd_command(name: str, password_stdin: bool) -> None:
     """Change NAME's password (signs them out everywhere)."""
     with opened_home() as home:
         user = users.set_password(home.db, name, _password(password_stdin, f"users passwd {name}"))
-        sessions.sign_out_everywhere(home.db, user)
+        signin.sign_out_everywhere(home.db, user)
         click.echo(f"Changed {name}'s password.")
 
 

@@ -311,7 +311,7 @@ class CharlieBot(discord.Client):
         await interaction.response.defer(ephemeral=True, thinking=True)
         try:
             text = await self.in_home(work)
-        except (conversation.NotLinked, conversation.NotBound) as exc:
+        except (conversation.NotLinked, discord_places.NotBound) as exc:
             text = str(exc)  # a polite answer, not a failure
         except CharlieError as exc:
             text = f"⚠️ {exc}"

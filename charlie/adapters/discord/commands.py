@@ -8,13 +8,13 @@ in a worker thread and sends the text (only to the person who asked). Failures a
 from __future__ import annotations
 
 from charlie import conversations, projects
-from charlie.adapters.discord.conversation import caller, channel_for
+from charlie.adapters.discord.conversation import caller
 from charlie.conversations import Channel
 from charlie.errors import CharlieError
 from charlie.home import Home
 from charlie.household import discord_links as links
 from charlie.household import forget
-from charlie.household.discord_places import Place, bind, bound_slug, unbind
+from charlie.household.discord_places import Place, bind, bound_slug, channel_for, unbind
 from charlie.llm.client import LLMClient
 from charlie.memory import batches, distill
 from charlie.memory import layers as memory

@@ -12,16 +12,15 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-from charlie import projects
 from charlie.adapters.discord.text import split, trace_block
 from charlie.chat import turn as chat
-from charlie.conversations import Channel, private_channel, shared_channel
+from charlie.conversations import Channel
 from charlie.db import explain_storage
 from charlie.errors import AudioError, CharlieError, LLMError, VoiceUnavailable
 from charlie.home import Home
 from charlie.household import discord_links as links
 from charlie.household import discord_places
-from charlie.household.discord_places import Place
+from charlie.household.discord_places import NOT_BOUND, Place, channel_for
 from charlie.llm.client import LLMClient
 from charlie.retrieval.suggestions import Suggestion
 from charlie.trace import Step
@@ -34,11 +33,6 @@ NOT_LINKED = (
     "or memory with you. Ask someone who runs Charlie to link you "
     "(`charlie users link-discord NAME {discord_id}`), or, if you have an account, open the "
     "app, get a code under Settings → Link Discord and send `/charlie link CODE` here."
-)
-NOT_BOUND = (
-    "This channel isn't tied to a Charlie project yet. Bind it with "
-    "`/charlie project bind NAME` (a project from `charlie projects`), or DM me to talk "
-    "in your private channel."
 )
 LLM_DOWN = "⚠️ Charlie's language model could not answer. {error}"
 NO_WORDS = (
@@ -57,10 +51,6 @@ HEARD_CHARS = 300  # the "heard" line shows this much of the transcript; all of 
 
 class NotLinked(CharlieError):
     """The Discord user is not linked to a member of the household."""
-
-
-class NotBound(CharlieError):
-    """The server channel is not bound to a project."""
 
 
 class Refused(Exception):
@@ -116,20 +106,6 @@ def caller(home: Home, discord_id: int) -> User:
     if user is None:
         raise NotLinked(NOT_LINKED.format(discord_id=discord_id))
     return user
-
-
-def channel_for(home: Home, place: Place, user: User) -> Channel:
-    """A DM is the speaker's own private channel; a server channel is its bound project.
-
-    A DM never resolves to a project and a server channel never to a private channel, so a
-    message in a server cannot reach anyone's private memory.
-    """
-    if place.is_dm:
-        return private_channel(home, user)
-    slug = discord_places.bound_slug(home, place)
-    if slug is None:
-        raise NotBound(NOT_BOUND)
-    return shared_channel(home, projects.get_project(home, slug))
 
 
 def without_mention(text: str, bot_id: int) -> str:

@@ -1,7 +1,7 @@
 """Household administration and your own account: people, passwords, sessions, trash, models.
 
 Every route here is a call into the core (`charlie.users`, `charlie.household.removal`,
-`charlie.household.sessions`, `charlie.household.trash`). The routes that manage other
+`charlie.household.signin`, `charlie.household.trash`). The routes that manage other
 people take `AdminDep`: a signed-in person who is not an administrator gets 403 from each of
 them, whatever the request holds.
 """
@@ -21,7 +21,7 @@ from charlie.errors import Conflict, Forbidden, InvalidName
 from charlie.home import Home
 from charlie.household import discord_links as links
 from charlie.household import removal as household
-from charlie.household import sessions, trash
+from charlie.household import signin, trash
 from charlie.notes.files import TrashedNote
 from charlie.projects import TrashedProject
 from charlie.users import User
@@ -29,17 +29,17 @@ from charlie.users import User
 router = APIRouter()
 
 
-def current_admin(session: SessionDep) -> sessions.Session:
+def current_admin(session: SessionDep) -> signin.Session:
     """The signed-in session, if it is an administrator's (403 otherwise)."""
     if not session.user.is_admin:
         raise Forbidden("Only a household administrator can do this.")
     return session
 
 
-AdminDep = Annotated[sessions.Session, Depends(current_admin)]
+AdminDep = Annotated[signin.Session, Depends(current_admin)]
 
 
-def not_yourself(session: sessions.Session, name: str, what: str) -> None:
+def not_yourself(session: signin.Session, name: str, what: str) -> None:
     """Refuse an administrator's action on their own account that could lock them out by
     accident; the message says where to do it on purpose."""
     if name.casefold() == session.user.name.casefold():
@@ -83,7 +83,7 @@ def person_out(home: Home, user: User, can_sign_in: bool, you: User) -> schemas.
         name=user.name,
         is_admin=user.is_admin,
         can_sign_in=can_sign_in,
-        sessions=sessions.count(home.db, user),
+        sessions=signin.count(home.db, user),
         discord=bool(links.discord_ids(home.db, user)),
         you=user.id == you.id,
     )
@@ -123,8 +123,8 @@ def reset_password(
     """Set someone's password (they forgot theirs): every session of theirs ends."""
     not_yourself(session, name, "reset your own password (change it under Your account)")
     user = users.set_password(home.db, name, body.password)
-    ended = sessions.count(home.db, user)
-    sessions.sign_out_everywhere(home.db, user)
+    ended = signin.count(home.db, user)
+    signin.sign_out_everywhere(home.db, user)
     return schemas.PasswordReset(name=user.name, ended_sessions=ended)
 
 
@@ -158,7 +158,7 @@ class PasswordChange(BaseModel):
 
 @router.get("/me/sessions", response_model=schemas.MySessions)
 def my_sessions(session: SessionDep, home: HomeDep) -> schemas.MySessions:
-    total = sessions.count(home.db, session.user)
+    total = signin.count(home.db, session.user)
     return schemas.MySessions(sessions=total, others=max(0, total - 1))
 
 
@@ -166,13 +166,13 @@ def my_sessions(session: SessionDep, home: HomeDep) -> schemas.MySessions:
 def change_my_password(body: PasswordChange, session: SessionDep, home: HomeDep) -> schemas.Ended:
     """Change your own password (the current one proves it is you); your other sessions end,
     this one stays."""
-    ended = sessions.change_password(home.db, session, body.current, body.new)
+    ended = signin.change_password(home.db, session, body.current, body.new)
     return schemas.Ended(ended_sessions=ended)
 
 
 @router.post("/me/sign-out-others", response_model=schemas.Ended)
 def sign_out_others(session: SessionDep, home: HomeDep) -> schemas.Ended:
-    return schemas.Ended(ended_sessions=sessions.sign_out_others(home.db, session))
+    return schemas.Ended(ended_sessions=signin.sign_out_others(home.db, session))
 
 
 # ---------------------------------------------------------------- models

@@ -37,14 +37,14 @@ from charlie.errors import (
     VoiceUnavailable,
 )
 from charlie.home import Home
-from charlie.household import sessions
+from charlie.household import signin
 from charlie.jsonvalue import JSONObject
 from charlie.llm.client import LLMClient
 from charlie.users import User
 
 SESSION_COOKIE = "charlie_session"
 CSRF_COOKIE = "charlie_csrf"
-# A browser that signed in before (see `charlie.household.sessions`).
+# A browser that signed in before (see `charlie.household.signin`).
 DEVICE_COOKIE = "charlie_device"
 CSRF_HEADER = "x-csrf-token"
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
@@ -63,7 +63,7 @@ STATUS: list[tuple[type[Exception], int]] = [
     (Unauthorized, 401),
     (PrivacyError, 403),
     (Forbidden, 403),
-    (sessions.TooManyAttempts, 429),
+    (signin.TooManyAttempts, 429),
     (TooManyStreams, 429),
     (Busy, 429),
     (DatabaseDamaged, 500),
@@ -103,10 +103,10 @@ def open_home(request: Request) -> Iterator[Home]:
 HomeDep = Annotated[Home, Depends(open_home)]
 
 
-def current_session(request: Request, home: HomeDep) -> sessions.Session:
+def current_session(request: Request, home: HomeDep) -> signin.Session:
     """The signed-in session; 401 without one, 403 for a state change without CSRF proof."""
     token = request.cookies.get(SESSION_COOKIE)
-    session = sessions.lookup(home.db, token) if token else None
+    session = signin.lookup(home.db, token) if token else None
     if session is None:
         raise HTTPException(401, "Sign in first.")
     if request.method in UNSAFE and request.headers.get(CSRF_HEADER) != session.csrf:
@@ -114,7 +114,7 @@ def current_session(request: Request, home: HomeDep) -> sessions.Session:
     return session
 
 
-SessionDep = Annotated[sessions.Session, Depends(current_session)]
+SessionDep = Annotated[signin.Session, Depends(current_session)]
 
 
 # ---------------------------------------------------------------- streaming

@@ -18,7 +18,7 @@ from charlie.adapters.web.deps import (
 )
 from charlie.errors import Forbidden
 from charlie.household import discord_links as links
-from charlie.household import sessions, tokens
+from charlie.household import signin, tokens
 from charlie.users import User
 
 router = APIRouter()
@@ -37,7 +37,7 @@ def login(
     # (CHARLIE_TRUSTED_PROXIES), so a client cannot pick its own.
     address = request.client.host if request.client else "unknown"
     device = request.cookies.get(DEVICE_COOKIE)
-    session = sessions.sign_in(home.db, body.name, body.password, address, device)
+    session = signin.sign_in(home.db, body.name, body.password, address, device)
     if session is None:
         response.status_code = 401
         return schemas.Refused(error="Wrong name or password.", kind="Unauthorized")
@@ -45,13 +45,13 @@ def login(
     response.set_cookie(
         DEVICE_COOKIE,
         session.device,
-        max_age=sessions.DEVICE_DAYS * 24 * 3600,
+        max_age=signin.DEVICE_DAYS * 24 * 3600,
         httponly=True,
         samesite="strict",
         secure=secure,
         path="/api/login",
     )
-    age = sessions.SESSION_DAYS * 24 * 3600
+    age = signin.SESSION_DAYS * 24 * 3600
     response.set_cookie(
         SESSION_COOKIE,
         session.token,
@@ -75,7 +75,7 @@ def login(
 
 @router.post("/logout", response_model=schemas.Ok)
 def logout(session: SessionDep, response: Response, home: HomeDep) -> schemas.Ok:
-    sessions.sign_out(home.db, session.token)
+    signin.sign_out(home.db, session.token)
     response.delete_cookie(SESSION_COOKIE, path="/")
     response.delete_cookie(CSRF_COOKIE, path="/")
     return schemas.Ok(ok=True)

@@ -38,7 +38,7 @@ from charlie.chat import turn as chat
 from charlie.conversations import Message
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.household import sessions
+from charlie.household import signin
 from charlie.jsonvalue import JSONObject
 from charlie.voice import audio as audio_io
 from charlie.voice import turn as voice_turn
@@ -189,7 +189,7 @@ def _signed_in(websocket: WebSocket) -> bool:
     if not token:
         return False
     with Home.open(websocket.app.state.settings, shared=websocket.app.state.shared) as home:
-        return sessions.lookup(home.db, token) is not None
+        return signin.lookup(home.db, token) is not None
 
 
 @router.websocket("/voice/listen")

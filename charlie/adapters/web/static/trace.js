@@ -69,7 +69,10 @@ function stepLine(step) {
       return [h('span', { class: 'step-label' }, 'mode'), ` ${MODES[step.mode] || step.mode}`];
     case 'tool_call':
       return [
-        step.by === 'charlie' ? h('span', { class: 'step-label' }, 'Charlie looked up') : null,
+        step.by === 'charlie'
+          ? h('span', { class: 'step-label' },
+              step.count == null ? 'Charlie worked out' : 'Charlie looked up')
+          : null,
         step.by === 'charlie' ? ' ' : null,
         h('code', { class: 'step-call' }, callText(step)),
         ' → ',

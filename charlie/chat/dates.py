@@ -1,0 +1,154 @@
+"""Day arithmetic done by Charlie, never guessed by the model: the dates a person's message
+names, each with its weekday, the days between two of them, and a date so many days or
+weeks after or before one ("What date is 10 days after 2026-12-25?"). The tool loop puts
+these facts into the request before the model answers (`charlie.chat.toolloop`), and the
+trace shows each as a call of the time tool it stands for, made by Charlie.
+
+Understood, in English: 2026-12-25; 25 December 2026, 25th of December, December 25th,
+Dec 25 2026 (without a year: the next such day from today on); the 14th (the next 14th);
+today, tomorrow, yesterday; "N days/weeks after/before/from DATE", "N days/weeks later"
+after a date; numbers in figures or words up to thirty. Not understood: "next Friday",
+months as a count ("three months after"), clock times.
+"""
+
+from __future__ import annotations
+
+import calendar
+import itertools
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from charlie import trace
+from charlie.jsonvalue import JSONObject
+from charlie.tools.builtin import next_day_of_month
+
+MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name} | {
+    name.lower(): n for n, name in enumerate(calendar.month_abbr) if name
+}
+COUNTS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+)
+NUMBERS = {word: n for n, word in enumerate(COUNTS.split(" "))} | {"a": 1, "an": 1, "thirty": 30}
+MOST_FACTS = 6
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+DATE = re.compile(
+    r"\b(?P<iso>\d{4}-\d{2}-\d{2})\b"
+    rf"|\b(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+(?P<m1>{_MONTH})\.?"
+    r"(?:,?\s+(?P<y1>\d{4}))?\b"
+    rf"|\b(?P<m2>{_MONTH})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(?P<y2>\d{{4}}))?\b"
+    rf"|\bthe\s+(?P<nth>\d{{1,2}})(?:st|nd|rd|th)\b(?!\s+of\s+(?:{_MONTH})\b)"
+    r"|\b(?P<rel>today|tomorrow|yesterday)\b",
+    re.IGNORECASE,
+)
+_COUNT = r"(\d{1,3}|" + "|".join(NUMBERS) + r")"
+SHIFT = re.compile(
+    rf"\b{_COUNT}\s+(days?|weeks?)\s+(after|before|from|past|later|earlier|on from)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A date the message names: where, and which day."""
+
+    start: int
+    end: int
+    day: date
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One thing worked out, as the model is told it and as the trace shows it."""
+
+    text: str
+    step: trace.Called
+
+
+def _dates(text: str, today: date) -> list[Found]:
+    found = []
+    for match in DATE.finditer(text):
+        if (match["m2"] or match["m1"] or "") == "may":  # "you may 2 …": a verb, no month
+            continue
+        try:
+            day = _day_of(match, today)
+        except ValueError:
+            continue  # 31 February: no date
+        if day is not None:
+            found.append(Found(match.start(), match.end(), day))
+    return found
+
+
+def _day_of(match: re.Match[str], today: date) -> date | None:
+    if match["iso"]:
+        return date.fromisoformat(match["iso"])
+    if match["nth"]:
+        nth = int(match["nth"])
+        return next_day_of_month(nth, today) if 1 <= nth <= 31 else None
+    if match["rel"]:
+        shift = {"today": 0, "tomorrow": 1, "yesterday": -1}[match["rel"].lower()]
+        return today + timedelta(days=shift)
+    day, month, year = (
+        (match["d1"], match["m1"], match["y1"])
+        if match["d1"]
+        else (match["d2"], match["m2"], match["y2"])
+    )
+    number = MONTHS[month.lower()]
+    if year:
+        return date(int(year), number, int(day))
+    this_year = date(today.year, number, int(day))  # no year: the next one from today on
+    return this_year if this_year >= today else date(today.year + 1, number, int(day))
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else NUMBERS[word.lower()]
+
+
+def facts(text: str, today: date) -> list[Fact]:
+    """What can be worked out from the dates `text` names (at most `MOST_FACTS`): a date so
+    many days or weeks from one, the days between two (and from today to each), the
+    weekday of each."""
+    found = _dates(text, today)
+    if not found:
+        return []
+    worked = [fact for shift in SHIFT.finditer(text) if (fact := _shifted(shift, found))]
+    named = list(dict.fromkeys(f.day for f in found))
+    pairs = list(itertools.combinations(named, 2))
+    pairs += [(today, day) for day in named if day != today and len(named) == 1]
+    for first, last in pairs:
+        between = (last - first).days
+        unit = "day" if abs(between) == 1 else "days"
+        arguments: JSONObject = {"start": first.isoformat(), "end": last.isoformat()}
+        since = " (today)" if first == today else ""
+        told = f"From {first:%A %Y-%m-%d}{since} to {last:%A %Y-%m-%d} is {between} {unit}."
+        worked.append(_fact(told, "days_between", arguments, f"{between} {unit}"))
+    for day in named:
+        told = f"{day:%Y-%m-%d} is a {day:%A}."
+        worked.append(_fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}"))
+    return worked[:MOST_FACTS]
+
+
+def _shifted(shift: re.Match[str], found: list[Found]) -> Fact | None:
+    """ "10 days after DATE" (the date named after the phrase), "DATE … 10 days later" (the
+    one before it)."""
+    n = _count(shift[1]) * (7 if shift[2].lower().startswith("week") else 1)
+    way = shift[3].lower()
+    back, later = way in ("before", "earlier"), way in ("later", "earlier")
+    after = [f for f in found if f.start >= shift.end()]
+    before = [f for f in found if f.end <= shift.start()]
+    base = before[-1:] if later else after[:1] or before[-1:]
+    if not base:
+        return None
+    start, days = base[0].day, -n if back else n
+    result = start + timedelta(days=days)
+    unit = "day" if n == 1 else "days"
+    told = (
+        f"{n} {unit} {'before' if back else 'after'} {start:%A %Y-%m-%d} is {result:%A %Y-%m-%d}."
+    )
+    arguments: JSONObject = {"start": start.isoformat(), "days": days}
+    return _fact(told, "date_add", arguments, f"{result:%A %Y-%m-%d}")
+
+
+def _fact(text: str, tool: str, arguments: JSONObject, summary: str) -> Fact:
+    return Fact(text, trace.Called(tool, arguments, True, summary, by="charlie"))
