@@ -533,7 +533,8 @@ def _check(turn: int, scenario: Scenario, script: list[Step], events: list[Any])
     notices = [e.text for e in events if isinstance(e, chat.Notice)]
     trace = [to_json(e.step) for e in events if isinstance(e, chat.TraceEvent)]
     expected = [name for kind, body in script if kind == "tools" for name, _ in body]
-    calls = [t for t in trace if t["type"] in ("tool_call", "load")]
+    # the model's calls (Charlie's own day arithmetic, by "charlie", is not the script's)
+    calls = [t for t in trace if t["type"] in ("tool_call", "load") and t.get("by") != "charlie"]
     names = [t.get("name", "load_tools") for t in calls]
     problems = []
     if notices:

@@ -51,6 +51,9 @@ def told(text: str) -> list[str]:
             "From Saturday 2026-12-05 (today) to Monday 2026-12-14 is 9 days.",
             "2026-12-14 is a Monday.",
         ]),
+        ("What's the date 10 days from today?", [  # today itself: the prompt says it
+            "10 days after Saturday 2026-12-05 is Tuesday 2026-12-15.",
+        ]),
         ("How many days until the 2nd of January?", [  # no year: the next one
             "From Saturday 2026-12-05 (today) to Saturday 2027-01-02 is 28 days.",
             "2027-01-02 is a Saturday.",
@@ -68,6 +71,7 @@ def test_the_dates_a_message_names_are_worked_out(text: str, facts: list[str]) -
         "Book it for 31 February.",  # no such day
         "Three weeks of rain, honestly.",  # a count, no date
         "Which one do we want?",
+        "What is the date today?",  # the prompt says it
     ],
 )
 def test_no_date_no_arithmetic(text: str) -> None:

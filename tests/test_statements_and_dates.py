@@ -237,8 +237,11 @@ def test_a_day_question_offers_the_date_tools_and_the_prompt_carries_today(
     assert {"now", "date_add", "days_between", "weekday"} <= set(tool_names(llm.requests[0]))
     today = datetime.now(UTC)
     assert f"Today is {today:%A %Y-%m-%d}." in llm.requests[0]["messages"][0]["content"]
-    (called,) = [e.step for e in events if isinstance(getattr(e, "step", None), Called)]
+    calls = [e.step for e in events if isinstance(getattr(e, "step", None), Called)]
+    (called,) = [c for c in calls if c.by == "model"]
     assert (called.name, called.summary) == ("weekday", "Monday 2026-12-14")
+    worked = [(c.name, c.summary) for c in calls if c.by == "charlie"]  # before the model
+    assert ("weekday", "Monday") in worked
     assert "Monday 2026-12-14" in str(llm.requests[1]["messages"])
 
 

@@ -120,7 +120,7 @@ def test_a_repeated_identical_call_is_refused_and_ends_tool_use(
     llm.tool_calls([("date_add", {"start": "2026-01-01", "days": 3})])
     llm.reply("Sunday.")
     trace = trace_of(run(home, client, channel, alice, "What day is 3 days after 2026-01-01?"))
-    calls = [t for t in trace if t.get("type") == "tool_call"]
+    calls = [t for t in trace if t.get("type") == "tool_call" and t.get("by") != "charlie"]
     assert [c.get("guard") for c in calls] == [None, "duplicate_call"]
     assert calls[0]["summary"] == "Sunday 2026-01-04"
     assert "already called" in llm.requests[2]["messages"][-2]["content"]

@@ -110,12 +110,10 @@ def facts(text: str, today: date) -> list[Fact]:
     many days or weeks from one, the days between two (and from today to each), the
     weekday of each."""
     found = _dates(text, today)
-    if not found:
-        return []
     worked = [fact for shift in SHIFT.finditer(text) if (fact := _shifted(shift, found))]
-    named = list(dict.fromkeys(f.day for f in found))
+    named = list(dict.fromkeys(f.day for f in found if f.day != today))  # the prompt has today
     pairs = list(itertools.combinations(named, 2))
-    pairs += [(today, day) for day in named if day != today and len(named) == 1]
+    pairs += [(today, day) for day in named if len(named) == 1]
     for first, last in pairs:
         between = (last - first).days
         unit = "day" if abs(between) == 1 else "days"
