@@ -78,6 +78,17 @@ def test_no_date_no_arithmetic(text: str) -> None:
     assert told(text) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        ("What is 999 weeks after 9999-12-30?", ["9999-12-30 is a Thursday."]),
+        ("And 5 days before 0001-01-02?", ["0001-01-02 is a Tuesday."]),
+    ],
+)
+def test_a_date_past_the_calendar_is_no_fact_and_no_crash(text: str, facts: list[str]) -> None:
+    assert [f for f in told(text) if "days" not in f] == facts
+
+
 def test_the_model_is_given_the_worked_out_date_and_the_trace_shows_charlie_did_it(
     home: Home, llm: ScriptedLLMServer, client: LLMClient
 ) -> None:

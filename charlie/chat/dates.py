@@ -119,17 +119,17 @@ def facts(text: str, today: date) -> list[Fact]:
         unit = "day" if abs(between) == 1 else "days"
         arguments: JSONObject = {"start": first.isoformat(), "end": last.isoformat()}
         since = " (today)" if first == today else ""
-        told = f"From {first:%A %Y-%m-%d}{since} to {last:%A %Y-%m-%d} is {between} {unit}."
+        told = f"From {_said(first)}{since} to {_said(last)} is {between} {unit}."
         worked.append(_fact(told, "days_between", arguments, f"{between} {unit}"))
     for day in named:
-        told = f"{day:%Y-%m-%d} is a {day:%A}."
+        told = f"{day.isoformat()} is a {day:%A}."
         worked.append(_fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}"))
     return worked[:MOST_FACTS]
 
 
 def _shifted(shift: re.Match[str], found: list[Found]) -> Fact | None:
-    """ "10 days after DATE" (the date named after the phrase), "DATE … 10 days later" (the
-    one before it)."""
+    """The date a phrase such as "10 days after DATE" gives (the date named after the
+    phrase), or "DATE … 10 days later" (the one named before it)."""
     n = _count(shift[1]) * (7 if shift[2].lower().startswith("week") else 1)
     way = shift[3].lower()
     back, later = way in ("before", "earlier"), way in ("later", "earlier")
@@ -139,13 +139,19 @@ def _shifted(shift: re.Match[str], found: list[Found]) -> Fact | None:
     if not base:
         return None
     start, days = base[0].day, -n if back else n
-    result = start + timedelta(days=days)
+    try:
+        result = start + timedelta(days=days)
+    except OverflowError:  # past the year 9999 or before the year 1: no date
+        return None
     unit = "day" if n == 1 else "days"
-    told = (
-        f"{n} {unit} {'before' if back else 'after'} {start:%A %Y-%m-%d} is {result:%A %Y-%m-%d}."
-    )
+    told = f"{n} {unit} {'before' if back else 'after'} {_said(start)} is {_said(result)}."
     arguments: JSONObject = {"start": start.isoformat(), "days": days}
-    return _fact(told, "date_add", arguments, f"{result:%A %Y-%m-%d}")
+    return _fact(told, "date_add", arguments, _said(result))
+
+
+def _said(day: date) -> str:
+    """The day as "Monday 2027-01-04" (the year in four digits, whatever it is)."""
+    return f"{day:%A} {day.isoformat()}"
 
 
 def _fact(text: str, tool: str, arguments: JSONObject, summary: str) -> Fact:
