@@ -185,9 +185,9 @@ class ToolLoop:
         yield self._event(trace.Preloaded(tuple(active)))
         if self.choice.mode != "native":  # the usual way needs no word in the trace
             yield self._event(trace.Moded(self.choice.mode, self.choice.reason))
-        yield from self._reckon(text)
         if self.choice.looks_up and _asks(text, active):
             yield from self._look_up(messages, current, text)
+        yield from self._reckon(text)  # last: nearest the question, after what was looked up
         if self.choice.mode == "constrained":
             yield from self._constrained(messages, current, active)
         else:

@@ -99,7 +99,7 @@ def test_settings_are_grouped_and_a_group_is_one_click_away(
     before = header.bounding_box()
     checks = page.get_by_role("button", name="Run checks")
     groups.filter(has_text="This Charlie").click()
-    expect(checks).to_be_in_viewport()
+    expect(checks).to_be_in_viewport(timeout=15_000)  # a smooth scroll, slow on a busy machine
     expect(page.get_by_role("heading", name="This Charlie", exact=True).first).to_be_focused()
     assert header.bounding_box() == before
     page.set_viewport_size(PHONE)
