@@ -13,7 +13,6 @@ months as a count ("three months after"), clock times.
 
 from __future__ import annotations
 
-import calendar
 import itertools
 import re
 from dataclasses import dataclass
@@ -21,11 +20,9 @@ from datetime import date, timedelta
 
 from charlie import trace
 from charlie.jsonvalue import JSONObject
+from charlie.retrieval.timeexpr import MONTHS  # names and short forms: "dec", "sept"
 from charlie.tools.builtin import next_day_of_month
 
-MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name} | {
-    name.lower(): n for n, name in enumerate(calendar.month_abbr) if name
-}
 COUNTS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen twenty"

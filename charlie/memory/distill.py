@@ -63,7 +63,7 @@ from charlie.memory import decisions, steps, summary
 from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
 from charlie.retrieval import index
-from charlie.retrieval.embeddings import EmbeddingError
+from charlie.retrieval.embeddings import EmbeddingError, Vectors
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a household's conversation, in layers:
@@ -357,15 +357,21 @@ def _alike(home: Home) -> decisions.Alike:
     first use). A model that cannot embed fails the distillation, which is tried again
     later: which decisions a message may change is never guessed from words alone."""
 
+    seen: dict[str, Vectors] = {}  # a row per text: each embedded once a distillation
+
     def alike(text: str, others: list[str]) -> list[float]:
-        try:
-            vectors = index.embedder_of(home).embed([text, *others])
-        except EmbeddingError as exc:
-            raise DistillationError(
-                f"the messages could not be compared with the decisions by meaning ({exc}). "
-                "The memory was left as it was; it will be tried again after the next message."
-            ) from exc
-        return [float(row @ vectors[0]) for row in vectors[1:]]
+        new = [t for t in dict.fromkeys([text, *others]) if t not in seen]
+        if new:
+            try:
+                vectors = index.embedder_of(home).embed(new)
+            except EmbeddingError as exc:
+                raise DistillationError(
+                    f"the messages could not be compared with the decisions by meaning ({exc}). "
+                    "The memory was left as it was; it will be tried again after the next "
+                    "message."
+                ) from exc
+            seen.update(zip(new, vectors, strict=True))
+        return [float(seen[other] @ seen[text]) for other in others]
 
     return alike
 

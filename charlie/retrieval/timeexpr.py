@@ -42,8 +42,8 @@ _Days = tuple[date, date]  # half-open: [first day, the day after the last)
 
 _CALENDAR = "January February March April May June July August September October November December"
 _MONTH_NAMES = _CALENDAR.split()
-_MONTHS = {name.lower()[:n]: i for i, name in enumerate(_MONTH_NAMES, 1) for n in (3, None)}
-_MONTHS["sept"] = 9
+MONTHS = {name.lower()[:n]: i for i, name in enumerate(_MONTH_NAMES, 1) for n in (3, None)}
+MONTHS["sept"] = 9
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 _COUNTING = "one two three four five six seven eight nine ten eleven twelve"
@@ -65,7 +65,7 @@ def _alternatives(words: Iterable[str]) -> str:
     return "|".join(re.sub(r"[ -]", r"[\\s-]+", w) for w in sorted(words, key=len, reverse=True))
 
 
-_MONTH = rf"(?P<month>{_alternatives(_MONTHS)})"
+_MONTH = rf"(?P<month>{_alternatives(MONTHS)})"
 _YEAR = r"(?P<year>(?:19|20)\d\d)(?!\d)"
 _NUM = rf"(?P<n>\d{{1,3}}|{_alternatives(_NUMBERS)})"
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?(?![\d:])"
@@ -292,7 +292,7 @@ def _iso(m: re.Match[str], ctx: _Context) -> list[_Days]:
 
 
 def _on_day(m: re.Match[str], ctx: _Context) -> list[_Days]:
-    month = _MONTHS[m["month"].lower()]
+    month = MONTHS[m["month"].lower()]
     g = m.groupdict()
     dayword = re.sub(r"[\s-]+", "-", (g.get("dayword") or "").lower())
     day = _ORDINALS[dayword] if dayword else int(g["day"] or 0)
@@ -309,7 +309,7 @@ def _on_day(m: re.Match[str], ctx: _Context) -> list[_Days]:
 def _in_month(m: re.Match[str], ctx: _Context) -> list[_Days] | None:
     if not _has_context(m.groupdict()):
         return None  # "may I ask", "April said"
-    month = _MONTHS[m["month"].lower()]
+    month = MONTHS[m["month"].lower()]
     return _pick(lambda year: _month(year, month), m.groupdict(), ctx)
 
 
