@@ -32,18 +32,18 @@ def test_a_token_is_made_shown_once_and_revoked(
     expect(shown).to_have_text(tokens.SECRET_RE)
     secret = shown.inner_text()
     expect(card.locator("#token-secret")).to_contain_text("it will not be shown again")
-    with server.home() as home:
+    row = card.locator("#token-list li")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text("Claude Desktop")
+    expect(row.locator(".badge")).to_have_text("read-only")
+    expect(row).to_contain_text("never used")
+    with server.home() as home:  # the list is fetched after the secret is shown: this uses it
         user, token = tokens.verify(home.db, secret)
     assert (user.name, token.label, token.read_only) == ("bob", "Claude Desktop", True)
 
     card.get_by_role("button", name="Copy").click()
     assert page.evaluate("navigator.clipboard.readText()") == secret
 
-    row = card.locator("#token-list li")
-    expect(row).to_have_count(1)
-    expect(row).to_contain_text("Claude Desktop")
-    expect(row.locator(".badge")).to_have_text("read-only")
-    expect(row).to_contain_text("never used")  # listed before the check above used it
     expect(card.get_by_label("What is it for?")).to_have_value("")
     card.scroll_into_view_if_needed()
     shoot(page, "settings-tokens")
