@@ -82,7 +82,7 @@ def test_the_message_before_is_shown_for_context(
     talk(home, channel, (sam, "Maybe oak worktops."), (alex, "Yes, let's do that."))
     answers = iter(
         [
-            {"kind": "only news", "what": ""},
+            {"kind": steps.IDEA, "what": ""},
             {"kind": steps.SETTLES, "what": "The worktops are oak."},
         ]
     )
@@ -364,3 +364,87 @@ def test_the_first_message_of_a_batch_is_judged_with_the_question_asked_before_i
         "The message:\nsam: Oak, no question."
     )
     assert len(asked) == 2  # the earlier messages are context, never judged again
+
+
+def kinds_of(said: dict[str, tuple[str, str]]) -> Any:
+    """A model that answers the decision step from `said` (message → kind, what)."""
+
+    def answer(request: dict[str, Any]) -> str:
+        if step_of(request) != "decision":
+            return step_answer(request)
+        kind, what = said[judged(request)]
+        return json.dumps({"kind": kind, "what": what})
+
+    return answer
+
+
+AGREEING = {
+    "We're capping it at 90 guests. Hard cap.": (steps.SETTLES, "90 guests, a hard cap"),
+    "Mom will survive.": (steps.SETTLES, "the hard cap on the guest count"),
+    "yes pls": (steps.SETTLES, "a reminder for the deposit on Friday"),
+    "How about nothing over 400 pages": (steps.IDEA, ""),
+    "seconded": (steps.SETTLES, "nothing over 400 pages"),
+    "Sunday it is.": (steps.SETTLES, "the fair is on Sunday"),
+    "We leave Friday the 24th, first thing.": (steps.SETTLES, "the departure"),
+}
+
+
+def test_agreeing_with_a_decision_already_stated_settles_nothing_new(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    """ "Mom will survive." after the cap: the model's sentence takes nothing from the
+    message — it only agrees, with something already settled. The same across batches."""
+    channel, sam, alex = kitchen
+    said = talk(home, channel, (sam, "We're capping it at 90 guests. Hard cap."))
+    talk(home, channel, (alex, "Mom will survive."))
+    llm.default = kinds_of(AGREEING)
+    result = distill.distill(home, channel, client)
+    assert [(d.text, d.sources) for d in result.memory.decisions] == [
+        ("We're capping it at 90 guests. Hard cap.", (said[0].id,))
+    ]
+    talk(home, channel, (sam, "Mom will survive."))  # the next batch: the cap is held
+    assert distill.distill(home, channel, client).memory.texts == [
+        "We're capping it at 90 guests. Hard cap."
+    ]
+    # a day of its own is no agreement, however the model worded it
+    talk(home, channel, (alex, "We leave Friday the 24th, first thing."))
+    assert distill.distill(home, channel, client).memory.texts == [
+        "We're capping it at 90 guests. Hard cap.",
+        "We leave Friday the 24th, first thing.",
+    ]
+
+
+def test_accepting_the_assistants_offer_is_no_decision_of_the_household(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    talk(
+        home, channel, (None, "Shall I add a reminder for the deposit on Friday?"), (sam, "yes pls")
+    )
+    llm.default = kinds_of(AGREEING)
+    assert distill.distill(home, channel, client).memory.texts == []
+
+
+def test_agreeing_with_an_idea_settles_it_even_when_the_idea_came_in_the_batch_before(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    talk(home, channel, (sam, "How about nothing over 400 pages"), (alex, "seconded"))
+    llm.default = kinds_of(AGREEING)
+    assert distill.distill(home, channel, client).memory.texts == ["nothing over 400 pages"]
+
+    create_project(home, "Book club", distill_every=1000)
+    other = shared_channel(home, update_project(home, "book-club", distill_mode="steps"))
+    memory.ensure_file(home, other)
+    talk(home, other, (sam, "How about nothing over 400 pages"))
+    distill.distill(home, other, client)
+    llm.requests.clear()
+    said = talk(home, other, (alex, "seconded"), (sam, "Sunday it is."))
+    result = distill.distill(home, other, client)
+    asked = [judged(r) for r in llm.requests if step_of(r) == "decision"]
+    # the idea, from the batch before, is asked about once more: what "seconded" agrees with
+    assert asked == ["seconded", "How about nothing over 400 pages", "Sunday it is."]
+    assert [(d.text, d.sources) for d in result.memory.decisions] == [
+        ("nothing over 400 pages", (said[0].id,)),
+        ("Sunday it is.", (said[1].id,)),
+    ]

@@ -79,6 +79,8 @@ Answer with a JSON object only: {"kind": "...", "what": "..."}"""
 # It keeps more errands ("I'll clear the shed") than before: a decision missed cannot be
 # revised or kept, an errand held is one line a person deletes.
 SETTLES = "settles something"
+QUESTION = "question"
+IDEA = "idea not settled"
 
 CHANGE_PROMPT = """\
 You compare an earlier decision of a household with a new message. Write the earlier
@@ -252,27 +254,82 @@ def line(message: Message) -> str:
 
 
 def _decided(
-    asker: Asker, messages: list[Message], earlier: list[Message] | None = None
+    asker: Asker,
+    messages: list[Message],
+    earlier: list[Message] | None = None,
+    settled: frozenset[int] = frozenset(),
 ) -> list[tuple[Message, str]]:
     """The decisions the people's messages state: (message, the decision in a sentence).
     `earlier`: the messages just before these, already distilled — shown as context only
-    (the question a first message answers may have been asked before the batch began)."""
+    (the question a first message answers may have been asked before the batch began).
+    `settled`: the messages the decisions held came from (an agreement with one of them
+    settles nothing new: `_agreement`)."""
     found: list[tuple[Message, str]] = []
     earlier = earlier or []
     shown = [*earlier, *messages]
+    kinds: dict[int, str] = {}
     for at, message in enumerate(shown):
         if at < len(earlier) or message.role != "user" or _asks(message):
             continue
         before = shown[max(0, at - CONTEXT_MESSAGES) : at]
-        context = "\n".join(f"{m.speaker}: {m.content}" for m in before)
-        user = (f"Just before (context only):\n{context}\n\n" if context else "") + (
-            f"The message:\n{message.speaker}: {message.content}"
-        )
-        answer = asker.ask(_Decision, DECISION_PROMPT, user)
+        answer = _kind(asker, message, before)
+        kinds[message.id] = answer.kind
         if not answer.decision:
             continue
+        if before and _leans(message) and not _own(answer.what or message.content, message):
+            answered = before[-1]
+            if not _opens(asker, answered, shown, kinds, settled | {m.id for m, _ in found}):
+                continue
         found.append((message, _worded(answer.what, message, before)))
     return found
+
+
+def _kind(asker: Asker, message: Message, before: list[Message]) -> _Decision:
+    context = "\n".join(f"{m.speaker}: {m.content}" for m in before)
+    user = (f"Just before (context only):\n{context}\n\n" if context else "") + (
+        f"The message:\n{message.speaker}: {message.content}"
+    )
+    return asker.ask(_Decision, DECISION_PROMPT, user)
+
+
+def _leans(message: Message) -> bool:
+    """Whether a message leans on the ones before it for what it settles: it says fewer
+    than `OWN_WORDS` words of what it is about ("Yes, let's do that.", "Oak, no question.")."""
+    speakers = frozenset(decisions.words(message.speaker))
+    return len(decisions.about(message.content, speakers)) < OWN_WORDS
+
+
+def _own(worded: str, message: Message) -> bool:
+    """Whether a decision's sentence takes something from its message itself: a word of
+    what it is about, not a word of agreeing ("agreed", "yes") — or the message tells a
+    value (a day, a number) of its own. Not so for a message that only agrees with the one
+    before ("seconded" → "nothing over 400 pages")."""
+    said = message.content
+    return bool(decisions.words(worded) & decisions.words(said) - decisions.TELLING) or any(
+        _values(said)
+    )
+
+
+def _opens(
+    asker: Asker,
+    answered: Message,
+    shown: list[Message],
+    kinds: dict[int, str],
+    settled: frozenset[int] | set[int],
+) -> bool:
+    """Whether agreeing with `answered` settles something: it asked or put forward an idea a
+    person had ("How about Sunday?" → "yes, let's"). Agreeing with a decision already
+    stated adds none ("We're capping it at 90 guests." → "Mom will survive."), and accepting
+    the assistant's offer is no decision of the household ("Shall I add a reminder?" → "yes
+    pls"); nor is agreeing with a remark or news."""
+    if answered.role != "user" or answered.id in settled:
+        return False
+    if _asks(answered):
+        return True
+    if answered.id not in kinds:  # from before the batch: asked now
+        at = shown.index(answered)
+        kinds[answered.id] = _kind(asker, answered, shown[max(0, at - CONTEXT_MESSAGES) : at]).kind
+    return kinds[answered.id] in (QUESTION, IDEA)
 
 
 def _asks(message: Message) -> bool:
@@ -291,8 +348,7 @@ def _worded(what: str, message: Message, before: list[Message]) -> str:
     bed, Charlotte potatoes. Settled."). The small model's own sentences for the others lost
     what was decided ("Isla will love it" for "Oak it is, Isla will love it.")."""
     said = message.content
-    speakers = frozenset(decisions.words(message.speaker))
-    if len(decisions.about(said, speakers)) >= OWN_WORDS:
+    if not _leans(message):
         return _cut(said)
     worded = normalise(what)
     if not re.search(r"\w", worded) or _lost(worded, said) or _invented(worded, message, before):
@@ -391,7 +447,8 @@ def ask(
     just before, shown as context only. Which held decisions the new ones change is judged
     afterwards, for both forms alike (`judge`)."""
     asker = Asker(llm)
-    found = _decided(asker, messages, earlier or [])
+    settled = frozenset(s for d in current.decisions for s in d.sources)
+    found = _decided(asker, messages, earlier or [], settled)
     layers = {
         "summary": current.summary,
         "decisions that hold": [*current.texts, *(text for _, text in found)],

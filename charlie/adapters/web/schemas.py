@@ -9,11 +9,13 @@ each route.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from charlie.retrieval.search import PublicHit
+from charlie.trace import By, Guard, ToolMode
+from charlie.voice.tts import EngineState
 
 
 class Out(BaseModel):
@@ -52,11 +54,15 @@ class NoteOut(Out):
     updated: str
 
 
+Scalar = str | int | float | bool
+MetaValue = Scalar | list[Scalar]
+
+
 class NoteFull(NoteOut):
     body: str
     html: str  # safe HTML, drawn as replies are
     sha256: str  # the version: send it back as a PUT's base_sha256
-    meta: dict[str, Any]
+    meta: dict[str, MetaValue]  # the front matter
 
 
 class NoteList(Out):
@@ -156,6 +162,58 @@ class ThreadOut(Out):
     source_id: str | None
 
 
+class TraceHit(Out):
+    key: str
+    title: str
+    score: float
+    snippet: str
+
+
+class SuggestedStep(Out):
+    type: Literal["suggested"]
+    categories: list[str]
+
+
+class LoadStep(Out):
+    type: Literal["load"]
+    category: str
+    ok: bool
+    tools: list[str]
+    ms: float
+
+
+class ToolCallStep(Out):
+    type: Literal["tool_call"]
+    name: str
+    arguments: dict[str, Any] | str  # as the model wrote them: any JSON object, or unreadable
+    ok: bool
+    summary: str
+    ms: float
+    writes: bool
+    guard: Guard | None
+    hits: list[TraceHit] | None
+    count: int | None
+    by: By
+
+
+class ModeStep(Out):
+    type: Literal["mode"]
+    mode: ToolMode
+    reason: str
+
+
+class GuardStep(Out):
+    type: Literal["guard"]
+    guard: Guard
+    detail: str
+
+
+# One step of an answer's tool trace (`charlie.trace`), told apart by its `type`
+TraceStep = Annotated[
+    SuggestedStep | LoadStep | ToolCallStep | ModeStep | GuardStep, Field(discriminator="type")
+]
+
+
 class MessageOut(Out):
     id: int
     role: Literal["user", "assistant"]
@@ -163,7 +221,7 @@ class MessageOut(Out):
     content: str
     html: str | None  # a reply, as safe HTML
     created_at: str
-    trace: list[dict[str, Any]] | None  # what the answer searched and found
+    trace: list[TraceStep] | None  # what the answer searched and found
     thread: int
     alternatives: list[int] | None = None  # regenerated replies, edited versions
 
@@ -376,10 +434,29 @@ class HistoryIndexing(Out):
     line: str  # "indexing history: 41 % · about 6 min left"
 
 
+class LlmHealth(Out):
+    base_url: str
+    model: str | None  # the model asked for; None: the server's default
+    reachable: bool
+    models: list[str | None] | None = None  # what the server offers (None: it did not say)
+    error: str | None
+
+
+class IndexHealth(Out):
+    notes: int
+    chunks: int
+    problems: int
+    model: str | None  # the embedding model that built it
+    state: Literal["ready", "not built", "building", "rebuilding", "damaged", "unavailable"]
+    rebuilt: str | None  # when and why a damaged or old index was last replaced
+    incomplete: str | None  # while it fills: results are incomplete, and why
+    error: str | None = None  # it cannot be read: what happens next
+
+
 class Health(Out):
     version: str
-    llm: dict[str, Any]  # base_url, model, reachable, models, error
-    index: dict[str, Any]  # notes, chunks, problems, model, state, rebuilt, incomplete, error
+    llm: LlmHealth
+    index: IndexHealth
     history: HistoryIndexing | None  # None: the search index cannot be read now
 
 
@@ -401,12 +478,27 @@ class Doctor(Out):
     checks: list[DoctorCheck]
 
 
+class SpeechEngine(Out):
+    name: str
+    about: str
+    online: bool
+    state: EngineState  # loaded and able to try · failed to speak lately · cannot load here
+    detail: str  # why, when it is not ready
+
+
+class SpeechSurvey(Out):
+    engines: list[SpeechEngine]
+    speaks: str | None  # the engine the next sentence goes to first; None: none can
+    offline: str | None  # the engine that speaks when the internet is not there
+    advice: str
+
+
 class VoiceStatus(Out):
     available: bool
     problem: str | None  # why voice does not work here
     stt_model: str
     tts: dict[str, str]  # each speech engine: ready, not tried, or why it rests
-    speech: dict[str, Any]  # which engine will speak, which speaks offline, a better voice
+    speech: SpeechSurvey  # which engine will speak, which speaks offline, a better voice
     rate: int
     silence_ms: int
     max_seconds: float

@@ -79,6 +79,14 @@ def note_out(note: notes.Note) -> schemas.NoteOut:
     )
 
 
+def _meta_value(value: object) -> schemas.MetaValue:
+    """A front-matter value as JSON shows it: a number, a yes/no or a list as written,
+    anything else (a date, a table) as text."""
+    if isinstance(value, list):
+        return [v if isinstance(v, int | float | bool | str) else str(v) for v in value]
+    return value if isinstance(value, int | float | bool | str) else str(value)
+
+
 def note_full(note: notes.Note) -> schemas.NoteFull:
     """A note with its text, as reading or changing one answers."""
     return schemas.NoteFull(
@@ -86,8 +94,5 @@ def note_full(note: notes.Note) -> schemas.NoteFull:
         body=note.body,
         html=render_markdown(note.body),  # safe HTML, rendered as replies are
         sha256=note.sha256,  # the version: send it back as a PUT's base_sha256
-        meta={
-            k: str(v) if not isinstance(v, list | int | float | bool) else v
-            for k, v in note.meta.items()
-        },
+        meta={k: _meta_value(v) for k, v in note.meta.items()},
     )

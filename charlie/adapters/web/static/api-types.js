@@ -101,6 +101,13 @@ export {};
  */
 
 /**
+ * @typedef {Object} GuardStep
+ * @property {"guard"} type
+ * @property {"max_iterations"|"ignored_calls"|"bad_arguments"|"duplicate_call"|"unknown_tool"|"write_not_allowed"|"write_refused"|"timeout"|"unreadable_call"|"not_an_answer"} guard
+ * @property {string} detail
+ */
+
+/**
  * @typedef {Object} HTTPValidationError
  * @property {Array<ValidationError>} [detail]
  */
@@ -108,8 +115,8 @@ export {};
 /**
  * @typedef {Object} Health
  * @property {string} version
- * @property {Object<string, *>} llm
- * @property {Object<string, *>} index
+ * @property {LlmHealth} llm
+ * @property {IndexHealth} index
  * @property {HistoryIndexing|null} history
  */
 
@@ -137,6 +144,36 @@ export {};
 /**
  * @typedef {Object} Household
  * @property {boolean} has_people
+ */
+
+/**
+ * @typedef {Object} IndexHealth
+ * @property {number} notes
+ * @property {number} chunks
+ * @property {number} problems
+ * @property {string|null} model
+ * @property {"ready"|"not built"|"building"|"rebuilding"|"damaged"|"unavailable"} state
+ * @property {string|null} rebuilt
+ * @property {string|null} incomplete
+ * @property {string|null} [error]
+ */
+
+/**
+ * @typedef {Object} LlmHealth
+ * @property {string} base_url
+ * @property {string|null} model
+ * @property {boolean} reachable
+ * @property {Array<string|null>|null} [models]
+ * @property {string|null} error
+ */
+
+/**
+ * @typedef {Object} LoadStep
+ * @property {"load"} type
+ * @property {string} category
+ * @property {boolean} ok
+ * @property {Array<string>} tools
+ * @property {number} ms
  */
 
 /**
@@ -202,9 +239,16 @@ export {};
  * @property {string} content
  * @property {string|null} html
  * @property {string} created_at
- * @property {Array<Object<string, *>>|null} trace
+ * @property {Array<SuggestedStep|LoadStep|ToolCallStep|ModeStep|GuardStep>|null} trace
  * @property {number} thread
  * @property {Array<number>|null} [alternatives]
+ */
+
+/**
+ * @typedef {Object} ModeStep
+ * @property {"mode"} type
+ * @property {"native"|"text"|"constrained"} mode
+ * @property {string} reason
  */
 
 /**
@@ -309,7 +353,7 @@ export {};
  * @property {string} body
  * @property {string} html
  * @property {string} sha256
- * @property {Object<string, *>} meta
+ * @property {Object<string, string|number|boolean|Array<string|number|boolean>>} meta
  */
 
 /**
@@ -565,6 +609,23 @@ export {};
  */
 
 /**
+ * @typedef {Object} SpeechEngine
+ * @property {string} name
+ * @property {string} about
+ * @property {boolean} online
+ * @property {"ready"|"resting"|"unavailable"} state
+ * @property {string} detail
+ */
+
+/**
+ * @typedef {Object} SpeechSurvey
+ * @property {Array<SpeechEngine>} engines
+ * @property {string|null} speaks
+ * @property {string|null} offline
+ * @property {string} advice
+ */
+
+/**
  * @typedef {Object} StarterModel
  * @property {string} name
  * @property {number} size
@@ -572,6 +633,12 @@ export {};
  * @property {boolean} installed
  * @property {number} parts
  * @property {number} downloaded_parts
+ */
+
+/**
+ * @typedef {Object} SuggestedStep
+ * @property {"suggested"} type
+ * @property {Array<string>} categories
  */
 
 /**
@@ -615,6 +682,29 @@ export {};
 /**
  * @typedef {Object} Tokens
  * @property {Array<TokenOut>} tokens
+ */
+
+/**
+ * @typedef {Object} ToolCallStep
+ * @property {"tool_call"} type
+ * @property {string} name
+ * @property {Object<string, *>|string} arguments
+ * @property {boolean} ok
+ * @property {string} summary
+ * @property {number} ms
+ * @property {boolean} writes
+ * @property {"max_iterations"|"ignored_calls"|"bad_arguments"|"duplicate_call"|"unknown_tool"|"write_not_allowed"|"write_refused"|"timeout"|"unreadable_call"|"not_an_answer"|null} guard
+ * @property {Array<TraceHit>|null} hits
+ * @property {number|null} count
+ * @property {"model"|"charlie"} by
+ */
+
+/**
+ * @typedef {Object} TraceHit
+ * @property {string} key
+ * @property {string} title
+ * @property {number} score
+ * @property {string} snippet
  */
 
 /**
@@ -690,7 +780,7 @@ export {};
  * @property {string|null} problem
  * @property {string} stt_model
  * @property {Object<string, string>} tts
- * @property {Object<string, *>} speech
+ * @property {SpeechSurvey} speech
  * @property {number} rate
  * @property {number} silence_ms
  * @property {number} max_seconds
