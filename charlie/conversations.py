@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from charlie.db import now, transaction
+from charlie.db import now, placeholders, transaction
 from charlie.errors import BrokenThread, CharlieError, MessageGone, NotFound
 from charlie.home import Home
 from charlie.jsonvalue import JSONObject
@@ -239,6 +239,19 @@ def thread_channels(home: Home, channel: Channel) -> list[Channel]:
         (value, private),
     ).fetchall()
     return [replace(channel, conversation_id=int(r[0])) for r in rows]
+
+
+def every_thread(home: Home, channel: Channel) -> list[int]:
+    """Every thread beside `channel`, its own included, the archived ones and those in the
+    trash too: all that could have seen one of its messages."""
+    column, value, private = _holder(
+        channel.project.id if channel.project else None, channel.owner.id if channel.owner else None
+    )
+    rows = home.db.execute(
+        f"SELECT id FROM conversations WHERE {column} = ? AND private = ? ORDER BY id",
+        (value, private),
+    )
+    return [int(r[0]) for r in rows]
 
 
 def readable_by(home: Home, user: User) -> list[int]:
@@ -797,7 +810,7 @@ def answers_to(home: Home, asked: Sequence[int]) -> list[tuple[int, int]]:
     """(id, thread) of Charlie's replies to any of the messages `asked`, in any thread."""
     rows = home.db.execute(
         f"SELECT id, conversation_id FROM messages WHERE role = 'assistant' "
-        f"AND parent_id IN ({_marks(asked)})",
+        f"AND parent_id IN ({placeholders(asked)})",
         list(asked),
     ).fetchall()
     return [(int(r[0]), int(r[1])) for r in rows]
@@ -806,8 +819,8 @@ def answers_to(home: Home, asked: Sequence[int]) -> list[tuple[int, int]]:
 def said_elsewhere(home: Home, word: str, ids: Sequence[int]) -> bool:
     """Whether a stored message other than `ids` holds `word` (lower case), in any thread."""
     found = home.db.execute(
-        f"SELECT 1 FROM messages WHERE id NOT IN ({_marks(ids)}) AND instr(lower(content), ?) > 0 "
-        "LIMIT 1",
+        f"SELECT 1 FROM messages WHERE id NOT IN ({placeholders(ids)}) "
+        "AND instr(lower(content), ?) > 0 LIMIT 1",
         [*ids, word],
     ).fetchone()
     return found is not None
@@ -827,7 +840,7 @@ def traces_naming(home: Home, threads: Sequence[int]) -> list[StoredTrace]:
     one in the threads `threads`."""
     rows = home.db.execute(
         "SELECT id, conversation_id, trace FROM messages WHERE trace IS NOT NULL AND "
-        f"(trace LIKE '%message:%' OR conversation_id IN ({_marks(threads)}))",
+        f"(trace LIKE '%message:%' OR conversation_id IN ({placeholders(threads)}))",
         list(threads),
     ).fetchall()
     return [
@@ -849,7 +862,7 @@ def failed_distillations_over(home: Home, ids: Sequence[int]) -> set[int]:
         for r in home.db.execute(
             "SELECT DISTINCT d.id FROM distillations d JOIN messages m ON "
             "m.conversation_id = d.conversation_id AND m.id BETWEEN d.first_message_id AND "
-            f"d.last_message_id WHERE d.error IS NOT NULL AND m.id IN ({_marks(ids)})",
+            f"d.last_message_id WHERE d.error IS NOT NULL AND m.id IN ({placeholders(ids)})",
             list(ids),
         )
     }
@@ -868,7 +881,7 @@ def beside(home: Home, ids: Sequence[int]) -> list[Beside]:
     """Each stored message of `ids` with its neighbours in time in its thread (the one just
     before, the one just after), leaving out those among `ids`."""
     rows = home.db.execute(
-        f"SELECT id, conversation_id, created_at FROM messages WHERE id IN ({_marks(ids)})",
+        f"SELECT id, conversation_id, created_at FROM messages WHERE id IN ({placeholders(ids)})",
         list(ids),
     ).fetchall()
     out, taken = [], set(ids)
@@ -889,7 +902,7 @@ def beside(home: Home, ids: Sequence[int]) -> list[Beside]:
 def delete_messages(home: Home, ids: Sequence[int]) -> None:
     """Delete the messages `ids` (in the caller's transaction); a message that followed one
     of them follows its parent now, and an untitled thread is named again (`retitle`)."""
-    marks = _marks(ids)
+    marks = placeholders(ids)
     for message_id in ids:
         row = home.db.execute(
             "SELECT parent_id FROM messages WHERE id = ?", (message_id,)
@@ -931,10 +944,6 @@ def last_said_by(home: Home, channel: Channel, user: User) -> int | None:
         ),
     ).fetchone()
     return None if row is None else int(row[0])
-
-
-def _marks(values: Sequence[object]) -> str:
-    return ", ".join("?" for _ in values)
 
 
 # ---------------------------------------------------------------- recall and provenance
@@ -990,6 +999,104 @@ def sources_in(home: Home, channel: Channel, ids: Sequence[int]) -> list[tuple[i
 
 
 # ---------------------------------------------------------------- export, import, backup
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Whose threads these are: a shared project's, or one person's private channel's."""
+
+    project_id: int | None
+    owner_id: int | None
+
+    @property
+    def private(self) -> int:
+        return int(self.owner_id is not None)
+
+
+@dataclass(frozen=True)
+class StoredThread:
+    """A thread as stored: every column by name (an archive copies them all, so a column
+    added later travels too), and the few an export reads itself."""
+
+    id: int
+    title: str | None
+    archived_at: str | None
+    deleted_at: str | None
+    distilled_upto: int
+    columns: JSONObject
+
+
+def stored_threads(home: Home, holder: Holder) -> list[StoredThread]:
+    """The holder's threads, oldest first, the archived ones and those in the trash included."""
+    column, value, private = _holder(holder.project_id, holder.owner_id)
+    rows = home.db.execute(
+        f"SELECT * FROM conversations WHERE {column} = ? AND private = ? ORDER BY id",
+        (value, private),
+    )
+    return [
+        StoredThread(
+            int(r["id"]),
+            r["title"],
+            r["archived_at"],
+            r["deleted_at"],
+            int(r["distilled_upto"]),
+            dict(r),
+        )
+        for r in rows
+    ]
+
+
+def thread_columns(home: Home) -> set[str]:
+    """The names of a thread's columns (what a restored thread may be given)."""
+    return {str(row[1]) for row in home.db.execute("PRAGMA table_info(conversations)")}
+
+
+def newest_thread_id(home: Home) -> int:
+    """The largest thread id stored, in any project or channel (0 when there is none)."""
+    (newest,) = home.db.execute("SELECT ifnull(max(id), 0) FROM conversations").fetchone()
+    return int(newest)
+
+
+def threads_like(
+    home: Home,
+    holder: Holder,
+    *,
+    upto: int,
+    source_id: str | int | float | None,
+    created_at: str | int | float | None,
+) -> list[int]:
+    """The holder's threads with ids up to `upto`, oldest first, that a restored thread may
+    be: those imported from `source_id`, else (without one) those made at `created_at` and
+    not imported, else (without either) every one."""
+    column, value, private = _holder(holder.project_id, holder.owner_id)
+    key: tuple[str | int | float, ...]
+    if source_id is not None:
+        match, key = "source_id = ?", (source_id,)
+    elif created_at is not None:
+        match, key = "created_at = ? AND source_id IS NULL", (created_at,)
+    else:
+        match, key = "1", ()
+    rows = home.db.execute(
+        f"SELECT id FROM conversations WHERE {column} = ? AND private = ? AND id <= ? "
+        f"AND {match} ORDER BY id",
+        (value, private, upto, *key),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def add_thread_as(home: Home, holder: Holder, columns: dict[str, str | int | float | None]) -> int:
+    """A new thread of `holder` with these `columns` (a restored thread's, named as
+    `thread_columns` names them; whose thread it is comes from `holder`); its id."""
+    unknown = set(columns) - thread_columns(home)
+    if unknown:
+        raise ValueError(f"a thread has no column {sorted(unknown)[0]!r}")
+    names = ["project_id", "owner_id", "private", *columns]
+    cursor = home.db.execute(
+        f"INSERT INTO conversations ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+        (holder.project_id, holder.owner_id, holder.private, *columns.values()),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
 
 
 def export_rows(home: Home, conversation_id: int) -> Iterator[sqlite3.Row]:
@@ -1101,6 +1208,28 @@ def count_stored(db: sqlite3.Connection) -> int:
 
 
 # ---------------------------------------------------------------- removing a person
+
+
+def private_thread_ids(db: sqlite3.Connection, user: User) -> list[int]:
+    """Every thread of `user`'s private channel, those in the trash included."""
+    rows = db.execute(
+        "SELECT id FROM conversations WHERE owner_id = ? AND private = 1", (user.id,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def delete_threads(db: sqlite3.Connection, threads: Sequence[int]) -> None:
+    """Delete the threads `threads` and their messages, in the caller's transaction (what
+    else refers to them goes first: their memory revisions, distillations, suggestions)."""
+    marks = placeholders(threads)
+    db.execute(f"DELETE FROM messages WHERE conversation_id IN ({marks})", list(threads))
+    db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", list(threads))
+
+
+def detach_messages(db: sqlite3.Connection, user: User) -> None:
+    """Leave what `user` said tied to no account (they are being removed): each message
+    keeps its speaker's name."""
+    db.execute("UPDATE messages SET user_id = NULL WHERE user_id = ?", (user.id,))
 
 
 def ids_in_threads(db: sqlite3.Connection, threads: Sequence[int]) -> list[int]:

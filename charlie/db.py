@@ -13,7 +13,7 @@ import shutil
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +57,12 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def placeholders(values: Sequence[object]) -> str:
+    """One `?` a value, for `IN (…)`: "?, ?, ?" (an empty list gives "", and `IN ()` holds
+    nothing)."""
+    return ", ".join("?" for _ in values)
 
 
 def run_script(db: sqlite3.Connection, script: str) -> None:
@@ -691,6 +697,32 @@ def _apply(db: sqlite3.Connection, version: int) -> None:
                 db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+# ---------------------------------------------------------------- the schema, as a whole
+
+
+def schema_version(db: sqlite3.Connection) -> int:
+    """How many migrations the database has had (an archive records it)."""
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def references_to(db: sqlite3.Connection, table: str) -> set[tuple[str, str]]:
+    """Every (table, column) with a foreign key to `table`'s id: what removing a person must
+    know what to do with (`charlie.household.removal`), so a new table is never missed."""
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    found = set()
+    for name in tables:
+        for key in db.execute(f"PRAGMA foreign_key_list({name})").fetchall():
+            if key["table"] == table:
+                found.add((name, key["from"]))
+    return found
+
+
+def checkpoint(db: sqlite3.Connection) -> None:
+    """Move the write-ahead log into the database file and empty it: after a forget, the
+    log keeps no copy of what was deleted (`secure_delete` zeroes it in the file)."""
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 # ---------------------------------------------------------------- errors, explained

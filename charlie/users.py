@@ -41,10 +41,16 @@ def validate_name(name: str) -> str:
 
 
 def get_user(db: sqlite3.Connection, name: str) -> User:
-    row = db.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
-    if row is None:
+    user = find_user(db, name)
+    if user is None:
         raise NotFound(f"There is no user named {name!r}.")
-    return _from_row(row)
+    return user
+
+
+def find_user(db: sqlite3.Connection, name: str) -> User | None:
+    """The person called `name`, or None when the household has no one of that name."""
+    row = db.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+    return None if row is None else _from_row(row)
 
 
 def has_people(db: sqlite3.Connection) -> bool:
@@ -214,3 +220,9 @@ def add_user(
                 (stored, int(is_admin), row["id"]),
             )
     return get_user(db, name)
+
+
+def delete_user(db: sqlite3.Connection, user: User) -> None:
+    """Delete `user`'s account, once nothing refers to it any more: removing a person
+    (`charlie.household.removal`) deletes or detaches what does first."""
+    db.execute("DELETE FROM users WHERE id = ?", (user.id,))

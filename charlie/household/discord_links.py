@@ -107,6 +107,11 @@ def unlink_discord(db: sqlite3.Connection, name: str, discord_id: str | int | No
     return cursor.rowcount
 
 
+def unlink_all(db: sqlite3.Connection, user: User) -> None:
+    """Unlink every Discord id from `user`, if any (they are being removed)."""
+    db.execute("DELETE FROM discord_links WHERE user_id = ?", (user.id,))
+
+
 # ---------------------------------------------------------------- one-time codes
 
 
@@ -159,3 +164,8 @@ def redeem_code(db: sqlite3.Connection, code: str, discord_id: str | int) -> Use
         )
     db.execute("DELETE FROM discord_link_codes WHERE code_hash = ?", (_hash(code),))
     return _link(db, _user(row), checked)
+
+
+def drop_codes(db: sqlite3.Connection, user: User) -> None:
+    """Drop every link code made for `user`, used or not (they are being removed)."""
+    db.execute("DELETE FROM discord_link_codes WHERE user_id = ?", (user.id,))

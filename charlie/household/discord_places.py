@@ -9,11 +9,13 @@ No discord.py here: ids are plain numbers, so this is tested without a client.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from charlie import projects
 from charlie.conversations import Channel, private_channel, shared_channel
-from charlie.db import now
+from charlie.db import now, placeholders
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.projects import Project
@@ -122,3 +124,19 @@ def mark_decided(home: Home, message_id: int, decision: str) -> None:
         "UPDATE discord_suggestion_messages SET decided = ? WHERE message_id = ?",
         (decision, str(message_id)),
     )
+
+
+def forget_offers(db: sqlite3.Connection, suggestion_ids: Sequence[int]) -> None:
+    """Forget which messages offered the suggestions `suggestion_ids`, which are about to
+    be deleted."""
+    db.execute(
+        "DELETE FROM discord_suggestion_messages WHERE suggestion_id IN "
+        f"({placeholders(suggestion_ids)})",
+        list(suggestion_ids),
+    )
+
+
+def detach_bindings(db: sqlite3.Connection, user: User) -> None:
+    """Leave the channels `user` bound tied to their projects, bound by no one (they are
+    being removed)."""
+    db.execute("UPDATE discord_bindings SET bound_by = NULL WHERE bound_by = ?", (user.id,))

@@ -31,11 +31,9 @@ checks that its messages are still there before it writes).
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from charlie import conversations
@@ -50,14 +48,15 @@ from charlie.errors import (
     NotFound,
 )
 from charlie.home import Home
+from charlie.household import discord_places
 from charlie.jsonvalue import JSON, JSONObject
 from charlie.memory import decisions as decided
 from charlie.memory import distill
 from charlie.memory import layers as memory
 from charlie.memory import summary as summary_layer
 from charlie.memory.layers import Decision, Earlier, Memory, normalise
+from charlie.retrieval import message_index, suggestions, usage
 from charlie.retrieval.recall import recaller_for
-from charlie.retrieval.usage import message_key
 from charlie.users import User
 
 CLAIM_WAIT = 10.0  # seconds to wait for a running distillation of the channel
@@ -82,7 +81,7 @@ def planned(
     thread = conversations.thread_holding(home, channel, message_id)
     if thread is None:
         threads = [t.conversation_id for t in conversations.thread_channels(home, channel)]
-        if _was_forgotten(home, message_id, threads):  # a forget tried again
+        if message_index.was_forgotten(home, message_id, threads):  # a forget tried again
             lead = f"Message {message_id} is already forgotten"
             _scrub_index(home, lead)  # what a busy index left undone, done now
             raise AlreadyForgotten(f"{lead}, and the search index is scrubbed of it.")
@@ -172,16 +171,13 @@ def forget_messages_of(
             done.quotes, done.flagged, done.restated = _from_memory(home, channel, ids, gone)
             done.revisions = _from_revisions(home, channel, ids, gone)
             _from_the_rest(home, channel, ids, gone)
-            _record(home, ids)  # the search index's to-do, in the same transaction
+            message_index.record_forgotten(home, ids)  # the index's to-do, in this transaction
             conversations.delete_messages(home, ids)
-            home.db.execute(
-                "INSERT INTO forget_log (at, by_user_id, place, messages) VALUES (?, ?, ?, ?)",
-                (now(), user.id, _place(channel), len(ids)),
-            )
+            _log(home, user, channel, len(ids))
         done.messages = len(ids)
     finally:
         distill.release(home, channel, token)
-    home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # nor charlie.db's write-ahead log
+    database.checkpoint(home.db)  # nor charlie.db's write-ahead log
     _scrub_index(home, f"Forgot {len(ids)} message{'s' if len(ids) != 1 else ''}")
     return done
 
@@ -204,7 +200,8 @@ def _scrub_index(home: Home, lead: str) -> None:
     """Scrub the search index — derived data in a file of its own, `index.db` — of what was
     forgotten (this forget's messages, and any a busy index kept before). When it cannot be
     now (another process holds it, a full disk), say so after `lead` (what was done), naming
-    the file at fault: whoever uses the index next finishes it (`_record`)."""
+    the file at fault: whoever uses the index next finishes it (what is left to scrub is
+    recorded: `charlie.retrieval.message_index.record_forgotten`)."""
     try:
         recaller_for(home).index.scrub()
     except (CharlieError, sqlite3.Error) as exc:  # a raw SQLite error is index.db's
@@ -215,6 +212,19 @@ def _scrub_index(home: Home, lead: str) -> None:
             "search, the indexer or the next forget), and no search finds what was forgotten "
             "meanwhile."
         ) from exc
+
+
+def _log(home: Home, user: User, channel: Channel, messages: int) -> None:
+    """Write in the forget log when, by whom, where and how many: never what."""
+    home.db.execute(
+        "INSERT INTO forget_log (at, by_user_id, place, messages) VALUES (?, ?, ?, ?)",
+        (now(), user.id, _place(channel), messages),
+    )
+
+
+def detach_log(db: sqlite3.Connection, user: User) -> None:
+    """Leave the forgets `user` did logged by no one (they are being removed)."""
+    db.execute("UPDATE forget_log SET by_user_id = NULL WHERE by_user_id = ?", (user.id,))
 
 
 def _place(channel: Channel) -> str:
@@ -392,19 +402,12 @@ def _from_revisions(home: Home, channel: Channel, ids: list[int], gone: Gone) ->
         charlies = (recorded or []) if theirs else summary_layer.charlies(revision.memory)
         scrubbed, *_ = _scrubbed(revision.memory, set(ids), gone, flag=False, charlies=charlies)
         if _changed(scrubbed, revision.memory):
-            home.db.execute(
-                "UPDATE memory_revisions SET layers = ? WHERE id = ?",
-                (scrubbed.to_json(), revision.id),
-            )
+            memory.rewrite_revision(home, revision.id, scrubbed)
             changed += 1
     return changed
 
 
 # ---------------------------------------------------------------- the rest
-
-
-def _marks(values: Iterable[object]) -> str:
-    return ", ".join("?" for _ in values)
 
 
 FORGOTTEN = "(forgotten)"  # what stands in a trace for words of a forgotten message
@@ -416,28 +419,13 @@ def _from_the_rest(home: Home, channel: Channel, ids: list[int], gone: Gone) -> 
     replies' traces (search hits of them, a query or result echoing them) and the records of
     distillations (quotes and decisions refused or left out, and why; the error of a failed
     one, which may quote the model's answer about them)."""
-    marks = _marks(ids)
-    home.db.execute(
-        "DELETE FROM discord_suggestion_messages WHERE suggestion_id IN "
-        f"(SELECT id FROM suggestions WHERE message_id IN ({marks}))",
-        ids,
-    )
-    home.db.execute(f"DELETE FROM suggestions WHERE message_id IN ({marks})", ids)
-    keys = [message_key(i) for i in ids]
-    home.db.execute(f"DELETE FROM usage_events WHERE note IN ({_marks(keys)})", keys)
-    threads = _threads_of(home, channel)
-    _from_traces(home, threads, set(keys), gone)
+    offered = suggestions.offered_under(home.db, ids)
+    discord_places.forget_offers(home.db, offered)
+    suggestions.delete(home.db, offered)
+    usage.forget_messages(home.db, ids)
+    threads = conversations.every_thread(home, channel)  # all that saw them, or quote them
+    _from_traces(home, threads, {usage.message_key(i) for i in ids}, gone)
     _from_distillations(home, threads, ids, gone)
-
-
-def _threads_of(home: Home, channel: Channel) -> list[int]:
-    """Every thread of the channel's project or private channel (archived, in the trash): all
-    that saw the messages, or a memory quoting them."""
-    rows = home.db.execute(
-        "SELECT id FROM conversations WHERE ifnull(project_id, 0) = ? AND ifnull(owner_id, 0) = ?",
-        (channel.project.id if channel.project else 0, channel.owner.id if channel.owner else 0),
-    )
-    return [int(r[0]) for r in rows]
 
 
 def _from_traces(home: Home, threads: list[int], keys: set[str], gone: Gone) -> None:
@@ -513,54 +501,15 @@ def _from_distillations(home: Home, threads: list[int], ids: list[int], gone: Go
             _said_in(v, said) or gone.echoed_in(v) for v in values
         )
 
-    mine = f"conversation_id IN ({_marks(threads)})"
-    for column in ("rejected_quotes", "refused_decisions"):
-        for row in home.db.execute(
-            f"SELECT id, {column} FROM distillations WHERE {mine} AND {column} <> '[]'", threads
-        ).fetchall():
-            entries = json.loads(row[column])
-            kept = [e for e in entries if not theirs(e)]
-            if kept != entries:
-                home.db.execute(
-                    f"UPDATE distillations SET {column} = ? WHERE id = ?",
-                    (json.dumps(kept, ensure_ascii=False), row["id"]),
-                )
+    for refusals in distill.refusals_in(home, threads):
+        kept = replace(
+            refusals,
+            quotes=[e for e in refusals.quotes if not theirs(e)],
+            decisions=[e for e in refusals.decisions if not theirs(e)],
+        )
+        if kept != refusals:
+            distill.rewrite_refusals(home, kept)
     covered = conversations.failed_distillations_over(home, ids)
-    for row in home.db.execute(
-        f"SELECT id, error FROM distillations WHERE {mine} AND error IS NOT NULL AND error <> ?",
-        (*threads, UNKEPT_ERROR),
-    ).fetchall():
-        if row["id"] in covered or gone.echoed_in(row["error"]):
-            home.db.execute(
-                "UPDATE distillations SET error = ? WHERE id = ?", (UNKEPT_ERROR, row["id"])
-            )
-
-
-def _record(home: Home, ids: list[int]) -> None:
-    """Record the messages `ids`, about to be deleted in the caller's transaction, as
-    forgotten (their ids, never their text) and not scrubbed from the search index yet: the
-    index lives in another file, which may be busy, and is scrubbed by `MessageIndex.scrub`
-    — by this forget or, failing that, by whoever uses the index next. With each goes its
-    neighbours: the messages just before and after it in its conversation, in time order
-    (unless forgotten too: theirs are recorded with them), whose index entries show its
-    words as their context."""
-    at = now()
-    records = [
-        (b.message_id, b.conversation_id, json.dumps(b.neighbours), at)
-        for b in conversations.beside(home, ids)
-    ]
-    home.db.executemany(
-        "INSERT INTO forgotten_messages (message_id, conversation_id, neighbours, forgotten_at) "
-        "VALUES (?, ?, ?, ?)",
-        records,
-    )
-
-
-def _was_forgotten(home: Home, message_id: int, conversation_ids: list[int]) -> bool:
-    """Whether message `message_id` of one of these conversations was forgotten."""
-    found = home.db.execute(
-        "SELECT 1 FROM forgotten_messages WHERE message_id = ? AND conversation_id IN "
-        f"({_marks(conversation_ids)}) LIMIT 1",
-        (message_id, *conversation_ids),
-    ).fetchone()
-    return found is not None
+    for distillation, error in distill.errors_in(home, threads):
+        if error != UNKEPT_ERROR and (distillation in covered or gone.echoed_in(error)):
+            distill.replace_error(home, distillation, UNKEPT_ERROR)

@@ -12,39 +12,74 @@ next check. Every front end (the command line, the app) removes people through
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from charlie import conversations
+from charlie import conversations, users
+from charlie import db as database
 from charlie.db import transaction
 from charlie.errors import CharlieError, Conflict
 from charlie.home import Home
+from charlie.household import discord_links, discord_places, forget, signin, tokens
+from charlie.memory import distill
+from charlie.memory import layers as memory
+from charlie.retrieval import suggestions, usage
 from charlie.retrieval.message_index import UPTO, WORDS
 from charlie.retrieval.recall import recaller_for
 from charlie.users import User, admins, get_user
 
-# Every table that refers to a person, and what happens to its rows when they are removed.
-# Rows in their private channel go with it whatever the table. Elsewhere, the columns in
-# `ATTRIBUTED` are cleared (the row stays: a message keeps its speaker's name), and every
-# other row that refers to them is deleted. A reference this list does not know stops the
-# removal before anything is changed (`_check_references`), so a new table cannot silently
-# keep, or lose, a person's data.
-ATTRIBUTED = {
-    ("messages", "user_id"),  # what they said in shared projects stays, under their name
-    ("memory_revisions", "owner_id"),
-    ("distillations", "owner_id"),
-    ("discord_bindings", "bound_by"),
-    ("forget_log", "by_user_id"),  # when and how much was forgotten stays; no longer by whom
+# What is done with a table's rows that refer to a person being removed.
+LetGo = Callable[[sqlite3.Connection, User], object]
+
+
+def _withdraw_suggestions(db: sqlite3.Connection, user: User) -> None:
+    """The suggestions made to `user` or in their private channel, with the Discord messages
+    that offered them."""
+    made = suggestions.made_to(db, user, conversations.private_thread_ids(db, user))
+    discord_places.forget_offers(db, made)
+    suggestions.delete(db, made)
+
+
+def _unpin(db: sqlite3.Connection, user: User) -> None:
+    """The notes `user` pinned anywhere, and every note pinned in their private channel."""
+    suggestions.unpin_all(db, user, conversations.private_thread_ids(db, user))
+
+
+def _delete_private_channel(db: sqlite3.Connection, user: User) -> None:
+    """Every thread of `user`'s private channel, with its messages, its memory's revisions
+    and the distillations that wrote them."""
+    threads = conversations.private_thread_ids(db, user)
+    distill.delete_distillations_in(db, threads)
+    memory.delete_revisions_in(db, threads)
+    conversations.delete_threads(db, threads)
+
+
+# Every table that refers to a person, and what happens to its rows when they are removed:
+# each entry is the function that does it, the table owner's (or one above that calls the
+# owners of what refers to its rows first). Rows in their private channel go with it
+# whatever the table. Elsewhere, the columns in `ATTRIBUTED` are cleared (the row stays: a
+# message keeps its speaker's name), and every other row that refers to them is deleted, in
+# the order of `WITH_PERSON` (what refers to a row goes before it). A reference these do not
+# know stops the removal before anything is changed (`_check_references`), so a new table
+# cannot silently keep, or lose, a person's data.
+WITH_PERSON: dict[tuple[str, str], LetGo] = {
+    ("suggestions", "user_id"): _withdraw_suggestions,
+    ("pins", "user_id"): _unpin,
+    ("conversations", "owner_id"): _delete_private_channel,  # each of its threads
+    ("usage_events", "user_id"): usage.forget_person,
+    ("sessions", "user_id"): signin.sign_out_everywhere,
+    ("api_tokens", "user_id"): tokens.delete_all,
+    ("discord_links", "user_id"): discord_links.unlink_all,
+    ("discord_link_codes", "user_id"): discord_links.drop_codes,
 }
-WITH_PERSON = {
-    ("conversations", "owner_id"),  # their private channel (each of its threads)
-    ("usage_events", "user_id"),
-    ("suggestions", "user_id"),
-    ("pins", "user_id"),
-    ("sessions", "user_id"),
-    ("api_tokens", "user_id"),
-    ("discord_links", "user_id"),
-    ("discord_link_codes", "user_id"),
+ATTRIBUTED: dict[tuple[str, str], LetGo] = {
+    # what they said in shared projects stays, under their name
+    ("messages", "user_id"): conversations.detach_messages,
+    ("memory_revisions", "owner_id"): memory.detach_revisions,
+    ("distillations", "owner_id"): distill.detach_distillations,
+    ("discord_bindings", "bound_by"): discord_places.detach_bindings,
+    # when and how much was forgotten stays; no longer by whom
+    ("forget_log", "by_user_id"): forget.detach_log,
 }
 # What refers to a private thread, or to what is in one: deleted with it.
 IN_THREAD = {
@@ -101,21 +136,10 @@ def _count(number: int, thing: str) -> str:
     return f"{number} {thing}{'' if number == 1 else 's'}"
 
 
-def _references(db: sqlite3.Connection, target: str) -> set[tuple[str, str]]:
-    """Every (table, column) with a foreign key to `target`'s id."""
-    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    found = set()
-    for table in tables:
-        for key in db.execute(f"PRAGMA foreign_key_list({table})").fetchall():
-            if key["table"] == target:
-                found.add((table, key["from"]))
-    return found
-
-
 def _check_references(db: sqlite3.Connection) -> None:
-    unknown = _references(db, "users") - ATTRIBUTED - WITH_PERSON
+    unknown = database.references_to(db, "users") - set(ATTRIBUTED) - set(WITH_PERSON)
     for target, known in IN_THREAD.items():
-        unknown |= _references(db, target) - known
+        unknown |= database.references_to(db, target) - known
     if unknown:
         names = ", ".join(f"{t}.{c}" for t, c in sorted(unknown))
         raise CharlieError(
@@ -124,34 +148,20 @@ def _check_references(db: sqlite3.Connection) -> None:
         )
 
 
-def _private_threads(db: sqlite3.Connection, user: User) -> list[int]:
-    rows = db.execute(
-        "SELECT id FROM conversations WHERE owner_id = ? AND private = 1", (user.id,)
-    ).fetchall()
-    return [int(r[0]) for r in rows]
-
-
 def removal_of(db: sqlite3.Connection, name: str) -> Removal:
     """What removing `name` would take and keep (changes nothing)."""
     user = get_user(db, name)
-    threads = _private_threads(db, user)
-    marks = ",".join("?" * len(threads))
-
-    def count(sql: str, *params: object) -> int:
-        return int(db.execute(sql, params).fetchone()[0])
-
+    threads = conversations.private_thread_ids(db, user)
     private_ids = conversations.ids_in_threads(db, threads)
     return Removal(
         name=user.name,
         private_threads=len(threads),
         private_messages=len(private_ids),
-        private_memory_revisions=count(
-            f"SELECT count(*) FROM memory_revisions WHERE conversation_id IN ({marks})", *threads
-        ),
-        sessions=count("SELECT count(*) FROM sessions WHERE user_id = ?", user.id),
-        tokens=count("SELECT count(*) FROM api_tokens WHERE user_id = ?", user.id),
-        usage_events=count("SELECT count(*) FROM usage_events WHERE user_id = ?", user.id),
-        discord_links=count("SELECT count(*) FROM discord_links WHERE user_id = ?", user.id),
+        private_memory_revisions=memory.count_revisions_in(db, threads),
+        sessions=signin.count_stored(db, user),
+        tokens=len(tokens.list_tokens(db, user)),
+        usage_events=usage.count_for(db, user),
+        discord_links=len(discord_links.discord_ids(db, user)),
         shared_messages=conversations.count_shared_by(db, user.id),
         message_ids=tuple(private_ids),
     )
@@ -180,24 +190,9 @@ def remove_user(db: sqlite3.Connection, name: str) -> Removal:
         _check_references(db)
         user = check_removable(db, name)
         removal = removal_of(db, name)
-        threads = _private_threads(db, user)
-        marks = ",".join("?" * len(threads))
-        theirs = f"(user_id = ? OR conversation_id IN ({marks}))"
-        db.execute(
-            "DELETE FROM discord_suggestion_messages WHERE suggestion_id IN "
-            f"(SELECT id FROM suggestions WHERE {theirs})",
-            (user.id, *threads),
-        )
-        db.execute(f"DELETE FROM suggestions WHERE {theirs}", (user.id, *threads))
-        db.execute(f"DELETE FROM pins WHERE {theirs}", (user.id, *threads))
-        for table in ("distillations", "memory_revisions", "messages"):
-            db.execute(f"DELETE FROM {table} WHERE conversation_id IN ({marks})", threads)
-        db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", threads)
-        for table, column in sorted(ATTRIBUTED):
-            db.execute(f"UPDATE {table} SET {column} = NULL WHERE {column} = ?", (user.id,))
-        for table, column in sorted(WITH_PERSON):
-            db.execute(f"DELETE FROM {table} WHERE {column} = ?", (user.id,))
-        db.execute("DELETE FROM users WHERE id = ?", (user.id,))
+        for let_go in [*WITH_PERSON.values(), *ATTRIBUTED.values()]:
+            let_go(db, user)
+        users.delete_user(db, user)
     return removal
 
 

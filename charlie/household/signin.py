@@ -197,6 +197,13 @@ def count(db: sqlite3.Connection, user: User) -> int:
     return int(found)
 
 
+def count_stored(db: sqlite3.Connection, user: User) -> int:
+    """How many sessions `user` has stored, expired ones included (what removing them
+    deletes)."""
+    (found,) = db.execute("SELECT count(*) FROM sessions WHERE user_id = ?", (user.id,)).fetchone()
+    return int(found)
+
+
 def change_password(db: sqlite3.Connection, session: Session, current: str, new: str) -> int:
     """Change the signed-in person's own password, proving it with the current one, and
     end their other sessions (this one stays); how many were ended.

@@ -144,6 +144,11 @@ def list_tokens(db: sqlite3.Connection, user: User | None = None) -> list[Token]
     return [_from_row(row) for row in rows]
 
 
+def delete_all(db: sqlite3.Connection, user: User) -> None:
+    """Delete every token of `user`, revoked ones included (they are being removed)."""
+    db.execute("DELETE FROM api_tokens WHERE user_id = ?", (user.id,))
+
+
 def revoke(db: sqlite3.Connection, token_id: int, *, by: User) -> Token:
     """Revoke a token for good: a person may revoke their own, an administrator anyone's.
     Revoking a revoked token changes nothing (it keeps the first date)."""

@@ -34,7 +34,7 @@ import socket
 import sqlite3
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -46,7 +46,7 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_va
 from charlie import conversations
 from charlie import db as database
 from charlie.conversations import Channel, Message
-from charlie.db import now
+from charlie.db import now, placeholders
 from charlie.errors import (
     DatabaseError,
     DistillationError,
@@ -55,7 +55,7 @@ from charlie.errors import (
     MemoryFormatError,
 )
 from charlie.home import Home
-from charlie.jsonvalue import JSONObject
+from charlie.jsonvalue import JSON, JSONObject
 from charlie.llm import toolmode
 from charlie.llm.client import LLMClient, json_object, strip_think
 from charlie.llm.messages import ChatMessage
@@ -64,6 +64,7 @@ from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
 from charlie.retrieval import index
 from charlie.retrieval.embeddings import EmbeddingError, Vectors
+from charlie.users import User
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a household's conversation, in layers:
@@ -550,6 +551,72 @@ def last_failure(home: Home, channel: Channel) -> str | None:
     if row is None or row["status"] != "failed":
         return None
     return f"{row['error']} (at {str(row['started_at'])[:16].replace('T', ' ')} UTC)"
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """What one distillation recorded refusing or leaving out: the quotes it rejected and
+    the decisions it refused, each entry as it was recorded (naming its message)."""
+
+    id: int
+    quotes: list[JSON]
+    decisions: list[JSON]
+
+
+def refusals_in(home: Home, threads: Sequence[int]) -> list[Refusals]:
+    """The records of the threads' distillations that refused or left out anything."""
+    rows = home.db.execute(
+        "SELECT id, rejected_quotes, refused_decisions FROM distillations WHERE conversation_id "
+        f"IN ({placeholders(threads)}) AND (rejected_quotes <> '[]' OR refused_decisions <> '[]')",
+        list(threads),
+    ).fetchall()
+    return [
+        Refusals(int(r["id"]), json.loads(r["rejected_quotes"]), json.loads(r["refused_decisions"]))
+        for r in rows
+    ]
+
+
+def rewrite_refusals(home: Home, refusals: Refusals) -> None:
+    """Keep `refusals` as what its distillation refused (forgetting a message drops the
+    entries about it)."""
+    home.db.execute(
+        "UPDATE distillations SET rejected_quotes = ?, refused_decisions = ? WHERE id = ?",
+        (
+            json.dumps(refusals.quotes, ensure_ascii=False),
+            json.dumps(refusals.decisions, ensure_ascii=False),
+            refusals.id,
+        ),
+    )
+
+
+def errors_in(home: Home, threads: Sequence[int]) -> list[tuple[int, str]]:
+    """(id, error) of each of the threads' distillations that failed with an error."""
+    rows = home.db.execute(
+        "SELECT id, error FROM distillations WHERE conversation_id "
+        f"IN ({placeholders(threads)}) AND error IS NOT NULL",
+        list(threads),
+    ).fetchall()
+    return [(int(r["id"]), str(r["error"])) for r in rows]
+
+
+def replace_error(home: Home, distillation_id: int, error: str) -> None:
+    """Keep `error` as the failed distillation's error instead of the one recorded (which may
+    quote a message since forgotten)."""
+    home.db.execute("UPDATE distillations SET error = ? WHERE id = ?", (error, distillation_id))
+
+
+def delete_distillations_in(db: sqlite3.Connection, threads: Sequence[int]) -> None:
+    """Delete the records of the threads' distillations (a private channel removed)."""
+    db.execute(
+        f"DELETE FROM distillations WHERE conversation_id IN ({placeholders(threads)})",
+        list(threads),
+    )
+
+
+def detach_distillations(db: sqlite3.Connection, user: User) -> None:
+    """Leave the distillations of `user`'s channels tied to no account (they are being
+    removed)."""
+    db.execute("UPDATE distillations SET owner_id = NULL WHERE owner_id = ?", (user.id,))
 
 
 CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over

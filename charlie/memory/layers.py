@@ -50,17 +50,18 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from charlie.conversations import Channel
-from charlie.db import now
+from charlie.db import now, placeholders
 from charlie.errors import Conflict, MemoryFormatError, NotFound
 from charlie.files import FileChanged, not_written, sha256_text, text_sha, write_atomic
 from charlie.home import Home
 from charlie.jsonvalue import JSONObject
+from charlie.users import User
 
 SECTION_NAMES = {
     "summary": "summary",
@@ -651,13 +652,28 @@ def _add_revision(
     home: Home, channel: Channel, memory: Memory, source: str, file_sha: str | None
 ) -> Revision:
     created = now()
+    added = _insert(home, channel, source, memory.to_json(), file_sha, created)
+    return Revision(added, source, memory, created, file_sha)
+
+
+def _insert(
+    home: Home, channel: Channel, source: str, layers: str, file_sha: str | None, created: str
+) -> int:
     cursor = home.db.execute(
         "INSERT INTO memory_revisions (conversation_id, owner_id, source, layers, file_sha256, "
         "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (channel.memory_key, _owner_id(channel), source, memory.to_json(), file_sha, created),
+        (channel.memory_key, _owner_id(channel), source, layers, file_sha, created),
     )
     assert cursor.lastrowid is not None
-    return Revision(cursor.lastrowid, source, memory, created, file_sha)
+    return cursor.lastrowid
+
+
+def rewrite_revision(home: Home, revision_id: int, memory: Memory) -> None:
+    """Store `memory` as what revision `revision_id` holds: for forgetting a message, whose
+    words no revision may keep. Nothing else rewrites history."""
+    home.db.execute(
+        "UPDATE memory_revisions SET layers = ? WHERE id = ?", (memory.to_json(), revision_id)
+    )
 
 
 @contextmanager
@@ -857,3 +873,57 @@ def ensure_file(home: Home, channel: Channel) -> None:
     """Give a shared project an (empty) memory.md to look at and edit."""
     if channel.project is not None and not channel.project.memory_path.exists():
         save(home, channel, Memory(), "initial")
+
+
+# ---------------------------------------------------------------- archives, removal
+
+
+def stored_revisions(home: Home, threads: Sequence[int]) -> list[JSONObject]:
+    """Every revision kept for the threads `threads`, oldest first: every column as stored,
+    for an archive (`charlie.transfer.export`)."""
+    rows = home.db.execute(
+        f"SELECT * FROM memory_revisions WHERE conversation_id IN ({placeholders(threads)}) "
+        "ORDER BY id",
+        list(threads),
+    )
+    return [dict(row) for row in rows]
+
+
+def add_restored_revision(
+    home: Home,
+    channel: Channel,
+    source: str,
+    layers: str,
+    file_sha256: str | None,
+    created_at: str,
+) -> int:
+    """Store a revision of the channel's memory that an archive kept, as it was written then
+    (its layers as their JSON text, its time); its id here."""
+    return _insert(home, channel, source, layers, file_sha256, created_at)
+
+
+def any_revision(home: Home) -> bool:
+    """Whether any memory, in any project or channel, has a revision yet."""
+    return home.db.execute("SELECT 1 FROM memory_revisions LIMIT 1").fetchone() is not None
+
+
+def count_revisions_in(db: sqlite3.Connection, threads: Sequence[int]) -> int:
+    """How many revisions the memories of the threads `threads` keep."""
+    (count,) = db.execute(
+        f"SELECT count(*) FROM memory_revisions WHERE conversation_id IN ({placeholders(threads)})",
+        list(threads),
+    ).fetchone()
+    return int(count)
+
+
+def delete_revisions_in(db: sqlite3.Connection, threads: Sequence[int]) -> None:
+    """Delete the revisions of the threads' memories (their distillations went first)."""
+    db.execute(
+        f"DELETE FROM memory_revisions WHERE conversation_id IN ({placeholders(threads)})",
+        list(threads),
+    )
+
+
+def detach_revisions(db: sqlite3.Connection, user: User) -> None:
+    """Leave the revisions `user` made tied to no account (they are being removed)."""
+    db.execute("UPDATE memory_revisions SET owner_id = NULL WHERE owner_id = ?", (user.id,))

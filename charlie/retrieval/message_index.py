@@ -53,6 +53,7 @@ from datetime import datetime
 
 import numpy as np
 
+from charlie import conversations
 from charlie import db as database
 from charlie.config import Settings
 from charlie.db import transaction
@@ -87,6 +88,35 @@ def _waiting(db: sqlite3.Connection) -> tuple[list[int], list[int], list[int]]:
     ids = sorted({int(r[1]) for r in rows})
     beside = sorted({int(n) for r in rows for n in json.loads(r[2])} - set(ids))
     return [int(r[0]) for r in rows], ids, beside
+
+
+def record_forgotten(home: Home, ids: Sequence[int]) -> None:
+    """Record the messages `ids`, about to be deleted in the caller's transaction, as
+    forgotten (their ids, never their text) and not scrubbed from the search index yet: the
+    index lives in another file, which may be busy, and is scrubbed by `MessageIndex.scrub`
+    — by the forget or, failing that, by whoever uses the index next. With each goes its
+    neighbours: the messages just before and after it in its conversation, in time order
+    (unless forgotten too: theirs are recorded with them), whose index entries show its
+    words as their context."""
+    at = database.now()
+    home.db.executemany(
+        "INSERT INTO forgotten_messages (message_id, conversation_id, neighbours, forgotten_at) "
+        "VALUES (?, ?, ?, ?)",
+        [
+            (b.message_id, b.conversation_id, json.dumps(b.neighbours), at)
+            for b in conversations.beside(home, ids)
+        ],
+    )
+
+
+def was_forgotten(home: Home, message_id: int, conversation_ids: Sequence[int]) -> bool:
+    """Whether message `message_id` of one of these conversations was forgotten."""
+    found = home.db.execute(
+        "SELECT 1 FROM forgotten_messages WHERE message_id = ? AND conversation_id IN "
+        f"({database.placeholders(conversation_ids)}) LIMIT 1",
+        (message_id, *conversation_ids),
+    ).fetchone()
+    return found is not None
 
 
 def conversation_token(conversation_id: int) -> str:

@@ -13,11 +13,13 @@ first), and at most `PINNED_CHARS` characters of them in a prompt (`PIN_CHARS` o
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from charlie import projects
 from charlie.conversations import Channel
-from charlie.db import now
+from charlie.db import now, placeholders
 from charlie.errors import CharlieError, Conflict, NotFound
 from charlie.home import Home
 from charlie.llm.fence import escape, fence
@@ -113,11 +115,7 @@ def accept(home: Home, user: User, suggestion_id: int) -> str:
         "UPDATE suggestions SET status = 'accepted', decided_at = ? WHERE id = ?",
         (now(), suggestion_id),
     )
-    home.db.execute(
-        "INSERT OR IGNORE INTO pins (conversation_id, note, user_id, pinned_at) "
-        "VALUES (?, ?, ?, ?)",
-        (conversation_id, note, user.id, now()),
-    )
+    pin(home, conversation_id, Pin(note, user.id, now()))
     usage.record(home.db, user.id, "accepted", note=note, private=private)
     return note
 
@@ -172,3 +170,119 @@ def pinned_text(home: Home, channel: Channel) -> str:
         budget -= len(body)
         parts.append(fence("note", escape(body), id=key, title=note.title, pinned="yes"))
     return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- archives, forgetting, removal
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A note pinned into a thread: by whom (an account id) and when."""
+
+    note: str
+    user_id: int
+    pinned_at: str
+
+
+def pins_in(home: Home, conversation_id: int) -> list[Pin]:
+    """The notes pinned into the thread, oldest first (for an archive)."""
+    rows = home.db.execute(
+        "SELECT note, user_id, pinned_at FROM pins WHERE conversation_id = ? "
+        "ORDER BY pinned_at, note",
+        (conversation_id,),
+    )
+    return [Pin(str(r[0]), int(r[1]), str(r[2])) for r in rows]
+
+
+def pin(home: Home, conversation_id: int, pinned: Pin) -> bool:
+    """Pin a note into the thread; False when it is pinned there already."""
+    cursor = home.db.execute(
+        "INSERT OR IGNORE INTO pins (conversation_id, note, user_id, pinned_at) "
+        "VALUES (?, ?, ?, ?)",
+        (conversation_id, pinned.note, pinned.user_id, pinned.pinned_at),
+    )
+    return cursor.rowcount == 1
+
+
+@dataclass(frozen=True)
+class Made:
+    """A suggestion as stored, for an archive: for whom (an account id), under which message,
+    and what became of it."""
+
+    message_id: int
+    user_id: int
+    note: str
+    title: str
+    why: str  # the numbers behind it, as `offer` keeps them
+    status: str
+    created_at: str
+    decided_at: str | None
+
+
+def made_in(home: Home, conversation_id: int) -> list[Made]:
+    """The suggestions made in the thread, in the order they were made."""
+    rows = home.db.execute(
+        "SELECT message_id, user_id, note, title, why, status, created_at, decided_at "
+        "FROM suggestions WHERE conversation_id = ? ORDER BY id",
+        (conversation_id,),
+    )
+    return [Made(*row) for row in rows]
+
+
+def add_made(home: Home, conversation_id: int, made: Made) -> bool:
+    """Keep a suggestion an archive brought into the thread; False when the thread has it
+    already (the same person, note and time)."""
+    cursor = home.db.execute(
+        "INSERT INTO suggestions (message_id, conversation_id, user_id, note, title, why, "
+        "status, created_at, decided_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
+        "WHERE NOT EXISTS (SELECT 1 FROM suggestions WHERE conversation_id = ?2 AND "
+        "user_id = ?3 AND note = ?4 AND created_at = ?8)",
+        (
+            made.message_id,
+            conversation_id,
+            made.user_id,
+            made.note,
+            made.title,
+            made.why,
+            made.status,
+            made.created_at,
+            made.decided_at,
+        ),
+    )
+    return cursor.rowcount == 1
+
+
+def offered_under(db: sqlite3.Connection, message_ids: Sequence[int]) -> list[int]:
+    """The suggestions offered under the messages `message_ids`."""
+    rows = db.execute(
+        f"SELECT id FROM suggestions WHERE message_id IN ({placeholders(message_ids)})",
+        list(message_ids),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def made_to(db: sqlite3.Connection, user: User, threads: Sequence[int] = ()) -> list[int]:
+    """The suggestions made to `user`, and every one made in the threads `threads`."""
+    rows = db.execute(
+        "SELECT id FROM suggestions WHERE user_id = ? OR conversation_id IN "
+        f"({placeholders(threads)})",
+        (user.id, *threads),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def delete(db: sqlite3.Connection, suggestion_ids: Sequence[int]) -> None:
+    """Delete the suggestions `suggestion_ids` (what refers to them went first: the Discord
+    messages offering them)."""
+    db.execute(
+        f"DELETE FROM suggestions WHERE id IN ({placeholders(suggestion_ids)})",
+        list(suggestion_ids),
+    )
+
+
+def unpin_all(db: sqlite3.Connection, user: User, threads: Sequence[int] = ()) -> None:
+    """Take out every note `user` pinned, and every one pinned into the threads `threads`."""
+    db.execute(
+        f"DELETE FROM pins WHERE user_id = ? OR conversation_id IN ({placeholders(threads)})",
+        (user.id, *threads),
+    )

@@ -26,8 +26,10 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, cast, get_args
 
 from charlie.db import now as db_now
+from charlie.db import placeholders
 from charlie.errors import CharlieError, NotFound, SettingsError
 from charlie.text import plural
+from charlie.users import User
 
 EventKind = Literal["view", "tag", "shown", "accepted", "dismissed", "cited"]
 EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
@@ -222,6 +224,67 @@ def rename(db: sqlite3.Connection, old: str, new: str) -> int:
     check_note_key(old)
     check_note_key(new)
     return db.execute("UPDATE usage_events SET note = ? WHERE note = ?", (new, old)).rowcount
+
+
+def forget_messages(db: sqlite3.Connection, message_ids: Sequence[int]) -> int:
+    """Drop every person's events about the messages `message_ids` (search hits of them,
+    opened or cited), which are being forgotten; how many were dropped."""
+    keys = [message_key(i) for i in message_ids]
+    return db.execute(
+        f"DELETE FROM usage_events WHERE note IN ({placeholders(keys)})", keys
+    ).rowcount
+
+
+@dataclass(frozen=True)
+class Event:
+    """One usage event as an archive carries it (whose it is goes beside it)."""
+
+    kind: str
+    note: str | None
+    tag: str | None
+    private: int
+    at: str
+
+
+def events_of(db: sqlite3.Connection, user: User, *, private: bool) -> list[Event]:
+    """`user`'s events, oldest first: those from their private channel only with `private`."""
+    rows = db.execute(
+        "SELECT kind, note, tag, private, at FROM usage_events WHERE user_id = ? "
+        "AND (private = 0 OR ?) ORDER BY at, id",
+        (user.id, int(private)),
+    )
+    return [Event(*row) for row in rows]
+
+
+def add_once(db: sqlite3.Connection, user_id: int, event: Event) -> bool:
+    """Keep an event an archive brought, unless the person has one just like it; whether it
+    was added."""
+    cursor = db.execute(
+        "INSERT INTO usage_events (user_id, kind, note, tag, private, at) "
+        "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM usage_events WHERE "
+        "user_id = ?1 AND kind = ?2 AND note IS ?3 AND tag IS ?4 AND private = ?5 "
+        "AND at = ?6)",
+        (user_id, event.kind, event.note, event.tag, event.private, event.at),
+    )
+    return cursor.rowcount == 1
+
+
+def any_events(db: sqlite3.Connection) -> bool:
+    """Whether anyone has a usage event yet."""
+    return db.execute("SELECT 1 FROM usage_events LIMIT 1").fetchone() is not None
+
+
+def count_for(db: sqlite3.Connection, user: User) -> int:
+    """How many events `user` has (what removing them deletes)."""
+    (count,) = db.execute(
+        "SELECT count(*) FROM usage_events WHERE user_id = ?", (user.id,)
+    ).fetchone()
+    return int(count)
+
+
+def forget_person(db: sqlite3.Connection, user: User) -> None:
+    """Delete every event of `user` (they are being removed)."""
+    db.execute("DELETE FROM usage_events WHERE user_id = ?", (user.id,))
 
 
 def apply(similarity: float, boost: float, weight: float = DEFAULT_WEIGHT) -> float:

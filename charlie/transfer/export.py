@@ -30,19 +30,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from charlie import __version__, conversations
 from charlie import db as database
+from charlie.conversations import Holder, StoredThread
 from charlie.errors import CharlieError
 from charlie.home import Home
-from charlie.jsonvalue import JSONObject
+from charlie.jsonvalue import JSON, JSONObject
+from charlie.memory import layers as memory
 from charlie.notes.documents import ATTACHMENTS_DIR
 from charlie.notes.files import NOTES_DIR
 from charlie.projects import (
@@ -53,14 +54,13 @@ from charlie.projects import (
     list_projects,
     validate_slug,
 )
-from charlie.users import User, get_user
+from charlie.retrieval import suggestions, usage
+from charlie.users import User, get_user, list_users
 
 MANIFEST = "manifest.json"
 FORMAT = 2  # 1: one conversation per project, messages as `charlie import jsonl` reads them
 CHUNK = 1 << 20
 MAX_MANIFEST = 64 << 20  # bytes: a manifest larger than this is not one Charlie wrote
-USAGE_COLUMNS = ("kind", "note", "tag", "private", "at")
-SUGGESTION_COLUMNS = ("note", "title", "why", "status", "created_at", "decided_at")
 # A thread's columns that say whose it is, or that belong to one running process: never
 # copied from an archive (the restore sets the first ones itself).
 THREAD_OWN = {"id", "project_id", "owner_id", "private", "distilled_upto"}
@@ -76,32 +76,6 @@ class ExportResult:
     files: int
     skipped: list[str] = field(default_factory=list)  # paths, with why
     threads: int = 0
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Whose threads these are: a shared project's, or one person's private channel's."""
-
-    project_id: int | None
-    owner_id: int | None
-
-    @property
-    def private(self) -> int:
-        return int(self.owner_id is not None)
-
-    @property
-    def where(self) -> tuple[str, tuple[int, int]]:
-        """The SQL condition that picks the holder's threads, and its values."""
-        if self.owner_id is not None:
-            return "owner_id = ? AND private = ?", (self.owner_id, 1)
-        assert self.project_id is not None
-        return "project_id = ? AND private = ?", (self.project_id, 0)
-
-    def threads(self, db: sqlite3.Connection) -> list[sqlite3.Row]:
-        where, values = self.where
-        return db.execute(
-            f"SELECT * FROM conversations WHERE {where} ORDER BY id", values
-        ).fetchall()
 
 
 # ---------------------------------------------------------------- export
@@ -198,38 +172,41 @@ def _write(
     result = ExportResult(
         partial, [p.slug for p in projects], person.name if person else None, 0, 0
     )
-    named: set[str] = set()
+    people = [user for user, _ in list_users(home.db)]
+    names = _Names({user.id: user.name for user in people})
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         out = _Writer(archive)
         for project in projects:
             _add_tree(out, project.path, f"projects/{project.slug}", result.skipped)
-            holder = Holder(project.id, None)
-            _add_holder(
+            threads = _add_holder(
                 home,
                 out,
-                holder,
+                Holder(project.id, None),
                 f"conversations/{project.slug}",
                 project.config.name,
                 result,
-                named,
+                names,
             )
-            out.add_lines(f"memory_revisions/{project.slug}.jsonl", _revisions(home, holder))
+            out.add_lines(
+                f"memory_revisions/{project.slug}.jsonl", memory.stored_revisions(home, threads)
+            )
         if person is not None:
-            holder = Holder(None, person.id)
             base = f"private/{person.name}"
-            _add_holder(home, out, holder, base, f"{person.name}'s private channel", result, named)
-            out.add_lines(f"{base}.revisions.jsonl", _revisions(home, holder))
-            named.add(person.name)
-        named |= set(_add_usage(home, out, {p.slug for p in projects}, person))
+            title = f"{person.name}'s private channel"
+            holder = Holder(None, person.id)
+            threads = _add_holder(home, out, holder, base, title, result, names)
+            out.add_lines(f"{base}.revisions.jsonl", memory.stored_revisions(home, threads))
+            names.named.add(person.name)
+        names.named |= set(_add_usage(home, out, {p.slug for p in projects}, people, person))
         manifest = {
             "format": FORMAT,
             "charlie_version": __version__,
-            "database_user_version": int(home.db.execute("PRAGMA user_version").fetchone()[0]),
+            "database_user_version": database.schema_version(home.db),
             "created_at": database.now(),
             "exported_by": exporter,
             "projects": result.projects,
             "private": result.private,
-            "users": sorted(named, key=str.lower),
+            "users": sorted(names.named, key=str.lower),
             "files": out.entries,
             "skipped": result.skipped,
         }
@@ -273,6 +250,20 @@ def _add_notes(out: _Writer, folder: Path, shown: str, skipped: list[str]) -> No
                 skipped.append(f"{name} (not a regular file)")
 
 
+@dataclass
+class _Names:
+    """The people's names by account id; each one an archive gives is kept in `named` (the
+    manifest lists them, and a restore makes an account for each one it lacks)."""
+
+    of: dict[int, str]
+    named: set[str] = field(default_factory=set)
+
+    def __call__(self, user_id: int) -> str:
+        name = self.of[user_id]
+        self.named.add(name)
+        return name
+
+
 def _add_holder(
     home: Home,
     out: _Writer,
@@ -280,19 +271,20 @@ def _add_holder(
     base: str,
     title: str,
     result: ExportResult,
-    named: set[str],
-) -> None:
+    names: _Names,
+) -> list[int]:
     """The holder's threads: readable, their messages, the threads themselves, and the
-    suggestions made in them. Every person named is added to `named`."""
-    threads = holder.threads(home.db)
-    ids = [int(t["id"]) for t in threads]
+    suggestions made in them. Returns the threads' ids."""
+    threads = conversations.stored_threads(home, holder)
+    ids = [t.id for t in threads]
     out.add_chunks(f"{base}.md", _joined(_readable(home, title, threads)))
     counted = _Count()
-    out.add_lines(f"{base}.jsonl", counted(_messages(home, ids, named)))
-    out.add_lines(f"{base}.threads.jsonl", (_thread(home, t, named) for t in threads))
-    out.add_lines(f"{base}.suggestions.jsonl", _suggestions(home, ids, named))
+    out.add_lines(f"{base}.jsonl", counted(_messages(home, ids, names.named)))
+    out.add_lines(f"{base}.threads.jsonl", (_thread(home, t, names) for t in threads))
+    out.add_lines(f"{base}.suggestions.jsonl", _suggestions(home, ids, names))
     result.messages += counted.n
     result.threads += len(threads)
+    return ids
 
 
 class _Count:
@@ -331,79 +323,70 @@ def _messages(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[JS
             }
 
 
-def _thread(home: Home, row: sqlite3.Row, named: set[str]) -> JSONObject:
-    pins = home.db.execute(
-        "SELECT p.note, u.name AS user, p.pinned_at FROM pins p JOIN users u "
-        "ON u.id = p.user_id WHERE p.conversation_id = ? ORDER BY p.pinned_at, p.note",
-        (row["id"],),
-    ).fetchall()
-    named.update(str(p["user"]) for p in pins)
-    fields = {k: v for k, v in dict(row).items() if k not in THREAD_OWN | THREAD_SKIPPED}
+def _thread(home: Home, thread: StoredThread, names: _Names) -> JSONObject:
+    pins: list[JSON] = [
+        {"note": pin.note, "user": names(pin.user_id), "pinned_at": pin.pinned_at}
+        for pin in suggestions.pins_in(home, thread.id)
+    ]
+    own = THREAD_OWN | THREAD_SKIPPED
     return {
-        "key": row["id"],
-        "fields": fields,
-        "distilled_upto": row["distilled_upto"],
-        "pins": [dict(p) for p in pins],
+        "key": thread.id,
+        "fields": {k: v for k, v in thread.columns.items() if k not in own},
+        "distilled_upto": thread.distilled_upto,
+        "pins": pins,
     }
 
 
-def _suggestions(home: Home, thread_ids: list[int], named: set[str]) -> Iterator[JSONObject]:
+def _suggestions(home: Home, thread_ids: list[int], names: _Names) -> Iterator[JSONObject]:
     for thread_id in thread_ids:
-        rows = home.db.execute(
-            "SELECT s.message_id, u.name AS user, "
-            f"{', '.join('s.' + c for c in SUGGESTION_COLUMNS)} FROM suggestions s "
-            "JOIN users u ON u.id = s.user_id WHERE s.conversation_id = ? ORDER BY s.id",
-            (thread_id,),
-        )
-        for row in rows:
-            named.add(str(row["user"]))
-            yield {"thread": thread_id, "message": row["message_id"], "user": row["user"]} | {
-                c: row[c] for c in SUGGESTION_COLUMNS
+        for made in suggestions.made_in(home, thread_id):
+            yield {
+                "thread": thread_id,
+                "message": made.message_id,
+                "user": names(made.user_id),
+                "note": made.note,
+                "title": made.title,
+                "why": made.why,
+                "status": made.status,
+                "created_at": made.created_at,
+                "decided_at": made.decided_at,
             }
 
 
-def _readable(home: Home, title: str, threads: list[sqlite3.Row]) -> Iterator[str]:
+def _readable(home: Home, title: str, threads: list[StoredThread]) -> Iterator[str]:
     """The conversation as markdown, the branch kept in each thread; each thread under its
     title when there are several."""
     yield f"# {title}\n"
     for thread in threads:
         states = [
-            s for s, c in (("archived", "archived_at"), ("in the trash", "deleted_at")) if thread[c]
+            s
+            for s, at in (("archived", thread.archived_at), ("in the trash", thread.deleted_at))
+            if at
         ]
         aside = f" ({', '.join(states)})" if states else ""
         if len(threads) > 1 or aside:
-            yield f"\n## {thread['title'] or 'New chat'}{aside}\n"
-        for row in conversations.shown_in_time(home, thread["id"]):
+            yield f"\n## {thread.title or 'New chat'}{aside}\n"
+        for row in conversations.shown_in_time(home, thread.id):
             when = str(row["created_at"])[:16].replace("T", " ")
             yield f"\n**{row['speaker']}** · {when} UTC\n\n{row['content']}\n"
 
 
-def _revisions(home: Home, holder: Holder) -> Iterator[JSONObject]:
-    where, values = holder.where
-    rows = home.db.execute(
-        "SELECT * FROM memory_revisions WHERE conversation_id IN "
-        f"(SELECT id FROM conversations WHERE {where}) ORDER BY id",
-        values,
-    )
-    for row in rows:
-        yield dict(row)
-
-
-def _add_usage(home: Home, out: _Writer, slugs: set[str], person: User | None) -> list[str]:
+def _add_usage(
+    home: Home, out: _Writer, slugs: set[str], people: list[User], person: User | None
+) -> list[str]:
     """Each person's usage events about the exported projects' notes (and tags); events from
     a private channel only for the person exporting theirs. Returns every person named."""
     names: list[str] = []
-    for user in home.db.execute("SELECT id, name FROM users ORDER BY name").fetchall():
-        mine = person is not None and user["id"] == person.id
-        rows = home.db.execute(
-            f"SELECT {', '.join(USAGE_COLUMNS)} FROM usage_events WHERE user_id = ? "
-            "AND (private = 0 OR ?) ORDER BY at, id",
-            (user["id"], int(mine)),
-        ).fetchall()
-        events = [dict(r) for r in rows if r["note"] is None or r["note"].split("/", 1)[0] in slugs]
+    for user in people:
+        mine = person is not None and user.id == person.id
+        events = [
+            asdict(e)
+            for e in usage.events_of(home.db, user, private=mine)
+            if e.note is None or e.note.split("/", 1)[0] in slugs
+        ]
         if events or mine:
-            out.add_lines(f"usage/{user['name']}.jsonl", events)
-            names.append(str(user["name"]))
+            out.add_lines(f"usage/{user.name}.jsonl", events)
+            names.append(user.name)
     return names
 
 
@@ -523,7 +506,8 @@ def is_empty(home: Home) -> bool:
     """Whether the data home holds nothing yet: no project folder, no message, no memory."""
     if any(home.settings.projects_dir.iterdir()):
         return False
-    for table in ("messages", "memory_revisions", "usage_events"):
-        if home.db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
-            return False
-    return True
+    return not (
+        conversations.newest_stored_id(home)
+        or memory.any_revision(home)
+        or usage.any_events(home.db)
+    )

@@ -34,24 +34,19 @@ from charlie import db as database
 from charlie.conversations import (
     ASSISTANT,
     Channel,
+    Holder,
     ImportedMessage,
     private_channel,
     shared_channel,
 )
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.memory import layers as memory
 from charlie.projects import get_project, validate_slug
+from charlie.retrieval import suggestions, usage
 from charlie.trace import steps_from_json
-from charlie.transfer.export import (
-    SUGGESTION_COLUMNS,
-    THREAD_OWN,
-    THREAD_SKIPPED,
-    USAGE_COLUMNS,
-    Archive,
-    Holder,
-    is_empty,
-)
-from charlie.users import NAME_RE, ensure_user, get_user
+from charlie.transfer.export import THREAD_OWN, THREAD_SKIPPED, Archive, is_empty
+from charlie.users import NAME_RE, ensure_user, find_user, get_user
 
 BATCH = 2000  # rows written per transaction
 UNDO_RE = re.compile(r"^undo:(\d+)$")
@@ -103,17 +98,12 @@ def check_private(home: Home, archive: Archive, confirmed: str | None) -> None:
             f"{exporter!r} exported it, and only its owner can export a private channel: the "
             f"archive may have been altered. Nothing was written. {redo}"
         )
-    if get_user_or_none(home, owner) is not None:
+    if find_user(home.db, owner) is not None:
         raise CharlieError(
             f"This archive would write into {owner}'s private channel, and {owner} has an "
             f"account in this home: what it holds would appear there as {owner}'s own words. "
             f"Nothing was written. {redo}"
         )
-
-
-def get_user_or_none(home: Home, name: str) -> int | None:
-    row = home.db.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()
-    return None if row is None else int(row[0])
 
 
 def restore_archive(
@@ -214,11 +204,11 @@ class _People:
             return None
         key = name.casefold()
         if key not in self.known:
-            row = self.home.db.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                row = (ensure_user(self.home.db, name).id,)
+            user = find_user(self.home.db, name)
+            if user is None:
+                user = ensure_user(self.home.db, name)
                 self.result.new_users.append(name)
-            self.known[key] = int(row[0])
+            self.known[key] = user.id
         return self.known[key]
 
 
@@ -260,8 +250,8 @@ def _restore_threads(
     """The holder's threads with their messages, pins and suggestions. A thread that is
     here already (the same imported conversation, or the same creation time) takes the
     messages it lacks; the others are made as they were."""
-    columns = {row[1] for row in home.db.execute("PRAGMA table_info(conversations)")}
-    before = int(home.db.execute("SELECT ifnull(max(id), 0) FROM conversations").fetchone()[0])
+    columns = conversations.thread_columns(home)
+    before = conversations.newest_thread_id(home)
     threads: dict[int | None, _Thread] = {}
     claimed: set[int] = set()
     pins: list[tuple[_Thread, dict[str, Any]]] = []
@@ -282,20 +272,15 @@ def _restore_threads(
         for thread in threads.values():
             if not thread.existed:
                 done = [new for old, new in thread.messages.items() if old <= thread.distilled_upto]
-                home.db.execute(
-                    "UPDATE conversations SET distilled_upto = ? WHERE id = ?",
-                    (max(done, default=0), thread.id),
-                )
+                conversations.mark_distilled(home, Channel(thread.id), max(done, default=0))
         for thread, pin in pins:
             user = people.id(pin.get("user"))
             if user is None or not isinstance(pin.get("note"), str):
                 continue
-            cursor = home.db.execute(
-                "INSERT OR IGNORE INTO pins (conversation_id, note, user_id, pinned_at) "
-                "VALUES (?, ?, ?, ?)",
-                (thread.id, pin["note"], user, str(pin.get("pinned_at") or database.now())),
+            pinned_at = str(pin.get("pinned_at") or database.now())
+            result.pins += suggestions.pin(
+                home, thread.id, suggestions.Pin(pin["note"], user, pinned_at)
             )
-            result.pins += cursor.rowcount
     _restore_suggestions(home, source, f"{base}.suggestions.jsonl", threads, people, result)
 
 
@@ -312,22 +297,16 @@ def _find_or_make(
     conversation's id, else its creation time; the first thread for a format-1 archive),
     or a new one with the archive's fields. Threads made in the same millisecond are paired
     in their order: `claimed` holds the ones matched already."""
-    where, values = holder.where
-    key: tuple[Any, ...]
-    if fields.get("source_id") is not None:
-        match, key = "source_id = ?", (fields["source_id"],)
-    elif fields.get("created_at") is not None:
-        match, key = "created_at = ? AND source_id IS NULL", (fields["created_at"],)
-    else:
-        match, key = "1", ()
-    rows = home.db.execute(
-        f"SELECT id FROM conversations WHERE {where} AND id <= ? AND {match} ORDER BY id",
-        (*values, before, *key),
-    )
-    for (found,) in rows:
+    for found in conversations.threads_like(
+        home,
+        holder,
+        upto=before,
+        source_id=fields.get("source_id"),
+        created_at=fields.get("created_at"),
+    ):
         if found not in claimed:
             claimed.add(found)
-            return _Thread(int(found), existed=True)
+            return _Thread(found, existed=True)
     copied = {
         k: v
         for k, v in fields.items()
@@ -336,16 +315,10 @@ def _find_or_make(
     copied.setdefault("created_at", database.now())
     if "updated_at" in columns:
         copied.setdefault("updated_at", copied["created_at"])
-    names = ["project_id", "owner_id", "private", *copied]
     with database.transaction(home.db):
-        cursor = home.db.execute(
-            f"INSERT INTO conversations ({', '.join(names)}) "
-            f"VALUES ({', '.join('?' * len(names))})",
-            (holder.project_id, holder.owner_id, holder.private, *copied.values()),
-        )
-    assert cursor.lastrowid is not None
+        made = conversations.add_thread_as(home, holder, copied)
     result.threads += 1
-    return _Thread(cursor.lastrowid, existed=False)
+    return _Thread(made, existed=False)
 
 
 def _restore_messages(
@@ -494,18 +467,15 @@ def _restore_suggestions(
             if thread is None or message is None or user is None:
                 result.skipped.append(f"{name} line {number} (its message or person is not here)")
                 continue
-            values = [line.get(c) for c in SUGGESTION_COLUMNS]
-            if not all(isinstance(v, str) for v in values[:5]):
+            said = [line.get(c) for c in ("note", "title", "why", "status", "created_at")]
+            if not all(isinstance(v, str) for v in said):
                 result.skipped.append(f"{name} line {number} (not a suggestion)")
                 continue
-            cursor = home.db.execute(
-                "INSERT INTO suggestions (message_id, conversation_id, user_id, note, title, why, "
-                "status, created_at, decided_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
-                "WHERE NOT EXISTS (SELECT 1 FROM suggestions WHERE conversation_id = ?2 AND "
-                "user_id = ?3 AND note = ?4 AND created_at = ?8)",
-                (message, thread.id, user, *values),
+            note, title, why, status, created_at = (str(v) for v in said)
+            made = suggestions.Made(
+                message, user, note, title, why, status, created_at, line.get("decided_at")
             )
-            result.suggestions += cursor.rowcount
+            result.suggestions += suggestions.add_made(home, thread.id, made)
 
 
 def _restore_revisions(
@@ -516,13 +486,9 @@ def _restore_revisions(
     rows = [line for _, line in source.lines(name) if isinstance(line, dict)]
     if not rows:
         return
-    held = home.db.execute(
-        "SELECT 1 FROM memory_revisions WHERE conversation_id = ? LIMIT 1", (channel.memory_key,)
-    ).fetchone()
-    if held:
+    if memory.last_revision(home, channel) is not None:
         result.skipped.append(f"{name} (this memory has its own history already; kept)")
         return
-    owner = channel.owner.id if channel.owner else None
     new_ids: dict[int, int] = {}
     with database.transaction(home.db):
         for row in rows:
@@ -530,20 +496,9 @@ def _restore_revisions(
             undo = UNDO_RE.match(source_name)
             if undo and int(undo[1]) in new_ids:
                 source_name = f"undo:{new_ids[int(undo[1])]}"
-            cursor = home.db.execute(
-                "INSERT INTO memory_revisions (conversation_id, owner_id, source, layers, "
-                "file_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    channel.memory_key,
-                    owner,
-                    source_name,
-                    row["layers"],
-                    row.get("file_sha256"),
-                    row["created_at"],
-                ),
+            new_ids[int(row["id"])] = memory.add_restored_revision(
+                home, channel, source_name, row["layers"], row.get("file_sha256"), row["created_at"]
             )
-            assert cursor.lastrowid is not None
-            new_ids[int(row["id"])] = cursor.lastrowid
     result.revisions += len(rows)
 
 
@@ -558,12 +513,6 @@ def _restore_usage(
         for _, event in source.lines(name):
             if not isinstance(event, dict):
                 continue
-            values = (user, *(event.get(c) for c in USAGE_COLUMNS))
-            cursor = home.db.execute(
-                "INSERT INTO usage_events (user_id, kind, note, tag, private, at) "
-                "SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS (SELECT 1 FROM usage_events WHERE "
-                "user_id = ?1 AND kind = ?2 AND note IS ?3 AND tag IS ?4 AND private = ?5 "
-                "AND at = ?6)",
-                values,
-            )
-            result.usage_events += cursor.rowcount
+            # as the archive gives them: the table's checks refuse what is not an event
+            values: list[Any] = [event.get(c) for c in ("kind", "note", "tag", "private", "at")]
+            result.usage_events += usage.add_once(home.db, user, usage.Event(*values))
