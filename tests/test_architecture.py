@@ -361,7 +361,8 @@ def test_any_stays_rare_in_annotations() -> None:
     """The seams between parts are typed (`charlie.llm.messages`, `charlie.jsonvalue`):
     `Any` is left only where the type is truly unknown, such as an untyped library's
     objects. 369 before the chat messages were typed; 170 after; 73 once the web routes
-    answered with their `Out` models and the MCP handlers had typed contexts (was 171).
+    answered with their `Out` models and the MCP handlers had typed contexts (was 171); 69
+    with the health check, voice survey, front matter and trace steps typed in the API.
     Lower the bound as it falls, never raise it."""
     count = sum(any_in_annotations(path) for path in PACKAGE.rglob("*.py"))
-    assert count <= 73, f"{count} uses of Any in annotations under charlie/"
+    assert count <= 69, f"{count} uses of Any in annotations under charlie/"

@@ -184,10 +184,10 @@ def test_server_refusing_response_format_falls_back_to_plain_prompting(
     channel, alice, client = setup
     llm.refuse_response_format = True
     conversations.add_message(home, channel, "user", "Oak.", user=alice)
-    llm.reply("Here you go:\n" + distill_answer(summary="Plain prompting works."))
+    llm.reply("Here you go:\n" + distill_answer(summary="The choice is oak."))
     result = distill.distill(home, channel, client)
     assert not result.structured
-    assert result.memory.summary == "Plain prompting works."
+    assert result.memory.summary == "The choice is oak."
     assert "response_format" in llm.requests[0]
     assert "response_format" not in llm.requests[1]
 

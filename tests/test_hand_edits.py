@@ -62,8 +62,8 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
     # Two rounds later the model has rewritten the summary and left out the budget: a
     # person's decision is theirs, and it stays (issue 22: it was gone at the second round).
     chat_and_distill(charlie, llm, "Tiles.", distill_answer(summary="Round two."))
-    chat_and_distill(charlie, llm, "White.", distill_answer(summary="The model rewrote it."))
-    assert "The model rewrote it." in path.read_text()
+    chat_and_distill(charlie, llm, "White.", distill_answer(summary="White tiles for the kitchen."))
+    assert "White tiles for the kitchen." in path.read_text()
     kept = memory.parse(path.read_text()).decisions
     budget = next(d for d in kept if d.text == "Budget is 12k, hard limit")
     assert budget.by == memory.HAND  # typed into the file: the person's, by hand
@@ -74,10 +74,10 @@ def test_undo_to_the_persons_revision_keeps_their_summary_and_decisions(
         charlie,
         llm,
         "Handles are brass.",
-        distill_answer(summary="The model's summary.", decisions=("Oak worktops", "Brass")),
+        distill_answer(summary="Planning the kitchen.", decisions=("Oak worktops", "Brass")),
     )
     after = memory.parse(path.read_text())
-    assert after.summary == "MY summary, by hand. The model's summary."  # theirs, then news
+    assert after.summary == "MY summary, by hand. Planning the kitchen."  # theirs, then news
     assert after.texts == ["Oak worktops", "Budget is 12k, hard limit", "Brass"]
 
 
@@ -117,7 +117,7 @@ def distill_while(home: Home, llm: ScriptedLLMServer, edit: Callable[[], None]) 
     and make the person's `edit` while it waits on the model."""
     asked, go = blocking_distillation(
         llm,
-        distill_answer(summary="The model's summary.", decisions=("Oak worktops", "Tiled floor")),
+        distill_answer(summary="Planning the kitchen.", decisions=("Oak worktops", "Tiled floor")),
     )
     outcome: dict[str, Any] = {}
 
@@ -171,7 +171,7 @@ def test_a_hand_edit_saved_while_the_model_thinks_wins(home: Home, llm: Scripted
 
     result = distill_while(home, llm, edit_by_hand)
     after = memory.parse(path.read_text())
-    assert after.summary == "Edited while Charlie thought. The model's summary."
+    assert after.summary == "Edited while Charlie thought. Planning the kitchen."
     assert after.texts == ["Oak worktops", "Induction hob, not gas", "Tiled floor"]
     assert result.memory == after
     channel = shared_channel(home, get_project(home, "kitchen"))
@@ -194,10 +194,10 @@ def test_an_api_edit_saved_while_the_model_thinks_wins(home: Home, llm: Scripted
 
         distill_while(home, llm, edit_through_the_api)
         after = client.get("/api/channels/kitchen/memory").json()
-    assert after["summary"] == "Typed in the app. The model's summary."
+    assert after["summary"] == "Typed in the app. Planning the kitchen."
     texts = [d["text"] for d in after["decisions"]]
     assert texts == ["Oak worktops", "Tiled floor"]  # "Gas hob" stays deleted
-    assert memory.parse(path.read_text()).summary == "Typed in the app. The model's summary."
+    assert memory.parse(path.read_text()).summary == "Typed in the app. Planning the kitchen."
 
 
 def test_an_api_edit_during_the_chat_streams_distillation_wins(
@@ -207,7 +207,7 @@ def test_an_api_edit_during_the_chat_streams_distillation_wins(
     ensure_user(home.db, "alice")
     set_password(home.db, "alice", PASSWORD)
     llm.reply("Oak it is.")
-    asked, go = blocking_distillation(llm, distill_answer(summary="The model's summary."))
+    asked, go = blocking_distillation(llm, distill_answer(summary="Planning the kitchen."))
     streamed: dict[str, Any] = {}
     with signed_in("alice") as chatting, signed_in("alice") as editing:
 
@@ -230,9 +230,9 @@ def test_an_api_edit_during_the_chat_streams_distillation_wins(
             thread.join(30)
         kinds = events(streamed["response"])
         distilled = [data for kind, data in kinds if kind == "distilled"]
-        assert distilled and distilled[0]["memory"]["summary"] == "Mine. The model's summary."
+        assert distilled and distilled[0]["memory"]["summary"] == "Mine. Planning the kitchen."
         after = editing.get("/api/channels/kitchen/memory").json()
-    assert after["summary"] == "Mine. The model's summary."
+    assert after["summary"] == "Mine. Planning the kitchen."
     assert [d["text"] for d in after["decisions"]] == ["Budget 12k", "Oak worktops"]
 
 
@@ -252,7 +252,7 @@ def test_a_hand_edit_saved_at_the_moment_charlie_writes_wins(
         return real_write(target, text, **kwargs)
 
     monkeypatch.setattr(memory, "write_atomic", person_saves_first)
-    llm.reply(distill_answer(summary="The model's summary.", decisions=("Oak worktops",)))
+    llm.reply(distill_answer(summary="Planning the kitchen.", decisions=("Oak worktops",)))
     client = LLMClient(llm.base_url, "test-model")
     try:
         distill.distill(home, shared_channel(home, get_project(home, "kitchen")), client)
@@ -260,7 +260,7 @@ def test_a_hand_edit_saved_at_the_moment_charlie_writes_wins(
         client.close()
     assert saves == [path]
     after = memory.parse(path.read_text())
-    assert after.summary == "Saved that moment. The model's summary."
+    assert after.summary == "Saved that moment. Planning the kitchen."
     sources = [
         r.source for r in memory.revisions(home, shared_channel(home, get_project(home, "kitchen")))
     ]

@@ -303,11 +303,14 @@ def test_the_summary_holds_no_tool_narration_and_nothing_unsaid(
         [
             "Tom has agreed to do gift vouchers too. Charlie has loaded the projects tools: "
             "list_projects, switch_project. The stall opens at 10. The stall opens at 10. It "
-            "closes at 16."
+            "closes at 16. Tom asks if they can add a food truck. Priya is organising the "
+            "vouchers stall."
         ]
     )
     result = distill.distill(home, channel, client)
-    assert result.memory.summary == "The stall opens at 10."
+    # a word of the summary's own ("organising") stays; a sentence mostly of words nobody
+    # said goes
+    assert result.memory.summary == "The stall opens at 10. Priya is organising the vouchers stall."
     if result.method == "steps":  # the summary step is shown the people's words only
         (asked,) = [r for r in llm.requests if step_of(r) == "summary"]
         assert "Loaded the projects tools" not in str(asked["messages"][1]["content"])
@@ -319,6 +322,7 @@ def test_the_summary_holds_no_tool_narration_and_nothing_unsaid(
         "about the assistant or its tools",
         "said already",
         "the number 16 was never said",
+        "mostly what nobody said (add, food, truck)",
     ]
 
 

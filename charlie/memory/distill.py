@@ -461,6 +461,7 @@ def _merge(
     window: int,
     messages: list[Message],
     removed: set[str],
+    title: str = "",
 ) -> tuple[Memory, list[dict[str, str]]]:
     """The new memory, and what of the model's answer was refused or left out (to log).
 
@@ -481,6 +482,7 @@ def _merge(
     backing = summary.Backing(
         " ".join(
             [
+                title,
                 base.summary,
                 *(d.text for d in base.decisions),
                 *(f"{m.speaker} {m.content}" for m in people),
@@ -830,6 +832,7 @@ def distill(
                         quotes_window(home, channel),
                         alive,
                         removed,
+                        channel.project.config.name if channel.project else "",
                     )
                     refused = [*not_changed, *refused]
                     revision = memory.save(home, channel, merged, "distill")

@@ -29,6 +29,10 @@ from charlie.memory.layers import Memory, normalise
 MOST_SENTENCES = 3
 MOST_WORDS = 80
 SAME = 0.8  # content words in common: two sentences that say the same
+# A sentence is left out when most of the words of what it is about, and at least this
+# many, were never said: invented ("…asks if they can add a food truck"), where a word or
+# two of the summary's own ("planning", "weighing up") is how a summary is written.
+LEAST_UNSAID = 2
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“‘(]?[A-Z0-9])")
 CLAIM = re.compile(
     r"\b(agree[sd]?|agreeing|decided?|decides|confirmed|settled|committed|chose|chosen)\b", re.I
@@ -67,8 +71,9 @@ def persons(current: str, written: Memory | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Backing:
-    """What the summary may say: the text it may draw names and numbers from, and the
-    decisions that hold (an agreement must be one of them)."""
+    """What the summary may say: the text it may draw names, numbers and words from (the
+    project's name, the memory, what the people said), and the decisions that hold (an
+    agreement must be one of them)."""
 
     said: str
     decided: tuple[str, ...]
@@ -85,11 +90,25 @@ def why_left_out(sentence: str, backing: Backing) -> str:
     for name in NAME.findall(sentence):
         if name.lower() not in said:
             return f"the name {name} was never said"
+    unsaid = _unsaid(sentence, backing.said)
+    if len(unsaid) >= LEAST_UNSAID and 2 * len(unsaid) > len(decisions.about(sentence)):
+        return f"mostly what nobody said ({', '.join(unsaid)})"
     if CLAIM.search(sentence):
         told = decisions.about(CLAIM.sub(" ", sentence))
         if not any(told & decisions.about(d) for d in backing.decided):
             return "an agreement no decision records"
     return ""
+
+
+def _unsaid(sentence: str, said: str) -> list[str]:
+    """The words of what a sentence is about that nothing it may draw on says ("Alice asks
+    if they can add a food truck." when nobody spoke of food or a truck), as written."""
+    known = decisions.about(said)
+    found: list[str] = []
+    for word in re.findall(r"[\w'’-]+", CLAIM.sub(" ", sentence)):  # "agrees": CLAIM's
+        if decisions.about(word) - known and word.lower() not in found:
+            found.append(word.lower())
+    return found
 
 
 def rewritten(
