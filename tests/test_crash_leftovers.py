@@ -85,10 +85,10 @@ def test_a_claim_left_by_a_killed_process_is_taken_over_at_once(
             child.wait()
         if child.stdout is not None:
             child.stdout.close()
-    llm.reply(distill_answer(summary="Distilled after the crash."))
+    llm.reply(distill_answer(summary="Oak worktops for the kitchen."))
     result = charlie("distill", "-p", "kitchen")
     assert result.exit_code == 0, result.output
-    assert memory.load(home, channel).summary == "Distilled after the crash."
+    assert memory.load(home, channel).summary == "Oak worktops for the kitchen."
 
 
 def test_a_claim_from_another_machine_waits_for_its_expiry(home: Home) -> None:
@@ -212,10 +212,10 @@ def test_a_full_disk_mid_distillation_ends_the_stream_with_an_error_and_loses_no
     failed = home.db.execute("SELECT status, error FROM distillations").fetchall()
     assert [(r["status"], "is full" in r["error"]) for r in failed] == [("failed", True)]
 
-    llm.reply(distill_answer(summary="Folded in after the disk was freed."))
+    llm.reply(distill_answer(summary="Oak worktops for the kitchen."))
     result = charlie("distill", "-p", "kitchen")
     assert result.exit_code == 0, result.output
-    assert memory.load(home, channel).summary == "Folded in after the disk was freed."
+    assert memory.load(home, channel).summary == "Oak worktops for the kitchen."
 
 
 def test_a_claim_that_could_not_be_given_back_is_given_back_by_the_next_turn(

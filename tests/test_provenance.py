@@ -247,8 +247,8 @@ def test_the_summary_is_rewritten_within_a_bound_never_appended(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User]
 ) -> None:
     channel, alice = kitchen
-    say(home, channel, alice, "We are doing the kitchen.")
     colours = ["red", "blue", "green", "grey", "pink"]
+    say(home, channel, alice, f"We are doing the kitchen: a corner each in {', '.join(colours)}.")
     old = " ".join(f"The kitchen has a {w} corner." for w in colours)
     llm.reply(answer(summary=old))
     distill.distill(home, channel, client)
