@@ -263,7 +263,7 @@ def _decided(
     `earlier`: the messages just before these, already distilled — shown as context only
     (the question a first message answers may have been asked before the batch began).
     `settled`: the messages the decisions held came from (an agreement with one of them
-    settles nothing new: `_agreement`)."""
+    settles nothing new: `_opens`)."""
     found: list[tuple[Message, str]] = []
     earlier = earlier or []
     shown = [*earlier, *messages]

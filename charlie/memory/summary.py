@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from charlie.conversations import ASSISTANT
 from charlie.memory import decisions
@@ -78,6 +79,11 @@ class Backing:
     said: str
     decided: tuple[str, ...]
 
+    @cached_property
+    def words(self) -> set[str]:
+        """The words of what `said` is about, read once for every sentence checked."""
+        return decisions.about(self.said)
+
 
 def why_left_out(sentence: str, backing: Backing) -> str:
     """Why a sentence of the model's summary is not kept, or "" when it is."""
@@ -90,7 +96,7 @@ def why_left_out(sentence: str, backing: Backing) -> str:
     for name in NAME.findall(sentence):
         if name.lower() not in said:
             return f"the name {name} was never said"
-    unsaid = _unsaid(sentence, backing.said)
+    unsaid = _unsaid(sentence, backing.words)
     if len(unsaid) >= LEAST_UNSAID and 2 * len(unsaid) > len(decisions.about(sentence)):
         return f"mostly what nobody said ({', '.join(unsaid)})"
     if CLAIM.search(sentence):
@@ -100,10 +106,10 @@ def why_left_out(sentence: str, backing: Backing) -> str:
     return ""
 
 
-def _unsaid(sentence: str, said: str) -> list[str]:
-    """The words of what a sentence is about that nothing it may draw on says ("Alice asks
-    if they can add a food truck." when nobody spoke of food or a truck), as written."""
-    known = decisions.about(said)
+def _unsaid(sentence: str, known: set[str]) -> list[str]:
+    """The words of what a sentence is about that nothing it may draw on says (`known`):
+    "Alice asks if they can add a food truck." when nobody spoke of food or a truck. As
+    written."""
     found: list[str] = []
     for word in re.findall(r"[\w'’-]+", CLAIM.sub(" ", sentence)):  # "agrees": CLAIM's
         if decisions.about(word) - known and word.lower() not in found:
