@@ -65,6 +65,35 @@ def test_the_dates_a_message_names_are_worked_out(text: str, facts: list[str]) -
 
 
 @pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        ("Booked for Sunday 14 June.", [  # no year: the next one, a Monday
+            "2027-06-14 is a Monday, not a Sunday as the message says.",
+            "From Saturday 2026-12-05 (today) to Monday 2027-06-14 is 191 days.",
+        ]),
+        ("Sunday, the 14th works for us", [
+            "2026-12-14 is a Monday, not a Sunday as the message says.",
+            "From Saturday 2026-12-05 (today) to Monday 2026-12-14 is 9 days.",
+        ]),
+        ("Tues 9 December, not Thursday 11 December", [
+            "2026-12-09 is a Wednesday, not a Tuesday as the message says.",
+            "2026-12-11 is a Friday, not a Thursday as the message says.",
+            "From Wednesday 2026-12-09 to Friday 2026-12-11 is 2 days.",
+        ]),
+        ("Fri 25 Dec 2026 is fine, and Sat. 26 December too", [  # both right: nothing wrong
+            "From Friday 2026-12-25 to Saturday 2026-12-26 is 1 day.",
+            "2026-12-25 is a Friday.",
+            "2026-12-26 is a Saturday.",
+        ]),
+    ],
+)  # fmt: skip
+def test_a_date_given_the_wrong_weekday_is_told_first_and_not_repeated(
+    text: str, facts: list[str]
+) -> None:
+    assert told(text) == facts
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "You may 2 go ahead with the tiles.",  # "may" the verb

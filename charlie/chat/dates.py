@@ -7,12 +7,14 @@ trace shows each as a call of the time tool it stands for, made by Charlie.
 Understood, in English: 2026-12-25; 25 December 2026, 25th of December, December 25th,
 Dec 25 2026 (without a year: the next such day from today on); the 14th (the next 14th);
 today, tomorrow, yesterday; "N days/weeks after/before/from DATE", "N days/weeks later"
-after a date; numbers in figures or words up to thirty. Not understood: "next Friday",
+after a date; numbers in figures or words up to thirty; a weekday said just before a date
+("Sunday 14 June") that is not its own is told as wrong. Not understood: "next Friday",
 months as a count ("three months after"), clock times.
 """
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import re
 from dataclasses import dataclass
@@ -40,6 +42,12 @@ DATE = re.compile(
     re.IGNORECASE,
 )
 _COUNT = r"(\d{1,3}|" + "|".join(NUMBERS) + r")"
+# a weekday said just before a date: "Sunday 14 June", "Sunday, the 14th"
+SAID_WEEKDAY = re.compile(
+    r"\b(?P<name>mon|tues?|wed(?:nes)?|thu(?:rs?)?|fri|sat(?:ur)?|sun)(?:day)?\.?,?\s+(?:the\s+)?$",
+    re.IGNORECASE,
+)
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 SHIFT = re.compile(
     rf"\b{_COUNT}\s+(days?|weeks?)\s+(after|before|from|past|later|earlier|on from)\b",
     re.IGNORECASE,
@@ -53,6 +61,7 @@ class Found:
     start: int
     end: int
     day: date
+    said: int | None = None  # the weekday the text gives it (Monday is 0), if any
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,9 @@ def _dates(text: str, today: date) -> list[Found]:
         except ValueError:
             continue  # 31 February: no date
         if day is not None:
-            found.append(Found(match.start(), match.end(), day))
+            said = SAID_WEEKDAY.search(text, 0, match.start())
+            weekday = WEEKDAYS.index(said["name"][:3].lower()) if said else None
+            found.append(Found(match.start(), match.end(), day, weekday))
     return found
 
 
@@ -105,9 +116,11 @@ def _count(word: str) -> int:
 def facts(text: str, today: date) -> list[Fact]:
     """What can be worked out from the dates `text` names (at most `MOST_FACTS`): a date so
     many days or weeks from one, the days between two (and from today to each), the
-    weekday of each."""
+    weekday of each — first where the text gives a date the wrong weekday."""
     found = _dates(text, today)
-    worked = [fact for shift in SHIFT.finditer(text) if (fact := _shifted(shift, found))]
+    wrong = {f.day: f.said for f in found if f.said not in (None, f.day.weekday())}
+    worked = [_mistaken(day, said) for day, said in wrong.items()]
+    worked += [fact for shift in SHIFT.finditer(text) if (fact := _shifted(shift, found))]
     named = list(dict.fromkeys(f.day for f in found if f.day != today))  # the prompt has today
     pairs = list(itertools.combinations(named, 2))
     pairs += [(today, day) for day in named if len(named) == 1]
@@ -118,10 +131,18 @@ def facts(text: str, today: date) -> list[Fact]:
         since = " (today)" if first == today else ""
         told = f"From {_said(first)}{since} to {_said(last)} is {between} {unit}."
         worked.append(_fact(told, "days_between", arguments, f"{between} {unit}"))
-    for day in named:
+    for day in (d for d in named if d not in wrong):  # a wrong one is told first
         told = f"{day.isoformat()} is a {day:%A}."
         worked.append(_fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}"))
     return worked[:MOST_FACTS]
+
+
+def _mistaken(day: date, said: int | None) -> Fact:
+    """A date the text gives the wrong weekday ("Sunday 14 June" when the 14th of June is a
+    Monday): told first, so the answer can say so rather than go along with either."""
+    wrong = calendar.day_name[said or 0]
+    told = f"{day.isoformat()} is a {day:%A}, not a {wrong} as the message says."
+    return _fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}, not {wrong}")
 
 
 def _shifted(shift: re.Match[str], found: list[Found]) -> Fact | None:
