@@ -514,11 +514,70 @@ def test_a_decision_close_in_meaning_only_changes_only_by_a_swap_the_message_say
     assert any(r.get("superseded") == BOX.text for r in json.loads(refused))
 
 
-def test_a_held_decision_whose_date_a_message_moves_is_asked_about_first() -> None:
+def rewriting(old: str, rewrite: str) -> Any:
+    """A model that takes every message for a decision and rewrites the held decision `old`
+    as `rewrite` when asked about it (every other one word for word)."""
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "change":
+            return json.dumps({"now": rewrite if earlier(request) == old else earlier(request)})
+        if step == "decision":
+            return json.dumps({"kind": steps.SETTLES, "what": judged(request)})
+        if step == "summary":
+            return json.dumps({"summary": "The household plans the fair."})
+        return json.dumps({"quotes": []})
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    ("said", "rewrite", "unsaid"),
+    [  # rewrites Qwen2.5-Coder-1.5B wrote of a held decision, the message taken for another
+        ("I'll clear the junk out from under the gazebo this weekend.",
+         "I'll clear the junk out from under the trailer this weekend.", "trailer"),
+        ("Set-up means an early night, I'm shattered already.",
+         "Set-up is on Saturday, with flasks.", "flask"),
+        ("Set-up, fine, whatever works.", "Set-up is on Saturday at 8am", "8am"),
+    ],
+)  # fmt: skip
+def test_a_rewrite_saying_what_nobody_said_changes_nothing(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, said: str, rewrite: str, unsaid: str
+) -> None:
+    """A judge's rewrite is the old decision as the message leaves it: a word of what it is
+    about, or a value, that neither the decision nor the message holds is the model's own."""
+    create_project(home, "Fair", distill_every=1000)
+    channel = shared_channel(home, update_project(home, "fair", distill_mode="steps"))
+    memory.save(home, channel, Memory("Priya and Tom plan a stall.", list(HELD)), "distill")
+    say(home, channel, (ensure_user(home.db, "tom"), said))
+    old = HELD[0].text if "gazebo" in said else HELD[2].text
+    llm.default = rewriting(old, rewrite)
+    distill.distill(home, channel, client)
+    held = memory.load(home, channel)
+    assert held.earlier == []
+    assert still_held(home, channel) == [d.text for d in HELD]
+    refused = json.loads(
+        home.db.execute("SELECT refused_decisions FROM distillations").fetchone()[0]
+    )
+    why = [r["why"] for r in refused if r.get("superseded") == old]
+    assert why and why[0].endswith(f"says what nobody said: {unsaid}")
+
+
+@pytest.mark.parametrize(
+    "date",  # the second as the small model worded it, all of its words in the message
+    ["They have October 12 free, so we're locking in October 12.", "October 12"],
+)
+def test_a_held_decision_whose_date_a_message_moves_is_asked_about_first(date: str) -> None:
     barn = Decision("We're booking Millbrook Barn. Deposit goes in this week.")
-    date = Decision("They have October 12 free, so we're locking in October 12.")
     said = "Bad news. Millbrook double-booked the 12th, so we've moved to October 19."
-    assert decisions.candidates(said, [barn, date]) == [date, barn]
+    assert decisions.candidates(said, [barn, Decision(date)]) == [Decision(date), barn]
+
+
+def test_a_decision_said_again_is_one_decision_and_one_moved_is_not() -> None:
+    assert decisions.said_again("October 12 it is.", "October 12")
+    assert decisions.said_again("Yes, the 12th of October, that's the one", "October 12")
+    assert not decisions.said_again("We've moved to October 19, not the 12th.", "October 12")
+    assert not decisions.said_again("The vet is on the 12th", "The vet is on Tuesday")
 
 
 def test_a_distillation_that_cannot_compare_by_meaning_fails_and_keeps_the_memory(

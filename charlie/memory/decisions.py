@@ -214,6 +214,15 @@ def _moves(text: str, old: str) -> bool:
     return bool(before & after) and bool(after - before)
 
 
+def said_again(new: str, old: str) -> bool:
+    """Whether `new` says the held decision `old` again: the same words, or most of them
+    with none of its values moved ("October 12 it is" of "October 12", but not "Millbrook
+    double-booked the 12th, so we've moved to October 19", which holds all of it too)."""
+    if key(new) == key(old):
+        return True
+    return overlap(old, new) >= SAME and not revises(new, old) and not _moves(new, old)
+
+
 def candidates(
     text: str,
     held: list[Decision],
@@ -227,10 +236,8 @@ def candidates(
     plain = forms(text, names)
     scored = []
     for old in held:
-        if key(old.text) == key(text):
+        if said_again(text, old.text):
             continue
-        if overlap(old.text, text) >= SAME and not revises(text, old.text):
-            continue  # the same decision said again
         other = forms(old.text, names)
         shared = len(plain & other) / min(len(plain), len(other)) if plain and other else 0.0
         moves, near = _moves(text, old.text), key(old.text) in close
@@ -290,12 +297,18 @@ class Change:
 Judge = Callable[[Change], str | None]
 
 
-def grounded(change: Change, now: str) -> bool:
-    """Whether what a rewrite brings that the old decision did not hold was said: each new
-    value (a number, a day, a month) is in the message or the question it answers — a judge
-    that moves "Saturday" to a "Sunday" nobody said changes nothing."""
-    said = change.said
-    return _values(now) - _values(change.old.text) <= _values(said)
+def unsaid(change: Change, now: str) -> list[str]:
+    """What a rewrite brings that nobody said: a value (a number, a day, a month) that
+    neither the old decision nor the message (or the question it answers) holds — a judge
+    that moves "Saturday" to a "Sunday" nobody said changes nothing — or a word of what it
+    is about that none of them, nor the decision the message states, holds: a judge that
+    wrote the message out with "the loft" turned into "the living room" is not rewriting
+    "call it Loft"."""
+    told = f"{change.old.text}\n{change.said}\n{change.new}"
+    values = _values(now) - _values(change.old.text) - _values(change.said)
+    known = {w.replace("-", "") for w in forms(told, change.names)}
+    words_ = {w for w in about(now, change.names) if w.replace("-", "") not in known}
+    return sorted(values | words_)
 
 
 def _question_before(message: Message, messages: list[Message]) -> Message | None:
@@ -427,8 +440,9 @@ def changes(
                 now = judge(change)
                 if now is None:
                     why = "the model judged that the message does not change it"
-                elif not grounded(change, now):
-                    why = f"the model's rewrite ({now!r}) holds a value nobody said"
+                elif invented := unsaid(change, now):
+                    why = f"the model's rewrite ({now!r}) says what nobody said: "
+                    why += ", ".join(invented)
                 elif not change.new and not brings(change, now):
                     why = "the message states no decision of its own, nor a new value for it"
                 elif not _linked(change, names) and not swaps(change, now):
@@ -482,8 +496,8 @@ def apply(
         if all(is_question(people[i]) for i in sources):
             outcome.refused.append({"decision": text, "why": "a question, not a decision"})
             continue
-        same = [d for d in kept if key(d.text) == key(text) or overlap(d.text, text) >= SAME]
-        if same and not any(revises(text, d.text) for d in same):
+        same = [d for d in kept if said_again(text, d.text)]
+        if same:
             old = same[0]  # said again: one decision, its sources together
             merged = tuple(sorted({*old.sources, *sources})) if old.by == DISTILLED else old.sources
             kept[kept.index(old)] = replace(old, sources=merged)
