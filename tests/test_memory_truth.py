@@ -564,6 +564,30 @@ def test_a_rewrite_saying_what_nobody_said_changes_nothing(
 
 
 @pytest.mark.parametrize(
+    ("old", "said", "stated", "rewrite", "changed"),
+    [  # the first as Qwen2.5-Coder-1.5B judged it: the reply copied in place of the decision
+        ("Kenmore it is, I loved it when I was wee.", "You're welcome to it.",
+         "morag's welcome to Kenmore", "You're welcome to it.", False),
+        ("booking Marcus for music", "Marcus can't, so we've booked the Lantern Trio instead.",
+         "Marcus can't, so we've booked the Lantern Trio instead.",
+         "booking the Lantern Trio instead", True),
+    ],
+)  # fmt: skip
+def test_a_rewrite_keeping_nothing_of_the_decision_stands_only_when_the_message_names_it(
+    old: str, said: str, stated: str, rewrite: str, changed: bool
+) -> None:
+    held = [Decision(old, "2026-12-01", DISTILLED, (5,))]
+    message = Message(26, "user", "morag", said, "2026-12-06T10:00:00")
+    proposed = [decisions.Proposed(stated, (26,))]
+    confirmed, refused = decisions.changes(held, proposed, [], [message], lambda _: rewrite)
+    assert [c.now for c in confirmed] == ([rewrite] if changed else [])
+    assert changed or refused == [{
+        "superseded": old, "message": "26",
+        "why": "the rewrite keeps nothing of the decision, and the message names none",
+    }]  # fmt: skip
+
+
+@pytest.mark.parametrize(
     "date",  # the second as the small model worded it, all of its words in the message
     ["They have October 12 free, so we're locking in October 12.", "October 12"],
 )

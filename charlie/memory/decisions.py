@@ -317,6 +317,19 @@ def _question_before(message: Message, messages: list[Message]) -> Message | Non
     return before if before is not None and before.role == "user" and is_question(before) else None
 
 
+def anchored(change: Change, now: str) -> bool:
+    """Whether a rewrite is still about the old decision: it keeps a word of what that one is
+    about or a value of it ("Carpet it is, Isla will love it." of "Oak it is, Isla will love
+    it."), or the message names it in the person's own words ("Marcus can't, so we've booked
+    the Lantern Trio instead." for "booking Marcus for music"). Not so "You're welcome to it."
+    for "Kenmore it is": a reply that shares no word with the decision, linked to it only by
+    the model's wording of what it settles."""
+    names = change.names
+    old = change.old.text
+    kept = about(old, names) & forms(now, names) or _values(old) & _values(now)
+    return bool(kept) or bool(forms(old, names) & forms(change.said, names))
+
+
 def brings(change: Change, now: str) -> bool:
     """Whether a rewrite puts a value the message says (a number, a day, a month) in place of
     the old one: all a statement not taken for a decision may change ("… is shut Saturdays,
@@ -443,6 +456,8 @@ def changes(
                 elif invented := unsaid(change, now):
                     why = f"the model's rewrite ({now!r}) says what nobody said: "
                     why += ", ".join(invented)
+                elif not anchored(change, now):
+                    why = "the rewrite keeps nothing of the decision, and the message names none"
                 elif not change.new and not brings(change, now):
                     why = "the message states no decision of its own, nor a new value for it"
                 elif not _linked(change, names) and not swaps(change, now):
