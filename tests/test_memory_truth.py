@@ -453,22 +453,26 @@ BOX = Decision("Fortnightly to start, see how we go.", "2026-12-01", DISTILLED, 
 WEEKLY = "We're getting through it way faster than I thought. Let's go weekly from next month."
 
 
-def stating(rewrite: str) -> Any:
-    """A model that takes every message for a decision and rewrites the box decision as
-    `rewrite` when asked about it (every other one word for word)."""
+def rewriting(old: str, rewrite: str) -> Any:
+    """A model that takes every message for a decision and rewrites the held decision `old`
+    as `rewrite` when asked about it (every other one word for word)."""
 
     def respond(request: dict[str, Any]) -> str:
         step = step_of(request)
         if step == "change":
-            now = rewrite if earlier(request) == BOX.text else earlier(request)
-            return json.dumps({"now": now})
+            return json.dumps({"now": rewrite if earlier(request) == old else earlier(request)})
         if step == "decision":
             return json.dumps({"kind": steps.SETTLES, "what": judged(request)})
         if step == "summary":
-            return json.dumps({"summary": "The household plans the veg box."})
+            return json.dumps({"summary": "The household plans the fair."})
         return json.dumps({"quotes": []})
 
     return respond
+
+
+def stating(rewrite: str) -> Any:
+    """`rewriting` the box decision."""
+    return rewriting(BOX.text, rewrite)
 
 
 def boxed(home: Home) -> Channel:
@@ -512,23 +516,6 @@ def test_a_decision_close_in_meaning_only_changes_only_by_a_swap_the_message_say
     assert BOX.text in held.texts
     refused = home.db.execute("SELECT refused_decisions FROM distillations").fetchone()[0]
     assert any(r.get("superseded") == BOX.text for r in json.loads(refused))
-
-
-def rewriting(old: str, rewrite: str) -> Any:
-    """A model that takes every message for a decision and rewrites the held decision `old`
-    as `rewrite` when asked about it (every other one word for word)."""
-
-    def respond(request: dict[str, Any]) -> str:
-        step = step_of(request)
-        if step == "change":
-            return json.dumps({"now": rewrite if earlier(request) == old else earlier(request)})
-        if step == "decision":
-            return json.dumps({"kind": steps.SETTLES, "what": judged(request)})
-        if step == "summary":
-            return json.dumps({"summary": "The household plans the fair."})
-        return json.dumps({"quotes": []})
-
-    return respond
 
 
 @pytest.mark.parametrize(
