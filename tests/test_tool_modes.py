@@ -76,6 +76,7 @@ def test_constrained_looks_up_first_asks_each_step_as_json_then_answers_in_text(
     branches = first["response_format"]["json_schema"]["schema"]["anyOf"]
     names = [b["properties"]["tool"]["const"] for b in branches]
     assert "read_note" in names and names[-1] == "answer"
+    assert "search_notes" not in names  # Charlie has just searched the notes, and found
     # The look-up and the tool's result are data at the end of the system prompt; the
     # person's words stay theirs, and nothing of it is stored.
     system = answer["messages"][0]["content"]
@@ -94,10 +95,10 @@ def test_a_hinted_category_beyond_memory_is_used_on_the_first_step(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
 ) -> None:
     channel = constrained(home, kitchen)
-    llm.reply('{"tool": "days_between", "arguments": {"start": "2026-12-01", "end": "2026-12-24"}}')
+    llm.reply('{"tool": "days_between", "arguments": {"start": "2026-12-01", "end": "2026-12-11"}}')
     llm.reply('{"tool": "answer"}')
-    llm.reply("23 days.")
-    events = turn(home, client, channel, alice, "How many days from 2026-12-01 to 2026-12-24?")
+    llm.reply("10 days.")
+    events = turn(home, client, channel, alice, "How many days until the plumber comes?")
     first = llm.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
     names = [b["properties"]["tool"]["const"] for b in first]
     assert names[0] == "days_between"  # the tools sharing words with the message come first
@@ -105,7 +106,43 @@ def test_a_hinted_category_beyond_memory_is_used_on_the_first_step(
     second = llm.requests[1]["response_format"]["json_schema"]["schema"]["anyOf"]
     assert second[-1]["properties"]["tool"]["const"] == "answer"
     assert "days_between" in llm.requests[2]["messages"][0]["content"]
+    assert shown(events) == "10 days."
+
+
+def test_day_arithmetic_charlie_did_is_not_asked_of_the_model_again(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    """The dates the message names are worked out by Charlie: the first step is not made to
+    pick a date tool, and is not offered the ones Charlie ran — it may answer at once."""
+    channel = constrained(home, kitchen)
+    llm.reply('{"tool": "answer"}')
+    llm.reply("23 days.")
+    events = turn(home, client, channel, alice, "How many days from 2026-12-01 to 2026-12-24?")
+    first = llm.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    names = [b["properties"]["tool"]["const"] for b in first]
+    assert names[-1] == "answer"
+    assert not {"days_between", "weekday"} & set(names)
+    assert len(llm.requests) == 2  # one step, one answer
+    assert (
+        "From Tuesday 2026-12-01 to Thursday 2026-12-24 is 23 days."
+        in (llm.requests[1]["messages"][0]["content"])
+    )
     assert shown(events) == "23 days."
+
+
+def test_a_search_charlie_ran_that_found_nothing_stays_the_models_to_try(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User
+) -> None:
+    project = create_project(home, "Garden")
+    notes.create_note(project, "Roses", "Prune the roses in February.")
+    channel = constrained(home, project)
+    llm.reply('{"tool": "answer"}')
+    llm.reply("I found nothing about the shed.")
+    events = turn(home, client, channel, alice, "Where is the shed key?")
+    own = [s for s in steps(events) if isinstance(s, Called) and s.name == "search_notes"]
+    assert [(s.by, s.count) for s in own] == [("charlie", 0)]
+    branches = llm.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
+    assert "search_notes" in [b["properties"]["tool"]["const"] for b in branches]
 
 
 def test_a_step_that_is_not_json_is_a_guard_and_the_answer_still_comes(
