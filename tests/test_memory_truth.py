@@ -555,12 +555,15 @@ def test_a_rewrite_saying_what_nobody_said_changes_nothing(
     [  # the first as Qwen2.5-Coder-1.5B judged it: the reply copied in place of the decision
         ("Kenmore it is, I loved it when I was wee.", "You're welcome to it.",
          "morag's welcome to Kenmore", "You're welcome to it.", False),
+        # written anew from the model's wording, not a copy of the reply: the judge's to make
+        ("Kenmore it is, I loved it when I was wee.", "Loch Earn, final answer.",
+         "the site is Loch Earn, not Kenmore", "Loch Earn it is", True),
         ("booking Marcus for music", "Marcus can't, so we've booked the Lantern Trio instead.",
          "Marcus can't, so we've booked the Lantern Trio instead.",
          "booking the Lantern Trio instead", True),
     ],
 )  # fmt: skip
-def test_a_rewrite_keeping_nothing_of_the_decision_stands_only_when_the_message_names_it(
+def test_the_message_copied_in_place_of_a_decision_stands_only_when_it_names_it(
     old: str, said: str, stated: str, rewrite: str, changed: bool
 ) -> None:
     held = [Decision(old, "2026-12-01", DISTILLED, (5,))]
@@ -570,7 +573,7 @@ def test_a_rewrite_keeping_nothing_of_the_decision_stands_only_when_the_message_
     assert [c.now for c in confirmed] == ([rewrite] if changed else [])
     assert changed or refused == [{
         "superseded": old, "message": "26",
-        "why": "the rewrite keeps nothing of the decision, and the message names none",
+        "why": "the rewrite is the message copied, keeping nothing of the decision",
     }]  # fmt: skip
 
 

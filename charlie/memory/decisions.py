@@ -252,6 +252,11 @@ def names_explicitly(decision: str, said: str, names: frozenset[str] = frozenset
     return bool(wanted) and 3 * len(wanted & about(said, names)) >= 2 * len(wanted)
 
 
+def copied(now: str, said: str) -> bool:
+    """Whether a model's rewrite is the message copied: most of its words, and about as many."""
+    return overlap(now, said) >= SAME and 10 * len(words(now)) >= 7 * len(words(said))
+
+
 def rewritten(old: str, now: str, said: str, names: frozenset[str] = frozenset()) -> bool:
     """Whether `now` — the model's rewrite of the decision `old` as it stands after the
     message `said` — changes it: something `old` is about or a value of it is gone, or a
@@ -262,8 +267,7 @@ def rewritten(old: str, now: str, said: str, names: frozenset[str] = frozenset()
     if not now.strip() or key(old) in key(now):
         return False
     was, is_now = forms(old, names), forms(now, names)
-    copied = overlap(now, said) >= SAME and 10 * len(words(now)) >= 7 * len(words(said))
-    if copied and was & is_now and not was <= is_now:
+    if copied(now, said) and was & is_now and not was <= is_now:
         return False  # (a copy keeping none of it may be a replacement: "the trio instead")
     # a word of what it was about gone (a compound of two of its words is no word of it:
     # "Charlotte seed potatoes" keeps "Charlotte potatoes"), or a value gone or new
@@ -318,16 +322,18 @@ def _question_before(message: Message, messages: list[Message]) -> Message | Non
 
 
 def anchored(change: Change, now: str) -> bool:
-    """Whether a rewrite is still about the old decision: it keeps a word of what that one is
-    about or a value of it ("Carpet it is, Isla will love it." of "Oak it is, Isla will love
-    it."), or the message names it in the person's own words ("Marcus can't, so we've booked
-    the Lantern Trio instead." for "booking Marcus for music"). Not so "You're welcome to it."
-    for "Kenmore it is": a reply that shares no word with the decision, linked to it only by
-    the model's wording of what it settles."""
+    """Whether a rewrite is the old decision rewritten, not the message copied in its place:
+    it keeps a word of what that one is about or a value of it ("Carpet it is, Isla will
+    love it." of "Oak it is, Isla will love it."), or it is no copy of the message, or the
+    message names the decision in the person's own words ("Marcus can't, so we've booked
+    the Lantern Trio instead." for "booking Marcus for music"). Not so "You're welcome to
+    it." for "Kenmore it is": the reply itself, linked to the decision only by the model's
+    wording of what it settles."""
     names = change.names
     old = change.old.text
     kept = about(old, names) & forms(now, names) or _values(old) & _values(now)
-    return bool(kept) or bool(forms(old, names) & forms(change.said, names))
+    named = forms(old, names) & forms(change.said, names)
+    return bool(kept) or not copied(now, change.message.content) or bool(named)
 
 
 def brings(change: Change, now: str) -> bool:
@@ -457,7 +463,7 @@ def changes(
                     why = f"the model's rewrite ({now!r}) says what nobody said: "
                     why += ", ".join(invented)
                 elif not anchored(change, now):
-                    why = "the rewrite keeps nothing of the decision, and the message names none"
+                    why = "the rewrite is the message copied, keeping nothing of the decision"
                 elif not change.new and not brings(change, now):
                     why = "the message states no decision of its own, nor a new value for it"
                 elif not _linked(change, names) and not swaps(change, now):
