@@ -15,15 +15,15 @@ baselines, the same model asked directly: `nothing` (the question alone) and `pa
 (every note, the memory and the whole transcript pasted in, the oldest left out first
 until it fits the window).
 
-Per task: right (every expected string group found in the reply, or, for a decision, in
-the memory's decisions afterwards), found (the expected note or earlier message came back
-from a look-up, the model's or Charlie's own), right tool (the tool it needed was called,
-or none when none was needed), markup (the reply shows tool-call or template markup),
-prompt tokens (the sum of `usage.prompt_tokens` over every request), of them the tokens the
-server reused from its cache (`usage.prompt_tokens_details.cached_tokens`, where the server
-says: llama.cpp does), requests to the model, seconds. Per mode, besides the means: the
-median seconds, requests per task and the share of prompt tokens reused — where a task's
-seconds go.
+Per task: right (every expected string group found in the reply, or, for a decision, in the
+memory's decisions afterwards), found (the expected note or earlier message came back from a
+look-up, the model's or Charlie's own), right tool (the tool it needed was called, by the
+model or by Charlie for its day arithmetic, or none when none was needed), markup (the reply
+shows tool-call or template markup), prompt tokens (the sum of `usage.prompt_tokens` over
+every request), of them the tokens the server reused from its cache
+(`usage.prompt_tokens_details.cached_tokens`, where the server says: llama.cpp does),
+requests to the model, seconds. Per mode, besides the means: the median seconds, requests
+per task and the share of prompt tokens reused — where a task's seconds go.
 
 Writes benchmarks/out/household_tasks.json and, with matplotlib installed, the plot
 docs/benchmarks/household-tasks.png. `--quick` runs three tasks in one mode (a smoke run).
@@ -204,8 +204,8 @@ def _found(task: Task, called: list[trace.Called]) -> bool | None:
 def _right_tool(task: Task, by_model: list[str], called: list[trace.Called]) -> bool | None:
     if task.tool == "-":
         return not by_model  # plain chat: the model called nothing (Charlie's look-ups aside)
-    if task.tool:
-        return task.tool in by_model
+    if task.tool:  # the model called it, or Charlie ran it itself (its day arithmetic)
+        return task.tool in by_model or any(c.name == task.tool and c.ok for c in called)
     if task.note or task.said:
         return bool(_found(task, called))
     return True  # the memory is in the prompt: no tool is needed
