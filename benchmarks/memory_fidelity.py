@@ -40,6 +40,7 @@ Writes benchmarks/out/memory_fidelity.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -548,6 +549,12 @@ def main() -> None:
         help="how each project distills (default: CHARLIE_DISTILL_MODE, else auto)",
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="write each conversation's data home under this new folder and keep it there "
+        "(its memory revisions and runs, to replay a distillation); default: a temporary one",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--plot", type=Path, help="draw the run of --from here, run nothing")
     parser.add_argument("--from", dest="run", type=Path, help="a run's JSON (--out)")
@@ -591,8 +598,13 @@ def main() -> None:
         llm = LLMClient(double.base_url, "careless", retries=0)
         where = "the scripted double (a careless, hostile model)"
     scores: list[Score] = []
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep} is not empty: name a new folder")
     try:
-        with tempfile.TemporaryDirectory(prefix="charlie-fidelity-") as root:
+        with contextlib.ExitStack() as stack:
+            root = args.keep or stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="charlie-fidelity-")
+            )
             for plan in plans:
                 if double is not None:
                     oracle = Oracle.of(plan)

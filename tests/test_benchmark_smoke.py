@@ -39,8 +39,10 @@ def run(script: str, *arguments: str) -> str:
 
 def test_memory_fidelity_holds_every_check_against_a_careless_model(tmp_path: Path) -> None:
     """The run exits 0 only when every check Charlie holds whatever the model says held."""
-    out = tmp_path / "fidelity.json"
-    run("memory_fidelity", "--quick", "--out", str(out))
+    out, homes = tmp_path / "fidelity.json", tmp_path / "homes"
+    run("memory_fidelity", "--quick", "--out", str(out), "--keep", str(homes))
+    kept = [home.name for home in homes.iterdir() if (home / "charlie.db").is_file()]
+    assert len(kept) == 1  # the home stays, to replay a distillation from
     tune = json.loads(out.read_text())["summary"]["tune"]
     assert tune["conversations"] == 1 and tune["traps"] >= 3
     assert (tune["traps_retiring"], tune["summary_repeats"], tune["quote_questions"]) == (0, 0, 0)
