@@ -118,7 +118,7 @@ def facts(text: str, today: date) -> list[Fact]:
     many days or weeks from one, the days between two (and from today to each), the
     weekday of each — first where the text gives a date the wrong weekday."""
     found = _dates(text, today)
-    wrong = {f.day: f.said for f in found if f.said not in (None, f.day.weekday())}
+    wrong = {f.day: f.said for f in found if f.said is not None and f.said != f.day.weekday()}
     worked = [_mistaken(day, said) for day, said in wrong.items()]
     worked += [fact for shift in SHIFT.finditer(text) if (fact := _shifted(shift, found))]
     named = list(dict.fromkeys(f.day for f in found if f.day != today))  # the prompt has today
@@ -137,10 +137,10 @@ def facts(text: str, today: date) -> list[Fact]:
     return worked[:MOST_FACTS]
 
 
-def _mistaken(day: date, said: int | None) -> Fact:
+def _mistaken(day: date, said: int) -> Fact:
     """A date the text gives the wrong weekday ("Sunday 14 June" when the 14th of June is a
     Monday): told first, so the answer can say so rather than go along with either."""
-    wrong = calendar.day_name[said or 0]
+    wrong = calendar.day_name[said]
     told = f"{day.isoformat()} is a {day:%A}, not a {wrong} as the message says."
     return _fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}, not {wrong}")
 
