@@ -106,8 +106,7 @@ def test_a_note_copied_from_an_old_reply_is_not_an_answer_either(
     channel = constrained(home, bakery)
     conversations.add_message(home, channel, "user", "What projects are there?", user=alice)
     conversations.add_message(home, channel, "assistant", LOADED)
-    llm.reply('{"message": "asks", "tool": "answer"}')
-    llm.reply(f"<p>{LOADED}</p>")
+    llm.reply(f"<p>{LOADED}</p>")  # a question Charlie's look-up found for: no step first
     llm.reply("Millers Ltd, on 01632 960123.")
     events = turn(home, client, channel, alice, "What is the flour supplier's phone number?")
     assert shown(events) == "Millers Ltd, on 01632 960123."
@@ -188,14 +187,13 @@ def test_a_reply_that_parrots_the_prompt_in_tags_is_asked_for_again(
 ) -> None:
     """Qwen2.5-1.5B once answered with a sentence of the prompt, in other words, in <p>."""
     channel = constrained(home, bakery)
-    llm.reply('{"message": "asks", "tool": "answer"}')
     llm.reply(f"<p>{PARROT}</p>", chunk_size=3)
     llm.reply("<p>Millers Ltd, on 01632 960123.</p>")
     events = turn(home, client, channel, alice, "What is the flour supplier's phone number?")
     assert shown(events).strip() == "Millers Ltd, on 01632 960123."
     assert stored(events) == "Millers Ltd, on 01632 960123."
     assert guards(events) == [("not_an_answer", "the reply repeated Charlie's instructions")]
-    assert last_words(llm.requests[2]).endswith(prompt.AGAIN["prompt"])
+    assert last_words(llm.requests[1]).endswith(prompt.AGAIN["prompt"])
 
 
 def test_a_prompt_sentence_inside_an_answer_is_taken_out_and_the_rest_kept(
@@ -234,7 +232,7 @@ def test_the_prompt_speaks_to_the_model_as_you_and_asks_for_i(
     channel = constrained(home, bakery)
     llm.reply('{"message": "asks", "tool": "answer"}')
     llm.reply("Millers Ltd.")
-    turn(home, client, channel, alice, "Who is the flour supplier?")
+    turn(home, client, channel, alice, "Tell me who the flour supplier is.")  # a step first
     step, answer = llm.requests
     system = answer["messages"][0]["content"]
     assert prompt.SPEAKING in system and "first person (I, me, my)" in system

@@ -130,7 +130,7 @@ def test_a_small_model_by_its_name_starts_constrained_with_no_question_asked_of_
     client = serving(llm, monkeypatch, QWEN)
     llm.default = answers
     channel = shared_channel(auto_home, kitchen)
-    events = ask(auto_home, client, channel, alice, "When is the plumber coming?")
+    events = ask(auto_home, client, channel, alice, "Remind me when the plumber is coming.")
     assert modes(events) == [("constrained", CONSTRAINED_QWEN)]
     assert not any(first_look(r) for r in llm.requests)
     assert is_step(llm.requests[0])

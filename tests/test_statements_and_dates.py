@@ -125,7 +125,7 @@ def test_only_the_first_step_asks_what_the_message_is(
     llm.reply('{"message": "asks", "tool": "read_note", "arguments": {"note": "tiles"}}')
     llm.reply('{"tool": "answer"}')
     llm.reply("White or grey.")
-    turn(home, client, channel, alice, "Which tiles did we look at?")
+    turn(home, client, channel, alice, "Remind me which tiles we looked at.")
     first, second, _ = llm.requests
     assert "message" in first["response_format"]["json_schema"]["schema"]["anyOf"][0]["properties"]
     assert (

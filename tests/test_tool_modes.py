@@ -62,7 +62,7 @@ def test_constrained_looks_up_first_asks_each_step_as_json_then_answers_in_text(
     llm.reply('{"tool": "read_note", "arguments": {"note": "kitchen/plumber"}}')
     llm.reply('{"tool": "answer"}')
     llm.reply("Dave comes on Thursday 11 December at 8am.", chunk_size=16)
-    events = turn(home, client, channel, alice, "Who is our plumber?")
+    events = turn(home, client, channel, alice, "Tell me about our plumber.")
     trace = steps(events)
     assert Moded("constrained", "tool_mode = constrained (set)") in trace
     own = [s for s in trace if isinstance(s, Called) and s.by == "charlie"]
@@ -81,14 +81,46 @@ def test_constrained_looks_up_first_asks_each_step_as_json_then_answers_in_text(
     # person's words stay theirs, and nothing of it is stored.
     system = answer["messages"][0]["content"]
     assert '<lookup by="Charlie">' in system and 'read_note(note="kitchen/plumber")' in system
-    assert answer["messages"][-1]["content"] == "Who is our plumber?"
+    assert answer["messages"][-1]["content"] == "Tell me about our plumber."
     assert "Choose" in first["messages"][-1]["content"]  # the step's instruction, after them
     assert shown(events) == "Dave comes on Thursday 11 December at 8am."
     stored = conversations.recent(home, channel, 2)
     assert [m.content for m in stored] == [
-        "Who is our plumber?",
+        "Tell me about our plumber.",
         "Dave comes on Thursday 11 December at 8am.",
     ]
+
+
+def test_a_question_charlie_found_the_answer_for_is_answered_without_a_step(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    """Offered a step after Charlie's look-up found something, a small model reads the note
+    it was just shown: a question hinting at nothing else is answered from the look-up."""
+    channel = constrained(home, kitchen)
+    llm.reply("Dave, on 07700 900123.")
+    events = turn(home, client, channel, alice, "Who is our plumber?")
+    own = [s for s in steps(events) if isinstance(s, Called) and s.by == "charlie"]
+    assert own[0].name == "search_notes" and own[0].hits[0].key == "kitchen/plumber"
+    assert not [s for s in steps(events) if isinstance(s, Called) and s.by == "model"]
+    assert not [s for s in steps(events) if isinstance(s, Stopped)]  # no limit was reached
+    (answer,) = llm.requests
+    assert not is_step(answer) and "tools" not in answer
+    assert '<lookup by="Charlie">' in answer["messages"][0]["content"]
+    assert shown(events) == "Dave, on 07700 900123."
+
+
+def test_a_question_charlie_found_nothing_for_still_gets_its_steps(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    channel = constrained(home, kitchen)
+    llm.reply('{"tool": "read_note", "arguments": {"note": "kitchen/plumber"}}')
+    llm.reply('{"tool": "answer"}')
+    llm.reply("Nothing about a zeppelin in the notes.")
+    events = turn(home, client, channel, alice, "Where is the zeppelin moored?")
+    assert not any(h for s in steps(events) if isinstance(s, Called) for h in s.hits or ())
+    first, second, answer = llm.requests
+    assert is_step(first) and is_step(second) and not is_step(answer)
+    assert shown(events) == "Nothing about a zeppelin in the notes."
 
 
 def test_a_hinted_category_beyond_memory_is_used_on_the_first_step(
@@ -151,7 +183,7 @@ def test_a_step_that_is_not_json_is_a_guard_and_the_answer_still_comes(
     channel = constrained(home, kitchen)
     llm.reply("I think I should search the notes")
     llm.reply("The worktops are 38 mm thick.")
-    events = turn(home, client, channel, alice, "How thick are the worktops?")
+    events = turn(home, client, channel, alice, "Tell me how thick the worktops are.")
     assert any(isinstance(s, Stopped) and s.guard == "unreadable_call" for s in steps(events))
     assert shown(events) == "The worktops are 38 mm thick."
 
@@ -162,7 +194,7 @@ def test_a_server_without_json_schema_is_answered_freely(
     channel = constrained(home, kitchen)
     llm.respond(lambda request: ErrorReply(400, "response_format is not supported"))
     llm.reply("38 mm.")
-    events = turn(home, client, channel, alice, "How thick are the worktops?")
+    events = turn(home, client, channel, alice, "Tell me how thick the worktops are.")
     modes = [s for s in steps(events) if isinstance(s, Moded)]
     assert [m.mode for m in modes] == ["constrained", "native"]
     assert "refused json_schema" in modes[1].reason
@@ -181,8 +213,8 @@ def test_the_look_up_in_a_private_channel_never_reaches_another_persons_private_
     list(chat.index_messages(home))
     mine = private_channel(home, alice)
     home.settings.tool_mode = "constrained"
-    llm.reply('{"tool": "answer"}')
-    llm.reply("I don't know the plumber code.")
+    llm.respond(lambda request: '{"tool": "answer"}' if is_step(request) else "I don't know.")
+    llm.respond(lambda request: '{"tool": "answer"}' if is_step(request) else "I don't know.")
     events = turn(home, client, mine, alice, "What is the plumber code?")
     assert any(isinstance(s, Called) and s.by == "charlie" for s in steps(events))
     for request in llm.requests:

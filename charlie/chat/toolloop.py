@@ -68,6 +68,7 @@ from charlie.users import User
 
 MAX_ITERATIONS = 6
 DAY_TOOLS = frozenset({"days_between", "weekday", "date_add"})  # Charlie's day arithmetic
+LOOKUP_TOOLS = frozenset({"search_notes", "search_conversation"})  # … and its look-up
 TOOLS_SHARE = 4  # the tool schemas may take at most a quarter of the prompt budget
 LOOKUP_SHARE = 6  # Charlie's own look-up: at most a sixth of the prompt budget
 QUESTION = re.compile(
@@ -477,7 +478,12 @@ class ToolLoop:
         # above (a step, and a result to read, for nothing — half the time of a question).
         covered = {"memory", *(["time"] if self._ran & DAY_TOOLS else [])}
         hinted = [c for c in active if c not in covered and self._offered(c)]
-        for step_number in range(self.max_iterations):
+        # A question Charlie's own look-up found something for, hinting at nothing more, is
+        # answered from it at once: offered a step, a small model reads a note it was shown.
+        # (A message not ending in a question still takes the step that says if it tells.)
+        asked = _text_of(self._asked).rstrip().rstrip("\"'”’)").endswith("?")
+        found = asked and bool(self._ran & LOOKUP_TOOLS) and not hinted
+        for step_number in range(0 if found else self.max_iterations):
             first = step_number == 0 and bool(hinted)
             tools = [t for c in hinted for t in self._offered(c)] if first else None
             offered = tools or self._step_tools(active)
@@ -501,9 +507,8 @@ class ToolLoop:
             name, arguments, said = step
             if step_number == 0:  # a small model says "tells" of a question too readily: a
                 # message that ends asking, or one it went to look something up for, asks
-                asking = _text_of(self._asked).rstrip().rstrip("\"'”’)").endswith("?")
                 self.tells = said == constrained.TELLS and name == constrained.ANSWER
-                self.tells = self.tells and not asking
+                self.tells = self.tells and not asked
             if name == constrained.ANSWER:
                 break
             call = ToolCall(f"step_{len(self.trace)}", name, json.dumps(arguments))
@@ -518,8 +523,9 @@ class ToolLoop:
                 fence("tool_result", f"{escape(constrained.call_text(name, arguments))}\n{result}")
             )
         else:
-            stop = f"the limit of {self.max_iterations} tool rounds was reached"
-            yield self._event(trace.Stopped("max_iterations", stop))
+            if not found:
+                stop = f"the limit of {self.max_iterations} tool rounds was reached"
+                yield self._event(trace.Stopped("max_iterations", stop))
         # A message that only tells: acknowledged, without what Charlie looked up for it.
         answering = self._with_findings(messages, current, ACKNOWLEDGE if self.tells else "")
         completion, reading = yield from self._stream(answering, current, None)

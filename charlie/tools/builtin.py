@@ -468,7 +468,6 @@ TIME = Category(
         r"\bweeks?\b",
         r"\bmonths?\b",
         r"\bdeadline\b",
-        r"\bwhen\b",
         r"\bhow long\b",
         r"\bnow\b",
     ),
