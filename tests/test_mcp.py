@@ -150,7 +150,7 @@ def test_over_stdio_search_read_write_and_decide_as_the_named_person(charlie_hom
     assert "Turn the heap monthly." in written.read_text()
     assert 'id="garden/compost"' in text(out["found"])  # the index knows it at once
 
-    assert text(out["decide"]) == "Recorded the decision: We grow no potatoes."
+    assert text(out["decide"]) == "I recorded the decision: We grow no potatoes."
     with Home.open(load_settings(home=charlie_home)) as home:
         garden = projects.get_project(home, "garden")
         channel = conversations.shared_channel(home, garden)

@@ -263,7 +263,7 @@ def test_a_recorded_decision_is_never_followed_by_an_error_in_constrained_steps(
     llm.reply(f"<tool_call>{json.dumps(call)}</tool_call>")  # its answer: a call again
     result = charlie("chat", "-p", "bakery", "-m", SOURDOUGH)
     assert result.exit_code == 0, result.output
-    assert result.stdout == f"Recorded the decision: {decision}.\n"
+    assert result.stdout == f"I recorded the decision: {decision}.\n"
     with Home.open(load_settings()) as home:
         kept = memory.load(home, shared_channel(home, get_project(home, "bakery")))
     assert [d.text for d in kept.decisions] == [decision]
@@ -276,7 +276,7 @@ def test_a_write_then_an_empty_answer_or_calls_past_the_limit_say_what_was_done(
     llm.tool_calls([("record_decision", {"decision": "Sourdough is £4.80 from January"})])
     llm.reply("")
     events = turn(home, client, channel, alice, SOURDOUGH)
-    assert stored(events) == "Recorded the decision: Sourdough is £4.80 from January."
+    assert stored(events) == "I recorded the decision: Sourdough is £4.80 from January."
     # Native: calls past the round limit, then another call instead of the answer.
     llm.tool_calls([("tag_note", {"note": "flour", "tags": ["supplier"]})])
     llm.tool_calls([("read_note", {"note": "flour"})])
@@ -297,7 +297,7 @@ def test_a_step_after_a_write_that_is_not_valid_still_ends_in_what_was_done(
     llm.reply("not json")
     llm.reply("")
     events = turn(home, client, channel, alice, SOURDOUGH)
-    assert stored(events) == "Recorded the decision: Sourdough is £4.80."
+    assert stored(events) == "I recorded the decision: Sourdough is £4.80."
 
 
 def test_the_cli_shows_the_reply_as_kept_when_text_that_streamed_was_taken_out(

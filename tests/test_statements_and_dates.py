@@ -118,6 +118,36 @@ def test_a_question_the_model_calls_telling_keeps_what_was_found(
     assert answer["messages"][-1]["content"] == text  # answered, not merely acknowledged
 
 
+def test_a_date_given_the_wrong_weekday_is_said_when_the_answer_goes_along_with_it(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
+) -> None:
+    """Told "2027-06-14 is a Monday, not a Sunday", Qwen2.5-1.5B still acknowledged the
+    booking "for Sunday 14 June": the person hears of the mistake from Charlie."""
+    channel = shared_channel(home, kitchen)
+    said = "We've booked the village hall for Sunday 14 June 2027."
+    tells = '{"message": "tells", "tool": "answer"}'
+    llm.reply(tells)
+    llm.reply("I've noted the village hall for Sunday 14 June.")
+    events = turn(home, client, channel, alice, said)
+    assert "not a Sunday as the message says" in llm.requests[-1]["messages"][0]["content"]
+    expected = (
+        "I've noted the village hall for Sunday 14 June. "
+        "By my reckoning, 14 June 2027 is a Monday, not a Sunday."
+    )
+    assert shown(events) == expected
+    assert chat.conversations.recent(home, channel, 1)[0].content == expected
+    # An answer that says so itself, or a right weekday, adds nothing.
+    llm.reply(tells)
+    llm.reply("Noted, though 14 June 2027 is a monday.")
+    assert shown(turn(home, client, channel, alice, said)) == (
+        "Noted, though 14 June 2027 is a monday."
+    )
+    llm.reply(tells)
+    llm.reply("Noted: Monday 14 June.")
+    right = "We've booked the village hall for Monday 14 June 2027."
+    assert shown(turn(home, client, channel, alice, right)) == "Noted: Monday 14 June."
+
+
 def test_only_the_first_step_asks_what_the_message_is(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, kitchen: Project
 ) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import calendar
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 
 from charlie import trace
@@ -70,6 +70,10 @@ class Fact:
 
     text: str
     step: trace.Called
+    # A mistake in the message the person must hear of: said after the answer unless the
+    # answer names `unless` (the right weekday) itself.
+    note: str = ""
+    unless: str = ""
 
 
 def _dates(text: str, today: date) -> list[Found]:
@@ -142,7 +146,9 @@ def _mistaken(day: date, said: int) -> Fact:
     Monday): told first, so the answer can say so rather than go along with either."""
     wrong = calendar.day_name[said]
     told = f"{day.isoformat()} is a {day:%A}, not a {wrong} as the message says."
-    return _fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}, not {wrong}")
+    fact = _fact(told, "weekday", {"day": day.isoformat()}, f"{day:%A}, not {wrong}")
+    note = f"By my reckoning, {day.day} {day:%B %Y} is a {day:%A}, not a {wrong}."
+    return replace(fact, note=note, unless=f"{day:%A}")
 
 
 def _shifted(shift: re.Match[str], found: list[Found]) -> Fact | None:

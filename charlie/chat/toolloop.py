@@ -177,6 +177,7 @@ class ToolLoop:
         current = len(messages) - 1  # the person's message: this turn starts there
         self._system, self._asked = messages[0], messages[current]
         self._findings: list[str] = []
+        self._mistakes: list[dates.Fact] = []
         self._echoes = parrots.Known(
             notes=tuple(self._loaded_line(c) for c in self.registry.categories),
             own=parrots.sentences(own_words()),
@@ -236,6 +237,11 @@ class ToolLoop:
                 yield self._event(trace.Stopped("ignored_calls", "a tool call in the answer"))
         if not self.reply.strip() and self.done:
             yield from self._show(" ".join(_sentence(done) for done in self.done))
+        # A mistake Charlie found in the message (a date given the wrong weekday) is said,
+        # when the answer went along with it: a small model ignores what it was told.
+        for fact in self._mistakes if self.reply.strip() else ():
+            if not re.search(rf"\b{fact.unless}\b", self.reply, re.IGNORECASE):
+                yield from self._show(fact.note)
 
     def _verdict(self) -> tuple[parrots.Kind, str] | None:
         """Takes out of the reply any tool's note and any sentence of Charlie's own prompt
@@ -583,6 +589,7 @@ class ToolLoop:
         worked = dates.facts(text, datetime.now(UTC).date())
         if not worked:
             return
+        self._mistakes = [fact for fact in worked if fact.note]
         for fact in worked:
             yield self._event(fact.step)
         self._findings.append(fence("dates", "\n".join(f.text for f in worked), by="Charlie"))

@@ -299,7 +299,7 @@ def record_decision(context: ToolContext, decision: str) -> Result:
     today = datetime.now(UTC).date().isoformat()
     current.decisions.append(memory.Decision(text, today, context.user.name, asked))
     memory.save(context.home, context.channel, current, "tool")
-    return Result(f"Recorded the decision: {text}", f"recorded: {text}")
+    return Result(f"I recorded the decision: {text}", f"recorded: {text}")  # as I say it
 
 
 # ---------------------------------------------------------------- projects
