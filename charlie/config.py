@@ -43,6 +43,10 @@ _FIXES: dict[str, str] = {
         "e.g. 'LM Studio=http://127.0.0.1:1234/v1,Ollama=http://127.0.0.1:11434/v1'"
     ),
     "llm_threads": "set CHARLIE_LLM_THREADS to a number of CPU threads, or 0 to let Charlie choose",
+    "llm_keep_alive": (
+        "set CHARLIE_LLM_KEEP_ALIVE to the seconds the built-in model stays loaded after its "
+        "last use, e.g. 300, or 0 to stop it at once"
+    ),
     "llm_timeout": "set CHARLIE_LLM_TIMEOUT to a number of seconds, e.g. 120",
     "llm_retries": "set CHARLIE_LLM_RETRIES to a whole number from 0 to 10",
     "llm_context": (
@@ -158,6 +162,13 @@ class Settings(BaseSettings):
         ge=0,
         le=512,
         description="The built-in runtime's CPU threads; 0: chosen from the machine.",
+    )
+    llm_keep_alive: float = Field(
+        300.0,
+        ge=0,
+        le=86_400,
+        description="Seconds the built-in runtime stays loaded after its last user ends, so "
+        "the next `charlie chat -m` answers warm; 0: it stops at once.",
     )
     llm_timeout: float = Field(120.0, gt=0, description="Seconds to wait for the server.")
     llm_retries: int = Field(2, ge=0, le=10, description="Retries for transient server errors.")

@@ -50,6 +50,7 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     # Today's server, as set (or LM Studio's default address): never a server that happens
     # to run on this machine, nor the built-in model (tests/test_model_servers.py tests those).
     monkeypatch.setenv("CHARLIE_LLM", "server")
+    monkeypatch.setenv("CHARLIE_LLM_KEEP_ALIVE", "0")  # a built-in runtime ends with its test
     # The double answers what each test scripts: `auto`'s first look at a new model (one
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")

@@ -136,6 +136,33 @@ def test_the_builtin_model_streams_and_answers_and_stops_with_its_user(
     assert list((charlie_home / "runtime" / "leases").iterdir()) == []
 
 
+def test_kept_alive_the_runtime_serves_the_next_user_warm_and_then_ends(
+    builtin: Path, charlie_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `charlie chat -m` is a process of its own: with the runtime stopped at its end,
+    every message loaded the model and read the whole prompt again (45 s a message)."""
+    monkeypatch.setenv("CHARLIE_LLM_KEEP_ALIVE", "3")
+    first = LLMClient.from_settings(load_settings())
+    assert first.server is not None and first.server.lease is not None
+    pid = first.server.lease.runtime.pid
+    first.close()
+    assert not _gone(pid, 1.5), "stopped at once, though kept alive"
+    second = LLMClient.from_settings(load_settings())  # the next message: the same runtime
+    try:
+        assert second.server is not None and second.server.lease is not None
+        assert second.server.lease.runtime.pid == pid
+        assert second.chat([{"role": "user", "content": "Name a colour."}]).content.strip()
+    finally:
+        second.close()
+    began = time.monotonic()
+    assert _gone(pid, 3 + GONE_SECONDS), "still loaded long after its keep-alive"
+    assert time.monotonic() - began >= 2.0  # not before its keep-alive either
+    assert runtime.running(charlie_home) is None
+    assert (
+        "no Charlie has used it for 3 s" in (charlie_home / "runtime" / "runtime.log").read_text()
+    )
+
+
 def test_two_processes_starting_at_once_share_one_runtime(
     builtin: Path, charlie_home: Path, users: list[subprocess.Popen[str]]
 ) -> None:

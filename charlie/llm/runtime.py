@@ -4,9 +4,10 @@ file through the `xllamacpp` wheel (the `charlie[local]` extra) in a process of 
 One runtime per data home, shared by every Charlie process of it (serve, `chat -m`, the
 Discord bot, voice): a process that needs it takes a *lease* and either finds the running
 one or starts it, under a file lock, so two processes starting at once load one copy. The
-runtime never outlives its users: it checks every `WATCH_SECONDS` whether any lease's
-process still lives and exits when none does (a `kill -9` of its owner ends it too), and
-the last user to release its lease stops it at once.
+runtime never outlives its users for long: it checks every `WATCH_SECONDS` whether any
+lease's process still lives and exits once none has for its *keep-alive* (`CHARLIE_LLM_KEEP_ALIVE`,
+so the next `charlie chat -m` finds it loaded, its prompt cache warm; a `kill -9` of its owner
+is no different); with a keep-alive of 0 the last user to release its lease stops it at once.
 
 Its files, in `<home>/runtime/`:
 
@@ -118,6 +119,7 @@ class Runtime:
     context: int
     load_seconds: float
     started: str = ""  # the process's start time (`_started`)
+    keep_alive: float = 0.0  # seconds it stays loaded once no Charlie uses it
 
     @property
     def base_url(self) -> str:
@@ -236,7 +238,13 @@ class Lease:
             if self._files.living_leases():
                 return
             running = self._files.read()
-            if running is not None:
+            if running is not None and running.keep_alive > 0:
+                log.info(
+                    "The built-in model stays loaded %s s for the next message (pid %s).",
+                    f"{running.keep_alive:g}",
+                    running.pid,
+                )
+            elif running is not None:
                 _stop(running)
                 self._files.forget(running.pid)
                 log.info(
@@ -263,11 +271,13 @@ def acquire(
     *,
     threads: int = 0,
     context: int = 0,
+    keep_alive: float = 0.0,
     say: Callable[[str], None] = log.info,
 ) -> Lease:
     """A lease on the data home's runtime, running `model`: the one running already, else
-    one started now (its progress told through `say`). Raises `ModelRuntimeError` when the
-    model cannot be loaded, saying why and what to do."""
+    one started now (its progress told through `say`), which stays loaded `keep_alive`
+    seconds once no Charlie uses it (a running one keeps the time it was started with).
+    Raises `ModelRuntimeError` when the model cannot be loaded, saying why and what to do."""
     _check_model(model)
     files = _Files(home)
     files.make()
@@ -281,7 +291,7 @@ def acquire(
             if running is not None:
                 return Lease(files, lease, running)
             chosen = fit(model.stat().st_size, threads=threads, context=context)
-            return Lease(files, lease, _start(files, model, chosen, say))
+            return Lease(files, lease, _start(files, model, chosen, keep_alive, say))
         except BaseException:
             lease.unlink(missing_ok=True)
             raise
@@ -376,7 +386,9 @@ def _port(files: _Files) -> int:
     return port if 0 < port < 65536 and _free(port) else 0
 
 
-def _start(files: _Files, model: Path, chosen: Fit, say: Callable[[str], None]) -> Runtime:
+def _start(
+    files: _Files, model: Path, chosen: Fit, keep_alive: float, say: Callable[[str], None]
+) -> Runtime:
     """Start a runtime on `model` (under the lock) and wait until it serves."""
     size = model.stat().st_size
     free = available_memory()
@@ -404,6 +416,8 @@ def _start(files: _Files, model: Path, chosen: Fit, say: Callable[[str], None]) 
         str(chosen.cache_mib),
         "--port",
         str(_port(files)),
+        "--keep-alive",
+        str(keep_alive),
     ]
     began = time.monotonic()
     try:
@@ -467,6 +481,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", type=int, required=True)
     parser.add_argument("--cache-mib", type=int, default=PROMPT_CACHE_MIB)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--keep-alive", type=float, default=0.0)
     args = parser.parse_args(argv)
     files = _Files(args.dir.parent)
     log_fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -533,12 +548,30 @@ def _serve(files: _Files, args: argparse.Namespace) -> None:
         context = args.context
     me = os.getpid()
     files.write(
-        Runtime(me, port, args.model, args.threads, context, round(seconds, 2), _started(me))
+        Runtime(
+            me,
+            port,
+            args.model,
+            args.threads,
+            context,
+            round(seconds, 2),
+            _started(me),
+            args.keep_alive,
+        )
     )
     _note(f"I charlie runtime: serving on port {port}, loaded in {seconds:.1f} s")
+    idle_since: float | None = None  # when it was last seen with no Charlie using it
     while not stop:
         time.sleep(WATCH_SECONDS)
-        if stop or _unused(files, me):
+        found = files.read()
+        if stop or found is None or found.pid != me:
+            break  # stopped, or another runtime replaced this one
+        if files.living_leases():
+            idle_since = None
+            continue
+        idle_since = time.monotonic() if idle_since is None else idle_since
+        if time.monotonic() - idle_since >= args.keep_alive and _unused(files, me):
+            _note(f"I charlie runtime: no Charlie has used it for {args.keep_alive:g} s")
             break
     del server  # llama.cpp's server stops its threads and frees the model
 

@@ -151,6 +151,7 @@ def _builtin(settings: Settings, why: str) -> ModelServer:
         model,
         threads=settings.llm_threads,
         context=settings.llm_context,
+        keep_alive=settings.llm_keep_alive,
         say=log.info,
     )
     return ModelServer("builtin", lease.base_url, "built-in", why, lease)
