@@ -6,7 +6,7 @@ Discord bot, voice): a process that needs it takes a *lease* and either finds th
 one or starts it, under a file lock, so two processes starting at once load one copy. The
 runtime never outlives its users for long: it checks every `WATCH_SECONDS` whether any
 lease's process still lives and exits once none has for its *keep-alive* (`CHARLIE_LLM_KEEP_ALIVE`,
-so the next `charlie chat -m` finds it loaded, its prompt cache warm; a `kill -9` of its owner
+so the next `charlie chat -m` finds it loaded, its prompt's start cached; a `kill -9` of its owner
 is no different); with a keep-alive of 0 the last user to release its lease stops it at once.
 
 Its files, in `<home>/runtime/`:
