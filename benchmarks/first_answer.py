@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -62,17 +61,6 @@ def step(
         "exit": done.returncode,
         "stdout": done.stdout,
         "stderr": done.stderr,
-    }
-
-
-def machine() -> dict[str, Any]:
-    pages = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {
-        "cpu": support.cpu_name(),
-        "cores": os.cpu_count(),
-        "memory_gib": round(pages / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
     }
 
 
@@ -142,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     answered = steps[-2]["exit"] == 0 and bool(steps[-2]["stdout"].strip())
     result = {
         "commit": commit,
-        "machine": machine(),
+        "machine": support.host(),
         "work": str(work),
         "total_seconds": round(total, 1),
         "answered": answered,

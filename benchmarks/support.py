@@ -31,15 +31,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def cpu_name() -> str:
-    """The CPU's model name (Linux), else what the platform says."""
+def host() -> dict[str, Any]:
+    """The CPU, cores, memory and platform — the standard library's view, nothing imported."""
+    cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                cpu = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "platform": platform.platform(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -47,13 +56,7 @@ def machine() -> dict[str, Any]:
     import numpy
     import onnxruntime
 
-    return {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "platform": platform.platform(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
+    return host() | {
         "sqlite": sqlite3.sqlite_version,
         "numpy": numpy.__version__,
         "onnxruntime": onnxruntime.__version__,

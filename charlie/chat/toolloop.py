@@ -62,6 +62,7 @@ from charlie.llm.htmltags import TagFilter
 from charlie.llm.loops import LoopGuard
 from charlie.llm.messages import ChatMessage, ToolSchema
 from charlie.llm.textcalls import MarkupFilter, Reading
+from charlie.memory.decisions import ends_asking
 from charlie.tools import builtin as toolkit
 from charlie.tools.registry import META_TOOL, Registry, Tool, ToolContext, run_tool
 from charlie.users import User
@@ -240,7 +241,7 @@ class ToolLoop:
         # A mistake Charlie found in the message (a date given the wrong weekday) is said,
         # when the answer went along with it: a small model ignores what it was told.
         for fact in self._mistakes if self.reply.strip() else ():
-            if not re.search(rf"\b{fact.unless}\b", self.reply, re.IGNORECASE):
+            if not re.search(rf"\b{re.escape(fact.unless)}\b", self.reply, re.IGNORECASE):
                 yield from self._show(fact.note)
 
     def _verdict(self) -> tuple[parrots.Kind, str] | None:
@@ -487,7 +488,7 @@ class ToolLoop:
         # A question Charlie's own look-up found something for, hinting at nothing more, is
         # answered from it at once: offered a step, a small model reads a note it was shown.
         # (A message not ending in a question still takes the step that says if it tells.)
-        asked = _text_of(self._asked).rstrip().rstrip("\"'”’)").endswith("?")
+        asked = ends_asking(_text_of(self._asked))
         found = asked and bool(self._ran & LOOKUP_TOOLS) and not hinted
         for step_number in range(0 if found else self.max_iterations):
             first = step_number == 0 and bool(hinted)

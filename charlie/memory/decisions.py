@@ -190,9 +190,14 @@ def _sources(proposed: Proposed, people: dict[int, Message]) -> tuple[int, ...]:
     return (best[1],) if best[0] >= max(1, len(wanted) / 2) else ()
 
 
+def ends_asking(text: str) -> bool:
+    """Whether `text` ends in a question mark (a closing quote or bracket after it aside)."""
+    return text.rstrip().rstrip("\"'”’)").endswith("?")
+
+
 def is_question(message: Message) -> bool:
     """A message that asks rather than states: it never decides or changes a decision."""
-    return message.content.rstrip().rstrip("\"'”’)").endswith("?")
+    return ends_asking(message.content)
 
 
 def closest(text: str, held: list[Decision], alike: Alike | None) -> set[str]:
