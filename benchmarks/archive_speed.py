@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -121,7 +121,7 @@ def _messages(
     owner = channel.owner
     at = 1_650_000_000.0
     last = 0
-    with home.db:
+    with cast(sqlite3.Connection, home.db):
         for n in range(count):
             at += rng.uniform(30, 3000)
             when = time.strftime("%Y-%m-%dT%H:%M:%S.000+00:00", time.gmtime(at))

@@ -123,10 +123,10 @@ def _home_from_env() -> Path:
     return Path(raw).expanduser() if raw else default_home()
 
 
-def _home_of(overrides: dict[str, Any]) -> Path:
+def _home_of(overrides: dict[str, object]) -> Path:
     """The data home whose charlie.toml to read: an explicit `home=` wins over CHARLIE_HOME."""
     given = overrides.get("home")
-    return Path(given).expanduser() if given is not None else _home_from_env()
+    return Path(str(given)).expanduser() if given is not None else _home_from_env()
 
 
 def _default_user() -> str:
@@ -199,6 +199,11 @@ class Settings(BaseSettings):
         "small model (steps), or auto (steps when the model's tools are constrained).",
     )
     user: str = Field(default_factory=_default_user, description="Who is talking in the CLI.")
+    database_url: str = Field(
+        "",
+        description="postgresql://… : keep what charlie.db holds (people, messages, memory "
+        "revisions, usage) in that PostgreSQL database instead; empty: charlie.db, SQLite.",
+    )
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")
     embeddings: Literal["local", "openai"] = Field(
         "local", description="local: the packaged MiniLM model; openai: a /v1/embeddings server."
@@ -261,6 +266,14 @@ class Settings(BaseSettings):
         value = value.strip().rstrip("/")
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("it is not a postgresql:// URL (leave it empty for SQLite)")
         return value
 
     @field_validator("llm_probe")

@@ -17,6 +17,7 @@ from charlie.errors import BrokenThread, CharlieError, MessageGone, NotFound
 from charlie.home import Home
 from charlie.jsonvalue import JSONObject
 from charlie.projects import PRIVATE, Project, get_project
+from charlie.store import Connection
 from charlie.trace import Step, steps_from_json, steps_to_json
 from charlie.users import User
 
@@ -202,7 +203,7 @@ def new_thread(
     project_id = channel.project.id if channel.project else None
     owner_id = channel.owner.id if channel.owner else None
     stamp = created_at or now()
-    home.db.execute(
+    cursor = home.db.execute(
         "INSERT OR IGNORE INTO conversations (project_id, owner_id, private, created_at, "
         "updated_at, title, title_set, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -224,7 +225,8 @@ def new_thread(
         ).fetchone()
         thread_id = int(row[0])  # one put in the trash stays there (`restore_thread`)
     else:
-        thread_id = int(home.db.execute("SELECT last_insert_rowid()").fetchone()[0])
+        assert cursor.lastrowid is not None
+        thread_id = cursor.lastrowid
     return replace(channel, conversation_id=thread_id)
 
 
@@ -450,7 +452,7 @@ def add_message(
         new_id = cursor.lastrowid
         assert new_id is not None
         home.db.execute(  # after a message set aside (meanwhile, or by choice): aside too
-            "UPDATE messages SET hidden = 1 WHERE id = ? AND (? OR EXISTS "
+            "UPDATE messages SET hidden = 1 WHERE id = ? AND (? <> 0 OR EXISTS "
             "(SELECT 1 FROM messages p WHERE p.id = messages.parent_id AND p.hidden = 1))",
             (new_id, int(hidden)),
         )
@@ -521,10 +523,15 @@ def undistilled(home: Home, channel: Channel, *, limit: int | None = None) -> li
 
     A reply cut off mid-stream is not among them: only whole replies are distilled. Nor is
     history imported without asking for its distillation (`distill` = 0)."""
-    rows = home.db.execute(
+    sql = (
         "SELECT * FROM messages WHERE conversation_id = ? AND id > ? AND incomplete = 0 "
-        "AND distill = 1 AND hidden = 0 ORDER BY id LIMIT ?",
-        (channel.conversation_id, distilled_upto(home, channel), -1 if limit is None else limit),
+        "AND distill = 1 AND hidden = 0 ORDER BY id"
+    )
+    params: tuple[int, ...] = (channel.conversation_id, distilled_upto(home, channel))
+    rows = (
+        home.db.execute(sql, params)
+        if limit is None
+        else home.db.execute(sql + " LIMIT ?", (*params, limit))
     )
     return [_message(row) for row in rows]
 
@@ -1202,7 +1209,7 @@ def distill_imported(home: Home, channel: Channel) -> None:
     )
 
 
-def count_stored(db: sqlite3.Connection) -> int:
+def count_stored(db: Connection) -> int:
     """How many messages the database `db` stores (a backup's copy, say)."""
     return int(db.execute("SELECT count(*) FROM messages").fetchone()[0])
 
@@ -1210,7 +1217,7 @@ def count_stored(db: sqlite3.Connection) -> int:
 # ---------------------------------------------------------------- removing a person
 
 
-def private_thread_ids(db: sqlite3.Connection, user: User) -> list[int]:
+def private_thread_ids(db: Connection, user: User) -> list[int]:
     """Every thread of `user`'s private channel, those in the trash included."""
     rows = db.execute(
         "SELECT id FROM conversations WHERE owner_id = ? AND private = 1", (user.id,)
@@ -1218,7 +1225,7 @@ def private_thread_ids(db: sqlite3.Connection, user: User) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def delete_threads(db: sqlite3.Connection, threads: Sequence[int]) -> None:
+def delete_threads(db: Connection, threads: Sequence[int]) -> None:
     """Delete the threads `threads` and their messages, in the caller's transaction (what
     else refers to them goes first: their memory revisions, distillations, suggestions)."""
     marks = placeholders(threads)
@@ -1226,13 +1233,13 @@ def delete_threads(db: sqlite3.Connection, threads: Sequence[int]) -> None:
     db.execute(f"DELETE FROM conversations WHERE id IN ({marks})", list(threads))
 
 
-def detach_messages(db: sqlite3.Connection, user: User) -> None:
+def detach_messages(db: Connection, user: User) -> None:
     """Leave what `user` said tied to no account (they are being removed): each message
     keeps its speaker's name."""
     db.execute("UPDATE messages SET user_id = NULL WHERE user_id = ?", (user.id,))
 
 
-def ids_in_threads(db: sqlite3.Connection, threads: Sequence[int]) -> list[int]:
+def ids_in_threads(db: Connection, threads: Sequence[int]) -> list[int]:
     """The ids of every message of the threads `threads`, oldest first."""
     marks = ",".join("?" * len(threads))
     rows = db.execute(
@@ -1241,7 +1248,7 @@ def ids_in_threads(db: sqlite3.Connection, threads: Sequence[int]) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def count_shared_by(db: sqlite3.Connection, user_id: int) -> int:
+def count_shared_by(db: Connection, user_id: int) -> int:
     """How many messages the person `user_id` wrote in shared projects."""
     return int(
         db.execute(

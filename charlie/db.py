@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from charlie import files
 from charlie.errors import (
@@ -29,7 +30,11 @@ from charlie.errors import (
     DiskFull,
 )
 
+if TYPE_CHECKING:
+    from charlie.store import Connection
+
 log = logging.getLogger(__name__)
+Held = TypeVar("Held", bound="Connection")  # the connection a transaction is held on
 
 BUSY_TIMEOUT = 10.0  # seconds a connection waits for another process's write lock
 # SQLite's primary result codes (the low byte of an extended code).
@@ -47,7 +52,7 @@ def now() -> str:
 
 
 @contextmanager
-def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def transaction(db: Held) -> Iterator[Held]:
     """A write transaction: committed when the block ends, rolled back if it raises."""
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -702,14 +707,25 @@ def _apply(db: sqlite3.Connection, version: int) -> None:
 # ---------------------------------------------------------------- the schema, as a whole
 
 
-def schema_version(db: sqlite3.Connection) -> int:
-    """How many migrations the database has had (an archive records it)."""
+def schema_version(db: Connection) -> int:
+    """How many migrations the database has had (an archive records it). A PostgreSQL
+    store holds the schema as it stands: all of them."""
+    if not isinstance(db, sqlite3.Connection):
+        return len(MIGRATIONS)
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
-def references_to(db: sqlite3.Connection, table: str) -> set[tuple[str, str]]:
+def references_to(db: Connection, table: str) -> set[tuple[str, str]]:
     """Every (table, column) with a foreign key to `table`'s id: what removing a person must
     know what to do with (`charlie.household.removal`), so a new table is never missed."""
+    if not isinstance(db, sqlite3.Connection):  # PostgreSQL: from its catalogue
+        rows = db.execute(
+            "SELECT c.conrelid::regclass::text, a.attname FROM pg_constraint c "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) "
+            "WHERE c.contype = 'f' AND c.confrelid = to_regclass(?)",
+            (table,),
+        ).fetchall()
+        return {(str(r[0]), str(r[1])) for r in rows}
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     found = set()
     for name in tables:
@@ -719,10 +735,12 @@ def references_to(db: sqlite3.Connection, table: str) -> set[tuple[str, str]]:
     return found
 
 
-def checkpoint(db: sqlite3.Connection) -> None:
+def checkpoint(db: Connection) -> None:
     """Move the write-ahead log into the database file and empty it: after a forget, the
-    log keeps no copy of what was deleted (`secure_delete` zeroes it in the file)."""
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    log keeps no copy of what was deleted (`secure_delete` zeroes it in the file). (A
+    PostgreSQL server keeps its own log; nothing to do here.)"""
+    if isinstance(db, sqlite3.Connection):
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 # ---------------------------------------------------------------- errors, explained

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 from charlie import db as database
+from charlie import store
 from charlie.config import Settings
 
 INDEX_FILE = database.INDEX_FILE  # the search index, beside charlie.db
@@ -49,10 +50,11 @@ class Shared:
 
 @dataclass
 class Home:
-    """The settings plus an open connection to the data home's database."""
+    """The settings plus an open connection to the data home's database (`charlie.db`, or
+    PostgreSQL: `charlie.store`)."""
 
     settings: Settings
-    db: sqlite3.Connection = field(repr=False)
+    db: store.Connection = field(repr=False)
     # Expensive things built once and reused by every home of the process (see `Shared`).
     shared: Shared = field(default_factory=Shared, repr=False)
     # The search index's own database file, opened on first use by `charlie.retrieval.index.Index`
@@ -65,7 +67,7 @@ class Home:
         """Open the data home; `shared` lets several opened homes (one per web request, say)
         share one cache of expensive things."""
         settings.projects_dir.mkdir(parents=True, exist_ok=True)
-        db = database.connect(settings.db_path)
+        db = store.connect(settings)
         return cls(settings=settings, db=db, shared=Shared() if shared is None else shared)
 
     @property

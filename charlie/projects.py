@@ -14,7 +14,6 @@ import difflib
 import os
 import re
 import shutil
-import sqlite3
 import tomllib
 import unicodedata
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from charlie.db import now, transaction
 from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
 from charlie.files import write_atomic
 from charlie.home import Home
+from charlie.store import Connection
 
 SLUG_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 CONFIG_FILE = "project.toml"
@@ -120,7 +120,7 @@ def project_dir(home: Home, slug: str) -> Path:
     return path
 
 
-def _project_id(db: sqlite3.Connection, slug: str) -> int:
+def _project_id(db: Connection, slug: str) -> int:
     db.execute(
         "INSERT INTO projects (slug, created_at) VALUES (?, ?) ON CONFLICT(slug) DO NOTHING",
         (slug, now()),

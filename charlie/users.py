@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from charlie.db import now, transaction
 from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
+from charlie.store import Connection
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -40,31 +41,31 @@ def validate_name(name: str) -> str:
     return name
 
 
-def get_user(db: sqlite3.Connection, name: str) -> User:
+def get_user(db: Connection, name: str) -> User:
     user = find_user(db, name)
     if user is None:
         raise NotFound(f"There is no user named {name!r}.")
     return user
 
 
-def find_user(db: sqlite3.Connection, name: str) -> User | None:
+def find_user(db: Connection, name: str) -> User | None:
     """The person called `name`, or None when the household has no one of that name."""
-    row = db.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+    row = db.execute("SELECT * FROM users WHERE lower(name) = lower(?)", (name,)).fetchone()
     return None if row is None else _from_row(row)
 
 
-def has_people(db: sqlite3.Connection) -> bool:
+def has_people(db: Connection) -> bool:
     """Whether anyone has an account yet (a new data home has no one)."""
     return db.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None
 
 
-def require_user(db: sqlite3.Connection, name: str) -> User:
+def require_user(db: Connection, name: str) -> User:
     """The person called `name`, who must have been added: nobody is made on the fly.
 
     The error says how to add them, and on a data home with no one yet, how to make the
     first account."""
     validate_name(name)
-    row = db.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+    row = db.execute("SELECT * FROM users WHERE lower(name) = lower(?)", (name,)).fetchone()
     if row is not None:
         return _from_row(row)
     if not has_people(db):
@@ -79,13 +80,12 @@ def require_user(db: sqlite3.Connection, name: str) -> User:
     )
 
 
-def ensure_user(db: sqlite3.Connection, name: str, *, is_admin: bool = False) -> User:
+def ensure_user(db: Connection, name: str, *, is_admin: bool = False) -> User:
     """The user called `name`, created (without a password) if there is none: for restoring
     an archive and for tests. People are added on purpose with `add_user`."""
     validate_name(name)
     db.execute(
-        "INSERT INTO users (name, is_admin, created_at) VALUES (?, ?, ?) "
-        "ON CONFLICT(name) DO NOTHING",
+        "INSERT INTO users (name, is_admin, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
         (name, int(is_admin), now()),
     )
     return get_user(db, name)
@@ -141,7 +141,7 @@ def check_password(password: str) -> str:
     return password
 
 
-def set_password(db: sqlite3.Connection, name: str, password: str) -> User:
+def set_password(db: Connection, name: str, password: str) -> User:
     check_password(password)
     user = get_user(db, name)
     db.execute(
@@ -150,34 +150,38 @@ def set_password(db: sqlite3.Connection, name: str, password: str) -> User:
     return user
 
 
-def authenticate(db: sqlite3.Connection, name: str, password: str) -> User | None:
+def authenticate(db: Connection, name: str, password: str) -> User | None:
     """The user, if the name and password match; None otherwise (never says which was wrong)."""
-    row = db.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+    row = db.execute("SELECT * FROM users WHERE lower(name) = lower(?)", (name,)).fetchone()
     if row is None or not row["password_hash"]:
         _matches(password, hash_password("timing-equaliser"))  # same cost either way
         return None
     return _from_row(row) if _matches(password, row["password_hash"]) else None
 
 
-def password_hash(db: sqlite3.Connection, name: str) -> str | None:
+def password_hash(db: Connection, name: str) -> str | None:
     """The stored password hash of `name` (None without one): a key that changes with the
     password, for tokens that must die with it."""
-    row = db.execute("SELECT password_hash FROM users WHERE name = ?", (name,)).fetchone()
+    row = db.execute(
+        "SELECT password_hash FROM users WHERE lower(name) = lower(?)", (name,)
+    ).fetchone()
     return str(row[0]) if row is not None and row[0] else None
 
 
-def list_users(db: sqlite3.Connection) -> list[tuple[User, bool]]:
+def list_users(db: Connection) -> list[tuple[User, bool]]:
     """Every user, with whether they can sign in (have a password)."""
-    rows = db.execute("SELECT * FROM users ORDER BY name").fetchall()
+    rows = db.execute("SELECT * FROM users ORDER BY lower(name), name").fetchall()
     return [(_from_row(row), bool(row["password_hash"])) for row in rows]
 
 
-def admins(db: sqlite3.Connection) -> list[User]:
-    rows = db.execute("SELECT * FROM users WHERE is_admin = 1 ORDER BY name").fetchall()
+def admins(db: Connection) -> list[User]:
+    rows = db.execute(
+        "SELECT * FROM users WHERE is_admin = 1 ORDER BY lower(name), name"
+    ).fetchall()
     return [_from_row(row) for row in rows]
 
 
-def set_admin(db: sqlite3.Connection, name: str, is_admin: bool) -> User:
+def set_admin(db: Connection, name: str, is_admin: bool) -> User:
     """Make `name` an administrator or not; the household's last administrator stays one
     (someone must be able to add and remove people)."""
     with transaction(db):
@@ -191,9 +195,7 @@ def set_admin(db: sqlite3.Connection, name: str, is_admin: bool) -> User:
     return User(user.id, user.name, is_admin)
 
 
-def add_user(
-    db: sqlite3.Connection, name: str, password: str | None, *, is_admin: bool = False
-) -> User:
+def add_user(db: Connection, name: str, password: str | None, *, is_admin: bool = False) -> User:
     """Add `name` to the household, with a password to sign in with (None: none yet; the
     command line works without one).
 
@@ -203,7 +205,7 @@ def add_user(
     validate_name(name)
     stored = hash_password(check_password(password)) if password is not None else None
     with transaction(db):
-        row = db.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
+        row = db.execute("SELECT * FROM users WHERE lower(name) = lower(?)", (name,)).fetchone()
         if row is not None and row["password_hash"]:
             raise Conflict(
                 f"{row['name']!r} already has an account; to change their password use "
@@ -216,13 +218,14 @@ def add_user(
             )
         else:
             db.execute(
-                "UPDATE users SET password_hash = ?, is_admin = max(is_admin, ?) WHERE id = ?",
+                "UPDATE users SET password_hash = ?, "
+                "is_admin = CASE WHEN ? <> 0 THEN 1 ELSE is_admin END WHERE id = ?",
                 (stored, int(is_admin), row["id"]),
             )
     return get_user(db, name)
 
 
-def delete_user(db: sqlite3.Connection, user: User) -> None:
+def delete_user(db: Connection, user: User) -> None:
     """Delete `user`'s account, once nothing refers to it any more: removing a person
     (`charlie.household.removal`) deletes or detaches what does first."""
     db.execute("DELETE FROM users WHERE id = ?", (user.id,))

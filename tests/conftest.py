@@ -24,12 +24,38 @@ from charlie.home import Home
 from charlie.llm.client import LLMClient
 from charlie.retrieval import embeddings
 
+# Which store the data homes use: "sqlite" (charlie.db, the default) or "postgres" (a real
+# PostgreSQL, one per test process, a fresh database per test: tests/support/postgres.py).
+# `./scripts/test --store postgres` sets it, for the tests that run on both stores.
+STORE = os.environ.get("CHARLIE_TEST_STORE", "sqlite")
+_POSTGRES: list[Any] = []  # this process's server, started on first use
+
+
+def postgres_url() -> str:
+    """A fresh, migrated PostgreSQL database of this process's server."""
+    if not _POSTGRES:
+        from support.postgres import PostgresServer
+
+        _POSTGRES.append(PostgresServer())
+    url: str = _POSTGRES[0].fresh_database()
+    return url
+
+
+def pytest_sessionfinish() -> None:
+    while _POSTGRES:
+        _POSTGRES.pop().stop()
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's sync API keeps an event loop running in the main
     thread for as long as the (session-wide) browser lives, and code under test that starts
     its own loop (the Discord bot, Edge-TTS) must not find one running."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    if STORE == "postgres":
+        skip = pytest.mark.skip(reason="tests SQLite's own files (CHARLIE_TEST_STORE=postgres)")
+        for item in items:
+            if item.get_closest_marker("sqlite_only"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +81,8 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")
     monkeypatch.setenv("EDITOR", "false")
+    if STORE == "postgres":
+        monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
     yield home
     while chat_cli.DETACHED:
         started = chat_cli.DETACHED.pop()

@@ -100,6 +100,7 @@ LAYERS = [
             "text",
             "jsonvalue",
             "db",
+            "store",
             "home",
             "trace",
             "users",
@@ -266,7 +267,9 @@ TABLE_OWNERS = {
     r"forgotten_messages": {"retrieval/message_index.py"},  # what index.db must be scrubbed of
     r"model_habits": {"llm/toolmode.py"},
 }
-SCHEMA = {"db.py"}  # every table's schema and migrations; the schema walk removal relies on
+# every table's schema and migrations (SQLite's, and PostgreSQL's own); the schema walk
+# removal relies on
+SCHEMA = {"db.py", "store/postgres_schema.py"}
 
 
 def _sql_naming(tables: str) -> re.Pattern[str]:

@@ -15,6 +15,8 @@ from charlie.llm.client import LLMClient
 from charlie.projects import create_project
 from charlie.users import ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 def client(server: ScriptedLLMServer) -> LLMClient:
     return LLMClient(server.base_url, "test-model", retries=0)

@@ -16,6 +16,8 @@ from charlie.memory.layers import Memory, Quote
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.fixture
 def setup(home: Home, llm: ScriptedLLMServer) -> tuple[Channel, User, LLMClient]:

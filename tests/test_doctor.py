@@ -53,13 +53,16 @@ def capable(request: dict[str, Any]) -> Any:
 
 
 def lines(output: str) -> list[str]:
-    return output.rstrip("\n").split("\n")
+    """The doctor's lines about the model server (the store's line is tested on its own)."""
+    return [line for line in output.rstrip("\n").split("\n") if not line.startswith("Database: ")]
 
 
 def test_a_capable_server_passes_every_check(charlie: Cli, llm: ScriptedLLMServer) -> None:
     llm.default = capable
     result = charlie("doctor")
     assert result.exit_code == 0
+    assert result.output.splitlines()[1].startswith("Database: SQLite, ")  # the store, next
+    assert json.loads(charlie("doctor", "--json").output)["database"]["store"] == "SQLite"
     out = lines(result.output)
     assert out[0] == f"Server: {llm.base_url}  model: test-model"
     assert out[1:5] == [

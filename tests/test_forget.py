@@ -14,6 +14,7 @@ import pytest
 from conftest import Cli
 from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation
+from support.storage import table_names
 from web_support import PASSWORD, signed_in
 
 from charlie import conversations
@@ -31,6 +32,8 @@ from charlie.projects import create_project, get_project
 from charlie.retrieval import recall
 from charlie.transfer import export as archive
 from charlie.users import User, ensure_user, set_password
+
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
 
 SECRET = "The door code is 4471, and we go with oak."
 
@@ -70,7 +73,7 @@ def everything(home: Home) -> str:
         if path.is_file():
             parts.append(path.read_bytes().decode("utf-8", "replace"))
     for db in (home.db,):
-        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+        for name in table_names(db):
             for row in db.execute(f"SELECT * FROM {name}"):
                 parts.append(" ".join(str(v) for v in row))
     return "\n".join(parts)

@@ -28,6 +28,8 @@ from charlie.config import load_settings
 from charlie.home import Home
 from charlie.users import ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 SECRET = "Should the gate code be QUAIL9182 from now on?"
 ANSWER = "Yes: the gate code QUAIL9182 is noted."
 WAIT = 30.0  # seconds any one step may take
@@ -113,6 +115,7 @@ def chains(db_path: Path) -> list[tuple[int, int | None, bool]]:
         ]
 
 
+@pytest.mark.sqlite_only
 def test_forgetting_a_message_charlie_is_answering_drops_the_reply(
     served: str, llm: ScriptedLLMServer
 ) -> None:

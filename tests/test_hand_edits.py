@@ -26,6 +26,8 @@ from charlie.memory import layers as memory
 from charlie.projects import create_project, get_project
 from charlie.users import ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 def memory_file(charlie_home: Path) -> Path:
     return charlie_home / "projects" / "kitchen" / "memory.md"

@@ -25,6 +25,8 @@ from charlie.projects import create_project, get_project
 from charlie.transfer import jsonl as importing
 from charlie.users import ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 HISTORY = [
     {"id": "m1", "speaker": "Sam", "text": "Oak or marble?", "time": "2023-05-08T13:56:00Z"},
     {"id": "m2", "role": "assistant", "text": "Oak is warmer.", "time": "2023-05-08T13:56:30Z"},
@@ -266,6 +268,7 @@ def test_a_project_is_named_and_must_exist(charlie: Cli, tmp_path: Path) -> None
     )
 
 
+@pytest.mark.sqlite_only
 def test_a_stop_midway_leaves_whole_batches_and_importing_again_completes(
     kitchen: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -404,6 +407,7 @@ def test_a_lone_surrogate_a_nul_or_a_future_time_is_a_broken_line(
     assert 'line 4: "time" "9999-12-31T23:59:59Z" is in the future' in result.stdout
 
 
+@pytest.mark.sqlite_only
 def test_an_index_that_runs_out_of_room_says_every_message_was_stored(
     charlie: Cli, kitchen: Home, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

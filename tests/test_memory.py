@@ -8,6 +8,8 @@ from charlie.memory.layers import Memory, Quote
 from charlie.projects import create_project
 from charlie.users import ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 def test_render_and_parse_round_trip() -> None:
     original = Memory(

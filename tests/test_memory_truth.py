@@ -29,6 +29,8 @@ from charlie.memory.layers import DISTILLED, HAND, Decision, Memory
 from charlie.projects import create_project, get_project, update_project
 from charlie.users import User, ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 HELD = (
     Decision("We're going with the blue gazebo", "2026-12-01", DISTILLED, ()),
     Decision("Mince-pie focaccia at £4 a slab", "2026-12-01", DISTILLED, ()),

@@ -27,6 +27,8 @@ from charlie.memory import distill
 from charlie.projects import create_project
 from charlie.users import User, ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 WALK_SECONDS = 10.0  # a walk that has not ended by then is taken to loop forever
 
 
@@ -127,7 +129,14 @@ def branched(home: Home, channel: Channel, me: User) -> tuple[int, int, int]:
 
 
 def corrupt(home: Home, *changes: tuple[int, int]) -> None:
-    """Set message parents by hand, past the schema's guard, as a hand edit could."""
+    """Set message parents by hand, past the schema's guard, as a hand edit could (in
+    PostgreSQL, whose checks cannot be turned off, the guard is dropped from this test's
+    own database)."""
+    if not isinstance(home.db, sqlite3.Connection):
+        home.db.execute("ALTER TABLE messages DROP CONSTRAINT messages_check")
+        for message_id, parent in changes:
+            home.db.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (parent, message_id))
+        return
     home.db.execute("PRAGMA ignore_check_constraints = ON")
     try:
         for message_id, parent in changes:
@@ -159,9 +168,9 @@ def test_the_schema_refuses_a_message_that_follows_itself_or_a_later_one(
 ) -> None:
     _, first, _ = branched(home, kitchen, me)
     for parent in (first, first + 1):
-        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        with pytest.raises(sqlite3.IntegrityError, match=r"(?i)check"):
             home.db.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (parent, first))
-    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+    with pytest.raises(sqlite3.IntegrityError, match=r"(?i)check"):
         home.db.execute(
             "INSERT INTO messages (id, conversation_id, private, role, speaker, content, "
             "created_at, parent_id) VALUES (100, ?, 0, 'user', 'alice', 'x', '2026-01-01', 100)",

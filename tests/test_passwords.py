@@ -9,6 +9,8 @@ from charlie.config import load_settings
 from charlie.home import Home
 from charlie.users import authenticate, ensure_user, password_hash, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.mark.product_hashing
 def test_a_password_is_kept_as_a_salted_scrypt_hash_at_the_products_cost() -> None:

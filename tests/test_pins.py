@@ -17,6 +17,8 @@ from charlie.projects import Project, create_project
 from charlie.retrieval import suggestions
 from charlie.users import User, ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.fixture
 def kitchen(home: Home) -> Project:

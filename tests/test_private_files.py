@@ -17,6 +17,8 @@ from charlie.home import Home
 from charlie.retrieval.index_file import open_index_file
 from charlie.transfer import backup
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
@@ -32,6 +34,7 @@ def open_umask() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("open_umask")
+@pytest.mark.sqlite_only
 def test_a_new_homes_databases_and_their_wal_files_are_the_owners_alone(tmp_path: Path) -> None:
     home = Home.open(load_settings(home=tmp_path / "home"))
     home.db.execute("INSERT INTO users (name, created_at) VALUES ('ana', '2026-01-01')")
@@ -58,6 +61,7 @@ def test_a_database_an_earlier_version_left_readable_is_narrowed_on_open(tmp_pat
 
 
 @pytest.mark.usefixtures("open_umask")
+@pytest.mark.sqlite_only
 def test_a_backups_copy_of_the_database_is_the_owners_alone(tmp_path: Path) -> None:
     home = Home.open(load_settings(home=tmp_path / "home"))
     made = backup.make_backup(home.settings, tmp_path / "backups")

@@ -6,6 +6,8 @@ from charlie import projects
 from charlie.errors import CharlieError, InvalidName, NotFound
 from charlie.home import Home
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 def test_create_writes_project_toml_with_defaults(home: Home) -> None:
     project = projects.create_project(home, "Kitchen renovation", style="Short answers.")

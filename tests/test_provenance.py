@@ -22,6 +22,8 @@ from charlie.memory.layers import DISTILLED, HAND, Decision, Memory
 from charlie.projects import create_project
 from charlie.users import User, ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 TODAY = date.today().isoformat()
 
 

@@ -25,6 +25,8 @@ from charlie.tools import builtin as toolkit
 from charlie.tools.registry import ToolContext
 from charlie.users import User, ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
 

@@ -16,6 +16,8 @@ from charlie.retrieval.index import Index
 from charlie.retrieval.search import Mode, QueryError, SearchConfig, Searcher
 from charlie.users import User, ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 NOTES = {
     "JWT refresh tokens": (
         "We rotate the refresh_token on every use; access tokens live 15 minutes.",
@@ -398,6 +400,7 @@ def test_long_notes_are_chunked(home: Home, project: Project, index: Index, alic
     assert hit.title == "Long note" and "cardamom" in hit.snippet
 
 
+@pytest.mark.sqlite_only
 def test_the_index_lives_in_its_own_sqlite_file_not_beside_the_notes(
     home: Home, index: Index
 ) -> None:

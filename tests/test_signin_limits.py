@@ -16,6 +16,8 @@ from charlie.household import signin
 from charlie.household.signin import MAX_ADDRESS_FAILURES, MAX_FAILURES
 from charlie.users import ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.fixture(autouse=True)
 def accounts() -> None:

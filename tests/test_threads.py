@@ -17,6 +17,8 @@ from charlie.conversations import private_channel, shared_channel
 from charlie.home import Home
 from charlie.users import ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.fixture
 def app_home(home: Home, llm: ScriptedLLMServer) -> Home:

@@ -23,6 +23,8 @@ from charlie.home import Home
 from charlie.household import tokens
 from charlie.users import User, ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.fixture
 def alice(home: Home) -> User:
@@ -116,6 +118,7 @@ def test_revoking_twice_keeps_the_first_date(home: Home, alice: User) -> None:
     assert tokens.revoke(home.db, token.id, by=alice).revoked_at == first.revoked_at
 
 
+@pytest.mark.sqlite_only
 def test_last_used_is_kept_at_most_once_a_minute(home: Home, alice: User) -> None:
     token, secret = tokens.create(home.db, alice)
     writes: list[str] = []

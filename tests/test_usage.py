@@ -15,6 +15,8 @@ from charlie.retrieval.search import use_in_words
 from charlie.retrieval.usage import NO_BOOST, InvalidUsageEvent, UsageModel, Use
 from charlie.users import ensure_user
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 MODEL = UsageModel()
 
@@ -236,6 +238,7 @@ def test_causes_are_readable_and_ordered_by_weight(home: Home) -> None:
     assert kinds["dismissed"].amount < 0
 
 
+@pytest.mark.sqlite_only
 def test_ranking_without_explanations_gives_the_same_values_in_two_queries(home: Home) -> None:
     alice = ensure_user(home.db, "alice").id
     views(home.db, alice, "p/a", 2)

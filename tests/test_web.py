@@ -20,6 +20,8 @@ from charlie.home import Home
 from charlie.notes import files as notes
 from charlie.users import ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 
 @pytest.fixture
 def app_home(home: Home, llm: ScriptedLLMServer) -> Home:

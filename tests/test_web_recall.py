@@ -20,6 +20,8 @@ from charlie.home import Home
 from charlie.transfer.jsonl import import_jsonl
 from charlie.users import ensure_user, set_password
 
+pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
+
 GARDEN = [
     {"id": "g1", "speaker": "Caroline", "text": "The seedlings are finally big enough.",
      "time": "2023-05-08T13:50:00Z"},

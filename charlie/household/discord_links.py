@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from charlie.db import now
 from charlie.errors import CharlieError, Conflict, InvalidName, NotFound
+from charlie.store import Connection
 from charlie.users import User, get_user
 
 DISCORD_ID_RE = re.compile(r"^[0-9]{15,21}$")  # a snowflake
@@ -53,7 +54,7 @@ def check_discord_id(discord_id: str | int) -> str:
     return text
 
 
-def user_for_discord(db: sqlite3.Connection, discord_id: str | int) -> User | None:
+def user_for_discord(db: Connection, discord_id: str | int) -> User | None:
     """The household member linked to this Discord user, or None."""
     row = db.execute(
         "SELECT u.* FROM discord_links l JOIN users u ON u.id = l.user_id WHERE l.discord_id = ?",
@@ -62,21 +63,21 @@ def user_for_discord(db: sqlite3.Connection, discord_id: str | int) -> User | No
     return None if row is None else _user(row)
 
 
-def discord_ids(db: sqlite3.Connection, user: User) -> list[str]:
+def discord_ids(db: Connection, user: User) -> list[str]:
     rows = db.execute(
         "SELECT discord_id FROM discord_links WHERE user_id = ? ORDER BY linked_at", (user.id,)
     )
     return [str(r[0]) for r in rows]
 
 
-def link_discord(db: sqlite3.Connection, name: str, discord_id: str | int) -> User:
+def link_discord(db: Connection, name: str, discord_id: str | int) -> User:
     """Link `discord_id` to the member called `name` (a person may have several ids)."""
     checked = check_discord_id(discord_id)
     user = get_user(db, name)
     return _link(db, user, checked)
 
 
-def _link(db: sqlite3.Connection, user: User, discord_id: str) -> User:
+def _link(db: Connection, user: User, discord_id: str) -> User:
     current = user_for_discord(db, discord_id)
     if current is not None and current.id != user.id:
         raise Conflict(
@@ -91,7 +92,7 @@ def _link(db: sqlite3.Connection, user: User, discord_id: str) -> User:
     return user
 
 
-def unlink_discord(db: sqlite3.Connection, name: str, discord_id: str | int | None = None) -> int:
+def unlink_discord(db: Connection, name: str, discord_id: str | int | None = None) -> int:
     """Unlink one Discord id from `name`, or every id when `discord_id` is None; how many."""
     user = get_user(db, name)
     if discord_id is None:
@@ -107,7 +108,7 @@ def unlink_discord(db: sqlite3.Connection, name: str, discord_id: str | int | No
     return cursor.rowcount
 
 
-def unlink_all(db: sqlite3.Connection, user: User) -> None:
+def unlink_all(db: Connection, user: User) -> None:
     """Unlink every Discord id from `user`, if any (they are being removed)."""
     db.execute("DELETE FROM discord_links WHERE user_id = ?", (user.id,))
 
@@ -124,7 +125,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def new_code(db: sqlite3.Connection, user: User) -> LinkCode:
+def new_code(db: Connection, user: User) -> LinkCode:
     """A fresh code for `user` (any earlier one stops working), valid for CODE_MINUTES."""
     raw = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
     code = f"{raw[:4]}-{raw[4:]}"
@@ -139,7 +140,7 @@ def new_code(db: sqlite3.Connection, user: User) -> LinkCode:
     return LinkCode(code, expires)
 
 
-def redeem_code(db: sqlite3.Connection, code: str, discord_id: str | int) -> User:
+def redeem_code(db: Connection, code: str, discord_id: str | int) -> User:
     """Link `discord_id` to the person whose code this is; the code is used up."""
     checked = check_discord_id(discord_id)
     key = f"discord-code:{checked}"
@@ -166,6 +167,6 @@ def redeem_code(db: sqlite3.Connection, code: str, discord_id: str | int) -> Use
     return _link(db, _user(row), checked)
 
 
-def drop_codes(db: sqlite3.Connection, user: User) -> None:
+def drop_codes(db: Connection, user: User) -> None:
     """Drop every link code made for `user`, used or not (they are being removed)."""
     db.execute("DELETE FROM discord_link_codes WHERE user_id = ?", (user.id,))

@@ -9,7 +9,6 @@ No discord.py here: ids are plain numbers, so this is tested without a client.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from charlie.db import now, placeholders
 from charlie.errors import CharlieError, NotFound
 from charlie.home import Home
 from charlie.projects import Project
+from charlie.store import Connection
 from charlie.users import User
 
 NOT_BOUND = (
@@ -126,7 +126,7 @@ def mark_decided(home: Home, message_id: int, decision: str) -> None:
     )
 
 
-def forget_offers(db: sqlite3.Connection, suggestion_ids: Sequence[int]) -> None:
+def forget_offers(db: Connection, suggestion_ids: Sequence[int]) -> None:
     """Forget which messages offered the suggestions `suggestion_ids`, which are about to
     be deleted."""
     db.execute(
@@ -136,7 +136,7 @@ def forget_offers(db: sqlite3.Connection, suggestion_ids: Sequence[int]) -> None
     )
 
 
-def detach_bindings(db: sqlite3.Connection, user: User) -> None:
+def detach_bindings(db: Connection, user: User) -> None:
     """Leave the channels `user` bound tied to their projects, bound by no one (they are
     being removed)."""
     db.execute("UPDATE discord_bindings SET bound_by = NULL WHERE bound_by = ?", (user.id,))

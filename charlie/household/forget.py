@@ -57,6 +57,7 @@ from charlie.memory import summary as summary_layer
 from charlie.memory.layers import Decision, Earlier, Memory, normalise
 from charlie.retrieval import message_index, suggestions, usage
 from charlie.retrieval.recall import recaller_for
+from charlie.store import Connection
 from charlie.users import User
 
 CLAIM_WAIT = 10.0  # seconds to wait for a running distillation of the channel
@@ -222,7 +223,7 @@ def _log(home: Home, user: User, channel: Channel, messages: int) -> None:
     )
 
 
-def detach_log(db: sqlite3.Connection, user: User) -> None:
+def detach_log(db: Connection, user: User) -> None:
     """Leave the forgets `user` did logged by no one (they are being removed)."""
     db.execute("UPDATE forget_log SET by_user_id = NULL WHERE by_user_id = ?", (user.id,))
 

@@ -26,13 +26,14 @@ from charlie.memory import layers as memory
 from charlie.retrieval import suggestions, usage
 from charlie.retrieval.message_index import UPTO, WORDS
 from charlie.retrieval.recall import recaller_for
+from charlie.store import Connection
 from charlie.users import User, admins, get_user
 
 # What is done with a table's rows that refer to a person being removed.
-LetGo = Callable[[sqlite3.Connection, User], object]
+LetGo = Callable[[Connection, User], object]
 
 
-def _withdraw_suggestions(db: sqlite3.Connection, user: User) -> None:
+def _withdraw_suggestions(db: Connection, user: User) -> None:
     """The suggestions made to `user` or in their private channel, with the Discord messages
     that offered them."""
     made = suggestions.made_to(db, user, conversations.private_thread_ids(db, user))
@@ -40,12 +41,12 @@ def _withdraw_suggestions(db: sqlite3.Connection, user: User) -> None:
     suggestions.delete(db, made)
 
 
-def _unpin(db: sqlite3.Connection, user: User) -> None:
+def _unpin(db: Connection, user: User) -> None:
     """The notes `user` pinned anywhere, and every note pinned in their private channel."""
     suggestions.unpin_all(db, user, conversations.private_thread_ids(db, user))
 
 
-def _delete_private_channel(db: sqlite3.Connection, user: User) -> None:
+def _delete_private_channel(db: Connection, user: User) -> None:
     """Every thread of `user`'s private channel, with its messages, its memory's revisions
     and the distillations that wrote them."""
     threads = conversations.private_thread_ids(db, user)
@@ -136,7 +137,7 @@ def _count(number: int, thing: str) -> str:
     return f"{number} {thing}{'' if number == 1 else 's'}"
 
 
-def _check_references(db: sqlite3.Connection) -> None:
+def _check_references(db: Connection) -> None:
     unknown = database.references_to(db, "users") - set(ATTRIBUTED) - set(WITH_PERSON)
     for target, known in IN_THREAD.items():
         unknown |= database.references_to(db, target) - known
@@ -148,7 +149,7 @@ def _check_references(db: sqlite3.Connection) -> None:
         )
 
 
-def removal_of(db: sqlite3.Connection, name: str) -> Removal:
+def removal_of(db: Connection, name: str) -> Removal:
     """What removing `name` would take and keep (changes nothing)."""
     user = get_user(db, name)
     threads = conversations.private_thread_ids(db, user)
@@ -167,7 +168,7 @@ def removal_of(db: sqlite3.Connection, name: str) -> Removal:
     )
 
 
-def check_removable(db: sqlite3.Connection, name: str) -> User:
+def check_removable(db: Connection, name: str) -> User:
     """`name`, if they may be removed: anyone but the household's last administrator."""
     user = get_user(db, name)
     if user.is_admin and len(admins(db)) == 1:
@@ -178,7 +179,7 @@ def check_removable(db: sqlite3.Connection, name: str) -> User:
     return user
 
 
-def remove_user(db: sqlite3.Connection, name: str) -> Removal:
+def remove_user(db: Connection, name: str) -> Removal:
     """Remove `name` from the household, in one transaction: their private channel (every
     thread, its messages, memory revisions, distillations, suggestions and pins), their
     sessions, tokens, usage events, suggestions and pins anywhere, and their Discord links

@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from charlie.errors import CharlieError
+from charlie.store import Connection
 from charlie.users import (
     User,
     WrongPassword,
@@ -69,19 +69,21 @@ def _device_mac(stored_hash: str, user_id: int, nonce: str) -> str:
     return hmac.new(stored_hash.encode(), message, hashlib.sha256).hexdigest()
 
 
-def new_device(db: sqlite3.Connection, user: User) -> str:
+def new_device(db: Connection, user: User) -> str:
     """A device token for a browser `user` just signed in with: `user_id.nonce.mac`."""
     stored = password_hash(db, user.name)
     nonce = secrets.token_urlsafe(16)
     return f"{user.id}.{nonce}.{_device_mac(stored or '', user.id, nonce)}"
 
 
-def known_device(db: sqlite3.Connection, name: str, device: str | None) -> str | None:
+def known_device(db: Connection, name: str, device: str | None) -> str | None:
     """The device's id (its nonce) if `device` is a valid token of the person named `name`."""
     if not device or device.count(".") != 2:
         return None
     user_id, nonce, mac = device.split(".")
-    row = db.execute("SELECT id, password_hash FROM users WHERE name = ?", (name,)).fetchone()
+    row = db.execute(
+        "SELECT id, password_hash FROM users WHERE lower(name) = lower(?)", (name,)
+    ).fetchone()
     if row is None or not row["password_hash"] or str(row["id"]) != user_id:
         return None
     if not hmac.compare_digest(mac, _device_mac(row["password_hash"], row["id"], nonce)):
@@ -89,7 +91,7 @@ def known_device(db: sqlite3.Connection, name: str, device: str | None) -> str |
     return nonce
 
 
-def limit_keys(db: sqlite3.Connection, name: str, address: str, device: str | None) -> list[str]:
+def limit_keys(db: Connection, name: str, address: str, device: str | None) -> list[str]:
     """What this attempt counts against: a known device alone, else the name and address."""
     nonce = known_device(db, name, device)
     if nonce is not None:
@@ -97,7 +99,7 @@ def limit_keys(db: sqlite3.Connection, name: str, address: str, device: str | No
     return [f"name:{name.lower()}", f"addr:{address}"]
 
 
-def reserve_attempt(db: sqlite3.Connection, keys: list[str]) -> list[int]:
+def reserve_attempt(db: Connection, keys: list[str]) -> list[int]:
     """Count and record an attempt against `keys` in one transaction; raise
     `TooManyAttempts` if any key is used up. Returns the rows to free if it succeeds."""
     since = (_now() - FAILURE_WINDOW).isoformat()
@@ -131,7 +133,7 @@ def reserve_attempt(db: sqlite3.Connection, keys: list[str]) -> list[int]:
 
 
 def sign_in(
-    db: sqlite3.Connection, name: str, password: str, address: str, device: str | None = None
+    db: Connection, name: str, password: str, address: str, device: str | None = None
 ) -> Session | None:
     """A new session if the password is right; None if not. Raises `TooManyAttempts`.
 
@@ -158,7 +160,7 @@ def sign_in(
     return Session(token, csrf, user, kept or "")
 
 
-def lookup(db: sqlite3.Connection, token: str) -> Session | None:
+def lookup(db: Connection, token: str) -> Session | None:
     row = db.execute(
         "SELECT s.csrf, s.expires_at, u.id, u.name, u.is_admin FROM sessions s "
         "JOIN users u ON u.id = s.user_id WHERE s.token_hash = ?",
@@ -169,16 +171,16 @@ def lookup(db: sqlite3.Connection, token: str) -> Session | None:
     return Session(token, row["csrf"], User(row["id"], row["name"], bool(row["is_admin"])))
 
 
-def sign_out(db: sqlite3.Connection, token: str) -> None:
+def sign_out(db: Connection, token: str) -> None:
     db.execute("DELETE FROM sessions WHERE token_hash = ?", (_hash(token),))
 
 
-def sign_out_everywhere(db: sqlite3.Connection, user: User) -> None:
+def sign_out_everywhere(db: Connection, user: User) -> None:
     """End every session of `user` (after a password change)."""
     db.execute("DELETE FROM sessions WHERE user_id = ?", (user.id,))
 
 
-def sign_out_others(db: sqlite3.Connection, session: Session) -> int:
+def sign_out_others(db: Connection, session: Session) -> int:
     """End every session of the person but this one (a phone left signed in somewhere);
     how many were ended."""
     cursor = db.execute(
@@ -188,7 +190,7 @@ def sign_out_others(db: sqlite3.Connection, session: Session) -> int:
     return cursor.rowcount
 
 
-def count(db: sqlite3.Connection, user: User) -> int:
+def count(db: Connection, user: User) -> int:
     """How many sessions `user` has that have not expired."""
     (found,) = db.execute(
         "SELECT count(*) FROM sessions WHERE user_id = ? AND expires_at >= ?",
@@ -197,14 +199,14 @@ def count(db: sqlite3.Connection, user: User) -> int:
     return int(found)
 
 
-def count_stored(db: sqlite3.Connection, user: User) -> int:
+def count_stored(db: Connection, user: User) -> int:
     """How many sessions `user` has stored, expired ones included (what removing them
     deletes)."""
     (found,) = db.execute("SELECT count(*) FROM sessions WHERE user_id = ?", (user.id,)).fetchone()
     return int(found)
 
 
-def change_password(db: sqlite3.Connection, session: Session, current: str, new: str) -> int:
+def change_password(db: Connection, session: Session, current: str, new: str) -> int:
     """Change the signed-in person's own password, proving it with the current one, and
     end their other sessions (this one stays); how many were ended.
 

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from charlie.db import now
 from charlie.errors import CharlieError, Forbidden, NotFound, Unauthorized
+from charlie.store import Connection
 from charlie.users import User
 
 PREFIX = "chk_"
@@ -79,7 +80,7 @@ def _clean_label(label: str) -> str:
 
 
 def create(
-    db: sqlite3.Connection, user: User, *, label: str = "", read_only: bool = False
+    db: Connection, user: User, *, label: str = "", read_only: bool = False
 ) -> tuple[Token, str]:
     """A new token for `user` and its secret (PREFIX + secrets.token_urlsafe(32)), shown
     once; only its sha256 is stored."""
@@ -94,14 +95,14 @@ def create(
     return _get(db, cursor.lastrowid), secret
 
 
-def _get(db: sqlite3.Connection, token_id: int) -> Token:
+def _get(db: Connection, token_id: int) -> Token:
     row = db.execute(SELECT + "WHERE t.id = ?", (token_id,)).fetchone()
     if row is None:
         raise NotFound(f"There is no token with id {token_id}; `charlie tokens list` shows them.")
     return _from_row(row)
 
 
-def verify(db: sqlite3.Connection, secret: str) -> tuple[User, Token]:
+def verify(db: Connection, secret: str) -> tuple[User, Token]:
     """The person a bearer secret acts as; raises `Unauthorized` for an unknown, malformed
     or revoked one. Brings `last_used_at` up to date (at most once a minute, so a busy app
     does not write on every request)."""
@@ -123,7 +124,7 @@ def verify(db: sqlite3.Connection, secret: str) -> tuple[User, Token]:
     return User(row["user_id"], row["name"], bool(row["is_admin"])), token
 
 
-def _touch(db: sqlite3.Connection, token: Token) -> None:
+def _touch(db: Connection, token: Token) -> None:
     stamp = now()
     last = token.last_used_at
     if last is not None and datetime.fromisoformat(stamp) - datetime.fromisoformat(last) < (
@@ -133,7 +134,7 @@ def _touch(db: sqlite3.Connection, token: Token) -> None:
     db.execute("UPDATE api_tokens SET last_used_at = ? WHERE id = ?", (stamp, token.id))
 
 
-def list_tokens(db: sqlite3.Connection, user: User | None = None) -> list[Token]:
+def list_tokens(db: Connection, user: User | None = None) -> list[Token]:
     """`user`'s tokens, or (None) everyone's; newest first, revoked ones included."""
     if user is None:
         rows = db.execute(SELECT + "ORDER BY t.created_at DESC, t.id DESC").fetchall()
@@ -144,12 +145,12 @@ def list_tokens(db: sqlite3.Connection, user: User | None = None) -> list[Token]
     return [_from_row(row) for row in rows]
 
 
-def delete_all(db: sqlite3.Connection, user: User) -> None:
+def delete_all(db: Connection, user: User) -> None:
     """Delete every token of `user`, revoked ones included (they are being removed)."""
     db.execute("DELETE FROM api_tokens WHERE user_id = ?", (user.id,))
 
 
-def revoke(db: sqlite3.Connection, token_id: int, *, by: User) -> Token:
+def revoke(db: Connection, token_id: int, *, by: User) -> Token:
     """Revoke a token for good: a person may revoke their own, an administrator anyone's.
     Revoking a revoked token changes nothing (it keeps the first date)."""
     token = _get(db, token_id)

@@ -170,12 +170,13 @@ def record_answer(home: Home, base_url: str, model: str, outcome: Outcome, why: 
     if outcome == "none":
         return
     missed = outcome == "missed"
-    misses, clean = ("misses + 1", "0") if missed else ("0", "clean + 1")
+    misses, clean = ("model_habits.misses + 1", "0") if missed else ("0", "model_habits.clean + 1")
     home.db.execute(
         "INSERT INTO model_habits (key, misses, last_miss, clean, updated_at) "
         "VALUES (?, ?, ?, ?, ?) "
         f"ON CONFLICT(key) DO UPDATE SET misses = {misses}, clean = {clean}, "
-        "last_miss = CASE WHEN excluded.misses > 0 THEN excluded.last_miss ELSE last_miss END, "
+        "last_miss = CASE WHEN excluded.misses > 0 THEN excluded.last_miss "
+        "ELSE model_habits.last_miss END, "
         "updated_at = excluded.updated_at",
         (key(base_url, model), int(missed), why, int(not missed), now()),
     )

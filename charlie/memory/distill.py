@@ -64,6 +64,7 @@ from charlie.memory import layers as memory
 from charlie.memory.layers import Memory, Quote, normalise
 from charlie.retrieval import index
 from charlie.retrieval.embeddings import EmbeddingError, Vectors
+from charlie.store import Connection
 from charlie.users import User
 
 SYSTEM_PROMPT = """\
@@ -607,7 +608,7 @@ def replace_error(home: Home, distillation_id: int, error: str) -> None:
     home.db.execute("UPDATE distillations SET error = ? WHERE id = ?", (error, distillation_id))
 
 
-def delete_distillations_in(db: sqlite3.Connection, threads: Sequence[int]) -> None:
+def delete_distillations_in(db: Connection, threads: Sequence[int]) -> None:
     """Delete the records of the threads' distillations (a private channel removed)."""
     db.execute(
         f"DELETE FROM distillations WHERE conversation_id IN ({placeholders(threads)})",
@@ -615,7 +616,7 @@ def delete_distillations_in(db: sqlite3.Connection, threads: Sequence[int]) -> N
     )
 
 
-def detach_distillations(db: sqlite3.Connection, user: User) -> None:
+def detach_distillations(db: Connection, user: User) -> None:
     """Leave the distillations of `user`'s channels tied to no account (they are being
     removed)."""
     db.execute("UPDATE distillations SET owner_id = NULL WHERE owner_id = ?", (user.id,))

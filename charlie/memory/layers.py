@@ -1,8 +1,9 @@
 """The three memory layers: Summary (orientation), Decisions (commitments), Recent quotes.
 
 A shared project keeps them in `projects/<slug>/memory.md`, readable and hand-editable; a
-private channel keeps them only in SQLite rows owned by its person. Every change is a
-revision in SQLite, so any earlier state can be shown or restored.
+private channel keeps them only in database rows owned by its person (`charlie.db`, or
+PostgreSQL: `charlie.store`). Every change is a revision in the database, so any earlier
+state can be shown or restored.
 
 The file format, which a person may edit freely:
 
@@ -61,6 +62,7 @@ from charlie.errors import Conflict, MemoryFormatError, NotFound
 from charlie.files import FileChanged, not_written, sha256_text, text_sha, write_atomic
 from charlie.home import Home
 from charlie.jsonvalue import JSONObject
+from charlie.store import Connection
 from charlie.users import User
 
 SECTION_NAMES = {
@@ -907,7 +909,7 @@ def any_revision(home: Home) -> bool:
     return home.db.execute("SELECT 1 FROM memory_revisions LIMIT 1").fetchone() is not None
 
 
-def count_revisions_in(db: sqlite3.Connection, threads: Sequence[int]) -> int:
+def count_revisions_in(db: Connection, threads: Sequence[int]) -> int:
     """How many revisions the memories of the threads `threads` keep."""
     (count,) = db.execute(
         f"SELECT count(*) FROM memory_revisions WHERE conversation_id IN ({placeholders(threads)})",
@@ -916,7 +918,7 @@ def count_revisions_in(db: sqlite3.Connection, threads: Sequence[int]) -> int:
     return int(count)
 
 
-def delete_revisions_in(db: sqlite3.Connection, threads: Sequence[int]) -> None:
+def delete_revisions_in(db: Connection, threads: Sequence[int]) -> None:
     """Delete the revisions of the threads' memories (their distillations went first)."""
     db.execute(
         f"DELETE FROM memory_revisions WHERE conversation_id IN ({placeholders(threads)})",
@@ -924,6 +926,6 @@ def delete_revisions_in(db: sqlite3.Connection, threads: Sequence[int]) -> None:
     )
 
 
-def detach_revisions(db: sqlite3.Connection, user: User) -> None:
+def detach_revisions(db: Connection, user: User) -> None:
     """Leave the revisions `user` made tied to no account (they are being removed)."""
     db.execute("UPDATE memory_revisions SET owner_id = NULL WHERE owner_id = ?", (user.id,))

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,7 @@ from charlie import db as database
 from charlie.db import now, transaction
 from charlie.errors import CharlieError
 from charlie.home import Home
+from charlie.jsonvalue import JSONObject
 from charlie.notes.files import (
     LINK_REASON,
     MAX_NOTE_BYTES,
@@ -107,12 +108,12 @@ def scope_token(project_id: int) -> str:
     return f"p{project_id}"
 
 
-def status(home: Home) -> dict[str, Any]:
+def status(home: Home) -> JSONObject:
     """The index as the health check reports it, read without building or repairing it:
     its counts, its `state` ("ready", "not built", "damaged" or "unavailable", with an
     `error` saying what happens next) and `rebuilt`, when and why a damaged or old index
     was last replaced."""
-    out: dict[str, Any] = {"notes": 0, "chunks": 0, "problems": 0, "model": None}
+    out: JSONObject = {"notes": 0, "chunks": 0, "problems": 0, "model": None}
     out |= {"state": "not built", "rebuilt": None, "incomplete": None}
     path = home.index_path
     if not path.exists():
@@ -134,9 +135,10 @@ def status(home: Home) -> dict[str, Any]:
             else "Searches fail until this is fixed; no note is lost."
         )
         return out
-    if filling is not None and not (out["notes"] == 0 and nothing_to_index(home)):
-        out["state"] = "rebuilding" if out["rebuilt"] else "building"
-        out["incomplete"] = incomplete_in_words(out["state"], int(out["notes"]))
+    notes = int(str(out["notes"]))
+    if filling is not None and not (notes == 0 and nothing_to_index(home)):
+        state = "rebuilding" if out["rebuilt"] else "building"
+        out |= {"state": state, "incomplete": incomplete_in_words(state, notes)}
         return out
     out["state"] = "ready"
     return out
@@ -224,9 +226,12 @@ class Index:
         if db is not None:
             db.close()
             self.home.index_db = None
-        legacy = self.home.db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'index_state'"
-        ).fetchone()
+        legacy = (
+            isinstance(self.home.db, sqlite3.Connection)
+            and self.home.db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'index_state'"
+            ).fetchone()
+        )  # an index an older Charlie kept in charlie.db (never in PostgreSQL)
         try:
             with index_file.file_lock(path):
                 db = index_file.open_index_file(path, locked=True)
@@ -236,7 +241,7 @@ class Index:
                 index_file.mark_rebuilt(db, carried)
         except sqlite3.DatabaseError as exc:
             raise self.unusable(exc) from exc
-        if legacy:
+        if legacy and isinstance(self.home.db, sqlite3.Connection):
             with database.storage_errors(self.home.settings.db_path):
                 dropped = index_file.drop_legacy(self.home.db)
             if dropped is not None:

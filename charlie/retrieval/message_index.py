@@ -62,6 +62,7 @@ from charlie.retrieval import index_file, message_vectors
 from charlie.retrieval.embeddings import Embedder, embed_capped
 from charlie.retrieval.index import Index, embedder_of
 from charlie.retrieval.message_vectors import ConversationVectors, LoadedVectors
+from charlie.store import Connection
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ GENERATION = "messages_generation"
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
 
 
-def _waiting(db: sqlite3.Connection) -> tuple[list[int], list[int], list[int]]:
+def _waiting(db: Connection) -> tuple[list[int], list[int], list[int]]:
     """What forgetting left for the index to scrub (`MessageIndex.scrub`): the records, the
     forgotten messages' ids, and the messages beside them, to be given their context again."""
     rows = db.execute(

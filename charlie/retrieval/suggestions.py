@@ -13,7 +13,6 @@ first), and at most `PINNED_CHARS` characters of them in a prompt (`PIN_CHARS` o
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from charlie.llm.fence import escape, fence
 from charlie.notes import files as notes
 from charlie.retrieval import usage
 from charlie.retrieval.search import Searcher
+from charlie.store import Connection
 from charlie.users import User
 
 MAX_SUGGESTIONS = 3
@@ -252,7 +252,7 @@ def add_made(home: Home, conversation_id: int, made: Made) -> bool:
     return cursor.rowcount == 1
 
 
-def offered_under(db: sqlite3.Connection, message_ids: Sequence[int]) -> list[int]:
+def offered_under(db: Connection, message_ids: Sequence[int]) -> list[int]:
     """The suggestions offered under the messages `message_ids`."""
     rows = db.execute(
         f"SELECT id FROM suggestions WHERE message_id IN ({placeholders(message_ids)})",
@@ -261,7 +261,7 @@ def offered_under(db: sqlite3.Connection, message_ids: Sequence[int]) -> list[in
     return [int(r[0]) for r in rows]
 
 
-def made_to(db: sqlite3.Connection, user: User, threads: Sequence[int] = ()) -> list[int]:
+def made_to(db: Connection, user: User, threads: Sequence[int] = ()) -> list[int]:
     """The suggestions made to `user`, and every one made in the threads `threads`."""
     rows = db.execute(
         "SELECT id FROM suggestions WHERE user_id = ? OR conversation_id IN "
@@ -271,7 +271,7 @@ def made_to(db: sqlite3.Connection, user: User, threads: Sequence[int] = ()) -> 
     return [int(r[0]) for r in rows]
 
 
-def delete(db: sqlite3.Connection, suggestion_ids: Sequence[int]) -> None:
+def delete(db: Connection, suggestion_ids: Sequence[int]) -> None:
     """Delete the suggestions `suggestion_ids` (what refers to them went first: the Discord
     messages offering them)."""
     db.execute(
@@ -280,7 +280,7 @@ def delete(db: sqlite3.Connection, suggestion_ids: Sequence[int]) -> None:
     )
 
 
-def unpin_all(db: sqlite3.Connection, user: User, threads: Sequence[int] = ()) -> None:
+def unpin_all(db: Connection, user: User, threads: Sequence[int] = ()) -> None:
     """Take out every note `user` pinned, and every one pinned into the threads `threads`."""
     db.execute(
         f"DELETE FROM pins WHERE user_id = ? OR conversation_id IN ({placeholders(threads)})",

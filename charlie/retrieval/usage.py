@@ -28,6 +28,7 @@ from typing import Any, Literal, NamedTuple, cast, get_args
 from charlie.db import now as db_now
 from charlie.db import placeholders
 from charlie.errors import CharlieError, NotFound, SettingsError
+from charlie.store import Connection
 from charlie.text import plural
 from charlie.users import User
 
@@ -56,7 +57,7 @@ DEFAULT_TAG_CAP = 2.0  # tags alone lift a note at most as much as two fresh vie
 _NOTE_KINDS = tuple(kind for kind in EVENT_KINDS if kind != "tag" and WEIGHTS[kind] != 0)
 _CASES = " ".join(f"WHEN '{kind}' THEN {WEIGHTS[kind]}" for kind in _NOTE_KINDS)
 # `at` is always written as UTC ISO-8601 of one width, so MAX(at) is the latest event.
-_DECAY = "exp(:rate * min(0.0, julianday(at) - :now))"
+_DECAY = "exp(:rate * CASE WHEN julianday(at) < :now THEN julianday(at) - :now ELSE 0.0 END)"
 _NOTE_QUERY = f"""
     SELECT note, kind, COUNT(*) AS n, :now - julianday(MAX(at)) AS last_age,
            SUM({_DECAY}) * (CASE kind {_CASES} END) AS amount
@@ -150,7 +151,7 @@ def _julian_day(moment: datetime) -> float:
 
 
 def record(
-    db: sqlite3.Connection,
+    db: Connection,
     user_id: int,
     kind: str,
     *,
@@ -193,13 +194,13 @@ def record(
             (user_id, checked, note, tag, int(private), stamp),
         )
     except sqlite3.IntegrityError as exc:
-        if "FOREIGN KEY" in str(exc):
+        if "FOREIGN KEY" in str(exc).upper():
             raise NotFound(f"There is no user with id {user_id}.") from exc
         raise
     return cast(int, cursor.lastrowid)
 
 
-def forget(db: sqlite3.Connection, note: str) -> int:
+def forget(db: Connection, note: str) -> int:
     """Drop every person's events about a deleted note; how many were dropped.
 
     Tag events made from that note stay (their engagement is with the tag), without the note.
@@ -219,14 +220,14 @@ def forget(db: sqlite3.Connection, note: str) -> int:
     return dropped
 
 
-def rename(db: sqlite3.Connection, old: str, new: str) -> int:
+def rename(db: Connection, old: str, new: str) -> int:
     """Move every person's events from note key `old` to `new`; how many moved."""
     check_note_key(old)
     check_note_key(new)
     return db.execute("UPDATE usage_events SET note = ? WHERE note = ?", (new, old)).rowcount
 
 
-def forget_messages(db: sqlite3.Connection, message_ids: Sequence[int]) -> int:
+def forget_messages(db: Connection, message_ids: Sequence[int]) -> int:
     """Drop every person's events about the messages `message_ids` (search hits of them,
     opened or cited), which are being forgotten; how many were dropped."""
     keys = [message_key(i) for i in message_ids]
@@ -246,17 +247,17 @@ class Event:
     at: str
 
 
-def events_of(db: sqlite3.Connection, user: User, *, private: bool) -> list[Event]:
+def events_of(db: Connection, user: User, *, private: bool) -> list[Event]:
     """`user`'s events, oldest first: those from their private channel only with `private`."""
     rows = db.execute(
         "SELECT kind, note, tag, private, at FROM usage_events WHERE user_id = ? "
-        "AND (private = 0 OR ?) ORDER BY at, id",
+        "AND (private = 0 OR ? <> 0) ORDER BY at, id",
         (user.id, int(private)),
     )
     return [Event(*row) for row in rows]
 
 
-def add_once(db: sqlite3.Connection, user_id: int, event: Event) -> bool:
+def add_once(db: Connection, user_id: int, event: Event) -> bool:
     """Keep an event an archive brought, unless the person has one just like it; whether it
     was added."""
     cursor = db.execute(
@@ -269,12 +270,12 @@ def add_once(db: sqlite3.Connection, user_id: int, event: Event) -> bool:
     return cursor.rowcount == 1
 
 
-def any_events(db: sqlite3.Connection) -> bool:
+def any_events(db: Connection) -> bool:
     """Whether anyone has a usage event yet."""
     return db.execute("SELECT 1 FROM usage_events LIMIT 1").fetchone() is not None
 
 
-def count_for(db: sqlite3.Connection, user: User) -> int:
+def count_for(db: Connection, user: User) -> int:
     """How many events `user` has (what removing them deletes)."""
     (count,) = db.execute(
         "SELECT count(*) FROM usage_events WHERE user_id = ?", (user.id,)
@@ -282,7 +283,7 @@ def count_for(db: sqlite3.Connection, user: User) -> int:
     return int(count)
 
 
-def forget_person(db: sqlite3.Connection, user: User) -> None:
+def forget_person(db: Connection, user: User) -> None:
     """Delete every event of `user` (they are being removed)."""
     db.execute("DELETE FROM usage_events WHERE user_id = ?", (user.id,))
 
@@ -407,7 +408,7 @@ class UsageModel:
 
     def boosts(
         self,
-        db: sqlite3.Connection,
+        db: Connection,
         user_id: int,
         notes: Mapping[str, Sequence[str]],
         *,
@@ -471,12 +472,12 @@ class UsageModel:
         return result
 
 
-def _query(db: sqlite3.Connection, sql: str, params: Mapping[str, object]) -> list[Any]:
+def _query(db: Connection, sql: str, params: Mapping[str, object]) -> list[Any]:
     """Run a model query, giving SQLite `exp()` where it was built without math functions."""
     try:
         return db.execute(sql, params).fetchall()
     except sqlite3.OperationalError as exc:
-        if "no such function: exp" not in str(exc):
+        if "no such function: exp" not in str(exc) or not isinstance(db, sqlite3.Connection):
             raise
     db.create_function("exp", 1, math.exp, deterministic=True)
     return db.execute(sql, params).fetchall()

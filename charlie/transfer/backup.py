@@ -67,6 +67,13 @@ def make_backup(settings: Settings, target: Path, *, keep: int | None = None) ->
     `keep`, delete the oldest complete backups in `target` beyond that many."""
     if keep is not None and keep < 1:
         raise CharlieError("--keep must be at least 1: the backup just made is always kept.")
+    if settings.database_url:
+        raise CharlieError(
+            "This household's rows are in PostgreSQL (CHARLIE_DATABASE_URL), which `charlie "
+            "backup` does not copy: back the database up with pg_dump and the data home's "
+            "files with your usual tool, or take everything out with `charlie export` "
+            "(docs/postgresql.md)."
+        )
     source = settings.db_path
     if not source.is_file():
         raise CharlieError(

@@ -5,6 +5,7 @@ databases with their -wal and -shm, memory.md, notes, logs, whatever is there.""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -17,6 +18,9 @@ def places_holding(home_dir: Path, text: str) -> list[str]:
     found = [
         f"{path.name}: {where}" for path in _databases(home_dir) for where in _in(path, needle)
     ]
+    url = os.environ.get("CHARLIE_DATABASE_URL")
+    if url:  # the rows charlie.db would hold are in PostgreSQL: every column of every table
+        found += [f"charlie.db: {where}" for where in _in_postgres(url, needle)]
     for path in sorted(home_dir.rglob("*")):  # read after: opening a database makes no file
         if path.is_file() and needle.encode() in path.read_bytes().lower():
             found.append(f"file {path.relative_to(home_dir)}")
@@ -52,6 +56,25 @@ def _in(path: Path, needle: str) -> list[str]:
                 ).fetchone():
                     found.append(f"fts5 terms of {name}")
                 db.execute("DROP TABLE temp.terms")
+    return sorted(set(found))
+
+
+def _in_postgres(url: str, needle: str) -> list[str]:
+    import psycopg
+
+    found: list[str] = []
+    with psycopg.connect(url) as db:
+        tables = db.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() ORDER BY table_name"
+        ).fetchall()
+        for (name,) in tables:
+            cursor = db.execute(f'SELECT * FROM "{name}"')
+            columns = [d.name for d in cursor.description or ()]
+            for row in cursor:
+                for column, value in zip(columns, row, strict=True):
+                    if _holds(value, needle):
+                        found.append(f"{name}.{column}")
     return sorted(set(found))
 
 

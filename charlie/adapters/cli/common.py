@@ -107,7 +107,7 @@ def channel_options(func: F) -> F:
         "--user", "user_name", metavar="NAME", help="Who is speaking (default: CHARLIE_USER)."
     )(func)
     func = click.option(
-        "--private", is_flag=True, help="Use your private channel (SQLite only, yours alone)."
+        "--private", is_flag=True, help="Use your private channel (yours alone, never a file)."
     )(func)
     func = click.option(
         "-p", "--project", metavar="PROJECT", help=f"Project name (default: {DEFAULT_PROJECT})."

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from charlie import store
 from charlie.adapters.cli.common import opened_home, runnable
 from charlie.config import load_settings
 from charlie.llm import doctor, servers
@@ -35,12 +36,15 @@ def doctor_command(as_json: bool, timeout: float) -> None:
         server.release()
     with opened_home() as home:
         doctor.remember(home, report)  # `auto` starts from what it saw
+    database = {"store": store.kind(settings), "where": store.where(settings)}
     if as_json:
-        click.echo(json.dumps(report.as_json(), ensure_ascii=False, indent=1))
+        out = report.as_json() | {"database": database}
+        click.echo(json.dumps(out, ensure_ascii=False, indent=1))
     else:
         if server.kind != "configured":  # else the line below says it all
             click.echo(f"Model server: {report.source}")
         click.echo(f"Server: {report.server}  model: {report.model or '(the first offered)'}")
+        click.echo(f"Database: {database['store']}, {database['where']} (open, up to date)")
         for line in doctor.table(report):
             click.echo(line)
         click.echo(runnable(report.verdict()))

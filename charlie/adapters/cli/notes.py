@@ -10,6 +10,7 @@ from typing import TextIO, cast
 
 import click
 
+from charlie import store
 from charlie.adapters.cli.common import (
     cli_user,
     open_index,
@@ -249,11 +250,13 @@ def status_command(as_json: bool) -> None:
         open_index(home)  # the notes' part brought up to date: changed files only
         notes = index_status(home)
         progress = MessageIndex(Index(home, from_settings(home.settings))).progress()
+        database = {"store": store.kind(home.settings), "where": store.where(home.settings)}
         if as_json:
-            out = {"home": str(home.settings.home), "notes": notes}
+            out = {"home": str(home.settings.home), "database": database, "notes": notes}
             click.echo(json.dumps(out | {"messages": progress_json(progress)}))
             return
         click.echo(f"Data home: {home.settings.home}")
+        click.echo(f"Database: {database['store']}, {database['where']}")
         click.echo(
             f"Notes: {notes['notes']:,} indexed ({notes['chunks']:,} chunks), "
             f"index {notes['state']}"

@@ -3,7 +3,7 @@ the caller's own private memory, and the "continue this project" prompt.
 
     charlie://projects/<slug>/memory          memory.md, as on disk (hand edits included)
     charlie://projects/<slug>/notes/<name>    a note file: front matter and body
-    charlie://private/memory                  the caller's private memory (SQLite only)
+    charlie://private/memory                  the caller's private memory (in the database only)
 
 A person opening a note this way counts as a view in their usage, as in the app. The
 private memory is only ever the caller's own: no address names another person's.

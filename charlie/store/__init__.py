@@ -1,0 +1,89 @@
+"""Where what `charlie.db` holds is kept: SQLite (the default, a file in the data home) or
+PostgreSQL (`CHARLIE_DATABASE_URL=postgresql://…`, `charlie.store.postgres`).
+
+The code that reads and writes the household's rows speaks to a `Connection`: the part of
+Python's DB-API that Charlie uses, which `sqlite3.Connection` is and the PostgreSQL adapter
+imitates — `?` and `:name` parameters, rows read by position or by name, `lastrowid`,
+explicit `BEGIN IMMEDIATE … COMMIT` write transactions, and errors raised as the standard
+classes `sqlite3` names (`sqlite3.IntegrityError`, `sqlite3.OperationalError`, …), so one
+`except` serves both stores. The search index (`index.db`) and the markdown files stay
+where they are whichever store is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from charlie.config import Settings
+from charlie.errors import DatabaseError
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+class Cursor(Protocol):
+    """What a statement gives back: its rows, and for a write, what it did."""
+
+    @property
+    def lastrowid(self) -> int | None: ...
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+Parameters = Sequence[Any] | Mapping[str, Any]
+
+
+class Connection(Protocol):
+    """An open connection to the store of `charlie.db`'s rows."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Parameters = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Parameters], /) -> Cursor: ...
+
+    def close(self) -> None: ...
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(POSTGRES_SCHEMES)
+
+
+def kind(settings: Settings) -> str:
+    """Which store holds the rows, in words: "PostgreSQL" or "SQLite"."""
+    return "PostgreSQL" if settings.database_url else "SQLite"
+
+
+def where(settings: Settings) -> str:
+    """Where the rows are, for `charlie status` and `doctor`: the file, or the database's
+    address without its password."""
+    if not settings.database_url:
+        return str(settings.db_path)
+    from charlie.store import postgres
+
+    return postgres.shown(settings.database_url)
+
+
+def connect(settings: Settings) -> Connection:
+    """Open (creating and migrating if needed) the store the settings name."""
+    from charlie import db as database
+
+    if not settings.database_url:
+        return database.connect(settings.db_path)
+    try:
+        from charlie.store import postgres
+    except ImportError as exc:  # psycopg, the driver, comes with charlie[postgres]
+        raise DatabaseError(
+            "CHARLIE_DATABASE_URL names a PostgreSQL database, but the PostgreSQL driver is "
+            "not installed: pip install 'charlie[postgres]' (or unset CHARLIE_DATABASE_URL "
+            "to keep the rows in SQLite)."
+        ) from exc
+    return postgres.connect(settings.database_url)

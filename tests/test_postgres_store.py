@@ -1,0 +1,234 @@
+"""PostgreSQL as the store of charlie.db's rows (`CHARLIE_DATABASE_URL`): the statements
+Charlie writes for SQLite, translated; a real server (tests/support/postgres.py) for the
+rest — write transactions that take turns across connections, a distillation claimed once
+by two processes' homes racing, a server that does not answer, and what `charlie status`
+says. The storage, retrieval, forget and privacy tests run on both stores besides
+(`./scripts/test`'s second leg, the `both_stores` mark)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Cli, postgres_url
+
+from charlie import conversations, projects, users
+from charlie.config import load_settings
+from charlie.errors import Conflict
+from charlie.home import Home
+from charlie.memory import distill
+from charlie.store import postgres
+from charlie.store.postgres import translate
+
+TABLES = frozenset({"users", "messages"})
+
+
+def sql(text: str) -> str:
+    return translate(text, TABLES).sql
+
+
+def test_parameters_strings_and_percent_signs_are_psycopgs() -> None:
+    assert sql("SELECT * FROM users WHERE id = ? AND name = ?") == (
+        "SELECT * FROM users WHERE id = %s AND name = %s"
+    )
+    named = translate("SELECT :now - julianday(at) FROM usage_events WHERE user_id = :user", TABLES)
+    assert named.named and named.sql == (
+        "SELECT %(now)s - julianday(at) FROM usage_events WHERE user_id = %(user)s"
+    )
+    # a ? or :word inside a string stays text; every % is doubled, in strings or not
+    assert sql("SELECT 'a?b :c 10%' || ? FROM users WHERE id % 2 = 0") == (
+        "SELECT 'a?b :c 10%%' || %s FROM users WHERE id %% 2 = 0"
+    )
+
+
+def test_sqlites_own_words_become_postgresqls() -> None:
+    assert (
+        sql("SELECT ifnull(max(id), 0) FROM messages")
+        == "SELECT coalesce(max(id), 0) FROM messages"
+    )
+    assert sql("UPDATE t SET n = max(n, ?) WHERE m = min(a, b)") == (
+        "UPDATE t SET n = GREATEST(n, %s) WHERE m = LEAST(a, b)"
+    )
+    assert sql("SELECT max(id) FROM t WHERE name LIKE ?") == (
+        "SELECT max(id) FROM t WHERE name ILIKE %s"  # SQLite's LIKE ignores case
+    )
+    assert sql("SELECT 1 FROM t WHERE owner_id IS ? AND other IS NOT ?") == (
+        "SELECT 1 FROM t WHERE owner_id IS NOT DISTINCT FROM %s AND other IS DISTINCT FROM %s"
+    )
+    assert sql("SELECT id FROM t WHERE id IN () OR id NOT IN ()") == (
+        "SELECT id FROM t WHERE id = ANY ('{}') OR id <> ALL ('{}')"
+    )
+
+
+def test_an_insert_returns_its_id_and_ignoring_is_on_conflict() -> None:
+    made = translate("INSERT INTO users (name) VALUES (?)", TABLES)
+    assert made.sql == "INSERT INTO users (name) VALUES (%s) RETURNING id" and made.returns_id
+    ignored = translate("INSERT OR IGNORE INTO messages (id, content) VALUES (?, ?)", TABLES)
+    assert ignored.sql == (
+        "INSERT INTO messages (id, content) VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING id"
+    )
+    assert ignored.sets_id  # an id given: the table's counter is moved past it
+    pinned = translate("INSERT OR IGNORE INTO pins (note) VALUES (?)", TABLES)
+    assert pinned.sql == "INSERT INTO pins (note) VALUES (%s) ON CONFLICT DO NOTHING"
+    with pytest.raises(Exception, match="INSERT OR REPLACE"):
+        translate("INSERT OR REPLACE INTO pins (note) VALUES (?)", TABLES)
+
+
+def test_a_url_is_shown_without_its_password() -> None:
+    assert postgres.shown("postgresql://charlie:s3cret@db.home.arpa:5432/charlie") == (
+        "postgresql://charlie:***@db.home.arpa:5432/charlie"
+    )
+    assert (
+        postgres.shown("postgresql://charlie@/x?host=/tmp/s")
+        == "postgresql://charlie@/x?host=/tmp/s"
+    )
+
+
+@pytest.fixture
+def pg_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
+    monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
+    with Home.open(load_settings()) as home:
+        yield home
+
+
+def test_rows_read_by_position_or_name_and_ids_never_given_twice(pg_home: Home) -> None:
+    home = pg_home
+    alice = users.add_user(home.db, "Alice", "correct horse battery")
+    assert users.get_user(home.db, "ALICE") == alice  # names compared without case
+    with pytest.raises(Conflict):
+        users.add_user(home.db, "alice", "correct horse battery")
+    channel = conversations.shared_channel(home, projects.create_project(home, "Kitchen"))
+    first = conversations.add_message(home, channel, "user", "Oak or marble?", user=alice)
+    row = home.db.execute("SELECT id, content FROM messages WHERE id = ?", (first.id,)).fetchone()
+    assert row[0] == row["id"] == first.id and dict(row) == {
+        "id": first.id,
+        "content": "Oak or marble?",
+    }
+    home.db.execute("DELETE FROM messages WHERE id = ?", (first.id,))
+    second = conversations.add_message(home, channel, "user", "Marble.", user=alice)
+    assert second.id > first.id
+    assert not (home.settings.home / "charlie.db").exists()  # nothing of it went to SQLite
+
+
+def test_write_transactions_take_turns_across_connections(pg_home: Home) -> None:
+    """`BEGIN IMMEDIATE` holds the database's one write lock, as SQLite's file lock does:
+    a second writer waits until the first commits."""
+    one, other = pg_home, Home.open(pg_home.settings)
+    one.db.execute("BEGIN IMMEDIATE")
+    began: list[float] = []
+
+    def second() -> None:
+        other.db.execute("BEGIN IMMEDIATE")
+        began.append(time.monotonic())
+        other.db.execute("COMMIT")
+
+    waiting = threading.Thread(target=second)
+    waiting.start()
+    time.sleep(0.5)
+    assert not began  # still waiting for the first
+    committed = time.monotonic()
+    one.db.execute("COMMIT")
+    waiting.join(10)
+    other.close()
+    assert began and began[0] >= committed
+
+
+def test_two_homes_racing_claim_a_distillation_once(pg_home: Home) -> None:
+    """Two processes' homes on one database (two connections), each trying to claim the same
+    channel's distillation at once, many times: exactly one wins each time."""
+    home = pg_home
+    channel = conversations.shared_channel(home, projects.create_project(home, "Kitchen"))
+    homes = [Home.open(home.settings) for _ in range(2)]
+
+    def race(racer: Home, start: threading.Barrier, won: list[str]) -> None:
+        start.wait()
+        token = distill.claim(racer, channel)
+        if token is not None:
+            won.append(token)
+
+    for _ in range(20):
+        won: list[str] = []
+        start = threading.Barrier(2)
+        racers = [threading.Thread(target=race, args=(h, start, won)) for h in homes]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(10)
+        assert len(won) == 1
+        distill.release(home, channel, won[0])
+    for other in homes:
+        other.close()
+
+
+def test_a_server_that_does_not_answer_is_said_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = Cli()
+    monkeypatch.setenv("CHARLIE_DATABASE_URL", f"postgresql://charlie@/none?host={tmp_path}")
+    result = cli("status")
+    assert result.exit_code == 1
+    assert "did not answer" in result.output and "CHARLIE_DATABASE_URL" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_url_that_is_not_postgresql_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    cli = Cli()
+    monkeypatch.setenv("CHARLIE_DATABASE_URL", "mysql://charlie@db/charlie")
+    result = cli("status")
+    assert result.exit_code != 0
+    assert "CHARLIE_DATABASE_URL" in result.output and "postgresql://" in result.output
+
+
+def test_status_names_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    cli = Cli()
+    assert "Database: SQLite," in cli("status").output
+    url = postgres_url()
+    monkeypatch.setenv("CHARLIE_DATABASE_URL", url)
+    result = cli("status")
+    assert result.exit_code == 0, result.output
+    assert f"Database: PostgreSQL, {url}" in result.output
+
+
+def test_a_sqlite_home_moves_into_postgresql_and_back_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moving a home is `charlie export` from one store and `charlie restore` into the
+    other: the archives made from SQLite, from PostgreSQL and from SQLite again hold the
+    same bytes (the manifest aside, which dates itself), private channel included."""
+    cli = Cli()
+    monkeypatch.delenv("CHARLIE_DATABASE_URL", raising=False)
+    with Home.open(load_settings()) as home:
+        alice = users.add_user(home.db, "alice", None, is_admin=True)
+        bob = users.add_user(home.db, "bob", None)
+        kitchen = conversations.shared_channel(home, projects.create_project(home, "Kitchen"))
+        for n in range(6):
+            conversations.add_message(
+                home, kitchen, "user", f"Oak worktops, take {n}.", user=(alice, bob)[n % 2]
+            )
+        mine = conversations.private_channel(home, alice)
+        conversations.add_message(home, mine, "user", "The door code is 4471.", user=alice)
+    archives = [tmp_path / f"{n}.zip" for n in ("sqlite", "postgres", "sqlite-again")]
+    assert cli("export", "-o", str(archives[0]), "--private").exit_code == 0
+    for archive, made, url in (
+        (archives[0], archives[1], postgres_url()),
+        (archives[1], archives[2], ""),
+    ):
+        monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / made.stem))
+        if url:
+            monkeypatch.setenv("CHARLIE_DATABASE_URL", url)
+        else:
+            monkeypatch.delenv("CHARLIE_DATABASE_URL")
+        restored = cli("restore", str(archive))
+        assert restored.exit_code == 0, restored.output
+        assert "13 messages" not in restored.output and "7 messages" in restored.output
+        assert cli("export", "-o", str(made), "--private").exit_code == 0
+    members = []
+    for archive in archives:
+        with zipfile.ZipFile(archive) as z:
+            members.append({n: z.read(n) for n in z.namelist() if n != "manifest.json"})
+    assert members[0] == members[1] == members[2]
+    assert any(b"4471" in data for data in members[1].values())  # alice's channel went along
