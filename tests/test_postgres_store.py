@@ -7,6 +7,7 @@ says. The storage, retrieval, forget and privacy tests run on both stores beside
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 import zipfile
@@ -16,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import Cli, postgres_url
 
-from charlie import conversations, projects, users
+from charlie import conversations, db, projects, users
 from charlie.config import load_settings
-from charlie.errors import Conflict
+from charlie.errors import Conflict, DatabaseBusy
 from charlie.home import Home
 from charlie.memory import distill
 from charlie.store import postgres
@@ -135,6 +136,40 @@ def test_write_transactions_take_turns_across_connections(pg_home: Home) -> None
     waiting.join(10)
     other.close()
     assert began and began[0] >= committed
+
+
+def test_a_write_that_fails_in_a_transaction_undoes_itself_only(pg_home: Home) -> None:
+    """As in SQLite: a refused write inside a transaction leaves the rest of it to commit."""
+    home = pg_home
+    users.add_user(home.db, "alice", None)
+    home.db.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.IntegrityError):
+        home.db.execute(
+            "INSERT INTO users (name, is_admin, created_at) VALUES ('ALICE', 0, '2026-12-06')"
+        )
+    home.db.execute(
+        "INSERT INTO users (name, is_admin, created_at) VALUES ('bob', 0, '2026-12-06')"
+    )
+    home.db.execute("COMMIT")
+    assert [u.name for u, _ in users.list_users(home.db)] == ["alice", "bob"]
+
+
+def test_a_writer_held_up_past_the_busy_timeout_is_told_so(
+    pg_home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write transaction left open elsewhere holds the lock; the next writer waits as long
+    as SQLite's would (`db.BUSY_TIMEOUT`), then is told the database is busy."""
+    monkeypatch.setattr(db, "BUSY_TIMEOUT", 0.3)
+    with Home.open(pg_home.settings) as other:
+        pg_home.db.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        with pytest.raises(DatabaseBusy, match="is busy: another Charlie process held"):
+            other.db.execute("BEGIN IMMEDIATE")
+        assert 0.25 < time.monotonic() - started < 5
+        assert not other.db.in_transaction  # the failed BEGIN began nothing
+        pg_home.db.execute("COMMIT")
+        other.db.execute("BEGIN IMMEDIATE")  # free again
+        other.db.execute("COMMIT")
 
 
 def test_two_homes_racing_claim_a_distillation_once(pg_home: Home) -> None:

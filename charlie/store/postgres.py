@@ -31,10 +31,12 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg.rows import RowMaker
 
-from charlie.errors import DatabaseError
+from charlie import db as database
+from charlie.errors import DatabaseBusy, DatabaseError
 from charlie.store import Parameters
 
 WRITE_LOCK = 0x63686C  # the advisory lock every write transaction holds ("chl")
+WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
 CONNECT_TIMEOUT = 10  # seconds to wait for the server to answer
 
 
@@ -210,8 +212,14 @@ def _errors() -> dict[str, type[sqlite3.Error]]:
 def _as_sqlite(exc: Exception, url: str) -> Exception:
     """A psycopg error as the DB-API class `sqlite3` names, so Charlie's `except`s serve both
     stores; a lost or refused connection as a `DatabaseError` that says what to do."""
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return DatabaseBusy(
+            f"The PostgreSQL database {shown(url)} is busy: another Charlie process held its "
+            f"write lock for over {database.BUSY_TIMEOUT:g} s. Try again in a moment; if it "
+            "keeps happening, look for a process or a session stuck in a transaction."
+        )
     if isinstance(exc, psycopg.OperationalError) and not isinstance(
-        exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable
+        exc, psycopg.errors.QueryCanceled
     ):
         return DatabaseError(
             f"The PostgreSQL database {shown(url)} did not answer ({str(exc).strip()}). "
@@ -271,6 +279,8 @@ class PostgresConnection:
                 url,
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT,
+                # a write waits for the lock as long as SQLite's does, then is told busy
+                options=f"-c lock_timeout={round(database.BUSY_TIMEOUT * 1000)}",
                 row_factory=_row_factory,
             )
         except psycopg.Error as exc:
@@ -307,11 +317,28 @@ class PostgresConnection:
         if word == "BEGIN":
             self._conn.execute("BEGIN")
             if "IMMEDIATE" in sql.upper() or "EXCLUSIVE" in sql.upper():
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                try:
+                    self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                except psycopg.Error:  # as SQLite: a BEGIN that failed began nothing
+                    self._conn.execute("ROLLBACK")
+                    raise
             return Cursor(None, None, [])
         statement = translate(sql, self.tables_with_id)
         params = _parameters(parameters, statement.named)
-        cursor = self._conn.execute(statement.sql, params)
+        # As in SQLite, a write that fails inside a transaction undoes itself and the
+        # transaction goes on (PostgreSQL would abort all of it): each runs in a savepoint.
+        guarded = word in WRITES and self.in_transaction
+        if guarded:
+            self._conn.execute("SAVEPOINT charlie_statement")
+        try:
+            cursor = self._conn.execute(statement.sql, params)
+        except psycopg.Error:
+            if guarded:
+                self._conn.execute("ROLLBACK TO SAVEPOINT charlie_statement")
+            raise
+        finally:
+            if guarded:
+                self._conn.execute("RELEASE SAVEPOINT charlie_statement")
         lastrowid = None
         rows: list[Row] | None = None
         if statement.returns_id:
