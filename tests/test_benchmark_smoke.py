@@ -71,6 +71,7 @@ SMALL = {  # script → arguments that make it a few seconds' run ({tmp}: a fres
     "turns": ["--turns", "12", "--no-plot"],
     "mcp_latency": ["--size", "5", "--queries", "2", "--workdir", "{tmp}"],
     "faults": ["--only", "privacy", "--rounds", "1", "--load-seconds", "1"],
+    "store_speed": ["--messages", "20", "--rounds", "8", "--work", "{tmp}"],
 }
 
 
