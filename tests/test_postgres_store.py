@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from conftest import Cli, postgres_url
 
-from charlie import conversations, db, projects, users
+from charlie import conversations, db, projects, store, users
 from charlie.config import load_settings
 from charlie.errors import Conflict, DatabaseBusy
 from charlie.home import Home
+from charlie.household import tokens
 from charlie.memory import distill
-from charlie.store import postgres
 from charlie.store.postgres import translate
 
 TABLES = frozenset({"users", "messages"})
@@ -80,12 +80,11 @@ def test_an_insert_returns_its_id_and_ignoring_is_on_conflict() -> None:
 
 
 def test_a_url_is_shown_without_its_password() -> None:
-    assert postgres.shown("postgresql://charlie:s3cret@db.home.arpa:5432/charlie") == (
+    assert store.shown("postgresql://charlie:s3cret@db.home.arpa:5432/charlie") == (
         "postgresql://charlie:***@db.home.arpa:5432/charlie"
     )
     assert (
-        postgres.shown("postgresql://charlie@/x?host=/tmp/s")
-        == "postgresql://charlie@/x?host=/tmp/s"
+        store.shown("postgresql://charlie@/x?host=/tmp/s") == "postgresql://charlie@/x?host=/tmp/s"
     )
 
 
@@ -267,3 +266,86 @@ def test_a_sqlite_home_moves_into_postgresql_and_back_unchanged(
             members.append({n: z.read(n) for n in z.namelist() if n != "manifest.json"})
     assert members[0] == members[1] == members[2]
     assert any(b"4471" in data for data in members[1].values())  # alice's channel went along
+
+
+def a_household(home: Home) -> tuple[str, str]:
+    """People with a password and a token, a shared thread, a private channel and a memory
+    revision; (alice's password, her token's secret)."""
+    password = "correct horse battery"
+    alice = users.add_user(home.db, "alice", password, is_admin=True)
+    bob = users.add_user(home.db, "bob", None)
+    _, secret = tokens.create(home.db, alice, label="laptop")
+    kitchen = conversations.shared_channel(home, projects.create_project(home, "Kitchen"))
+    for n in range(30):
+        conversations.add_message(
+            home, kitchen, "user", f"Oak worktops, take {n}: 10% off?", user=(alice, bob)[n % 2]
+        )
+    mine = conversations.private_channel(home, alice)
+    conversations.add_message(home, mine, "user", "The door code is 4471.", user=alice)
+    return password, secret
+
+
+def test_store_copy_moves_every_row_to_postgresql_and_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`charlie store copy --to URL` copies charlie.db whole — passwords, tokens and private
+    channels too, which an archive leaves out — checked table by table; `--from URL` copies
+    it back into a new charlie.db, the same rows."""
+    cli = Cli()
+    monkeypatch.delenv("CHARLIE_DATABASE_URL", raising=False)
+    with Home.open(load_settings()) as home:
+        password, secret = a_household(home)
+        before = {t: home.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COUNTED}
+    url = postgres_url()
+    moved = cli("store", "copy", "--to", url)
+    assert moved.exit_code == 0, moved.output
+    assert "Copied " in moved.output and "messages" in moved.output and "✓" in moved.output
+    assert f"set CHARLIE_DATABASE_URL={url}" in moved.output
+    monkeypatch.setenv("CHARLIE_DATABASE_URL", url)
+    with Home.open(load_settings()) as pg:
+        assert users.authenticate(pg.db, "alice", password) is not None  # her password came
+        assert tokens.verify(pg.db, secret)[0].name == "alice"  # and her token
+        after = {t: pg.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COUNTED}
+        assert after == before
+        alice = users.get_user(pg.db, "alice")
+        kitchen = conversations.shared_channel(pg, projects.get_project(pg, "kitchen"))
+        newer = conversations.add_message(pg, kitchen, "user", "And one more.", user=alice)
+        assert newer.id == before["messages"] + 1  # the ids go on from the copied ones
+    monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "back"))
+    monkeypatch.delenv("CHARLIE_DATABASE_URL")
+    back = cli("store", "copy", "--from", url)
+    assert back.exit_code == 0, back.output
+    with Home.open(load_settings()) as home:
+        assert users.authenticate(home.db, "alice", password) is not None
+        mine = conversations.private_channel(home, users.get_user(home.db, "alice"))
+        assert [m.content for m in conversations.recent(home, mine, 5)] == [
+            "The door code is 4471."
+        ]
+        assert home.db.execute("SELECT count(*) FROM messages").fetchone()[0] == 32
+
+
+COUNTED = ("users", "api_tokens", "conversations", "messages")
+
+
+def test_store_copy_goes_into_an_empty_target_only_and_a_failed_one_leaves_it_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = Cli()
+    monkeypatch.delenv("CHARLIE_DATABASE_URL", raising=False)
+    with Home.open(load_settings()) as home:
+        a_household(home)
+        alice = users.get_user(home.db, "alice")
+        kitchen = conversations.shared_channel(home, projects.get_project(home, "kitchen"))
+        conversations.add_message(home, kitchen, "user", "A NUL \x00 inside.", user=alice)
+    url = postgres_url()
+    failed = cli("store", "copy", "--to", url)  # PostgreSQL's text holds no NUL character
+    assert failed.exit_code == 1 and "Traceback" not in failed.output
+    with Home.open(load_settings(database_url=url)) as pg:
+        assert pg.db.execute("SELECT count(*) FROM users").fetchone()[0] == 0  # nothing kept
+        users.add_user(pg.db, "carol", None)
+    refused = cli("store", "copy", "--to", url)
+    assert refused.exit_code == 1 and "already holds rows (users)" in refused.output
+    monkeypatch.setenv("CHARLIE_HOME", str(tmp_path / "back"))
+    assert cli("store", "copy", "--from", url).exit_code == 0
+    again = cli("store", "copy", "--from", url)  # charlie.db is there now
+    assert again.exit_code == 1 and "exists already" in again.output

@@ -13,10 +13,14 @@ where they are whichever store is chosen.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from charlie.config import Settings
 from charlie.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from charlie.store.postgres import PostgresConnection
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -67,9 +71,7 @@ def where(settings: Settings) -> str:
     address without its password."""
     if not settings.database_url:
         return str(settings.db_path)
-    from charlie.store import postgres
-
-    return postgres.shown(settings.database_url)
+    return shown(settings.database_url)
 
 
 def connect(settings: Settings) -> Connection:
@@ -78,12 +80,27 @@ def connect(settings: Settings) -> Connection:
 
     if not settings.database_url:
         return database.connect(settings.db_path)
+    return connect_postgres(settings.database_url)
+
+
+def connect_postgres(url: str) -> PostgresConnection:
+    """A connection to the PostgreSQL database at `url` (`charlie.store.postgres`), or a
+    clear error where psycopg, the driver, is not installed."""
     try:
         from charlie.store import postgres
-    except ImportError as exc:  # psycopg, the driver, comes with charlie[postgres]
+    except ImportError as exc:  # psycopg comes with charlie[postgres]
         raise DatabaseError(
-            "CHARLIE_DATABASE_URL names a PostgreSQL database, but the PostgreSQL driver is "
-            "not installed: pip install 'charlie[postgres]' (or unset CHARLIE_DATABASE_URL "
-            "to keep the rows in SQLite)."
+            "A PostgreSQL database is named, but the PostgreSQL driver is not installed: pip "
+            "install 'charlie[postgres]' (./scripts/run installs it when CHARLIE_DATABASE_URL "
+            "is set), or unset CHARLIE_DATABASE_URL to keep the rows in SQLite."
         ) from exc
-    return postgres.connect(settings.database_url)
+    return postgres.connect(url)
+
+
+def shown(url: str) -> str:
+    """A database URL without its password, to be shown or logged."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

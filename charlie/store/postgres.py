@@ -26,28 +26,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import cast
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import RowMaker
 
 from charlie import db as database
 from charlie.errors import DatabaseBusy, DatabaseError
-from charlie.store import Parameters
+from charlie.store import Parameters, shown
 
 WRITE_LOCK = 0x63686C  # the advisory lock every write transaction holds ("chl")
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
 CONNECT_TIMEOUT = 10  # seconds to wait for the server to answer
-
-
-def shown(url: str) -> str:
-    """The URL without its password, to be shown or logged."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 class Row(tuple[object, ...]):

@@ -61,6 +61,7 @@ def _register() -> None:
         notes,
         projects,
         recall,
+        store,
         threads,
         tokens,
         users,
@@ -89,6 +90,7 @@ def _register() -> None:
     cli.add_command(backup.backup_command)
     cli.add_command(archive.export_command)
     cli.add_command(archive.restore_command)
+    cli.add_command(store.store_group)
     # Other front ends add their commands (`charlie serve`, …) as plugins, so this
     # adapter never imports them.
     for entry in entry_points(group="charlie.commands"):
