@@ -36,6 +36,11 @@ class InvalidName(CharlieError):
     """A project slug or user name is not acceptable."""
 
 
+class UnstorableText(CharlieError):
+    """Text the store cannot hold (a NUL character, in PostgreSQL): bad input, not a broken
+    database."""
+
+
 class DatabaseError(CharlieError):
     """The database (charlie.db) cannot be used; the subclasses say why and what to do.
 

@@ -19,7 +19,7 @@ from conftest import Cli, postgres_url
 
 from charlie import conversations, db, projects, store, users
 from charlie.config import load_settings
-from charlie.errors import Conflict, DatabaseBusy
+from charlie.errors import Conflict, DatabaseBusy, UnstorableText
 from charlie.home import Home
 from charlie.household import tokens
 from charlie.memory import distill
@@ -79,7 +79,34 @@ def test_an_insert_returns_its_id_and_ignoring_is_on_conflict() -> None:
         translate("INSERT OR REPLACE INTO pins (note) VALUES (?)", TABLES)
 
 
+def test_text_with_a_nul_character_is_refused_plainly_on_postgresql(pg_home: Home) -> None:
+    """SQLite keeps a NUL character in text; PostgreSQL cannot: the write is refused with a
+    sentence saying so, and nothing of it is stored."""
+    home = pg_home
+    alice = users.add_user(home.db, "alice", None)
+    kitchen = conversations.shared_channel(home, projects.create_project(home, "Kitchen"))
+    with pytest.raises(UnstorableText, match=r"NUL character .* PostgreSQL cannot store"):
+        conversations.add_message(home, kitchen, "user", "pasted \x00 junk", user=alice)
+    assert conversations.recent(home, kitchen, 5) == []
+    assert users.find_user(home.db, "alice\x00") is None  # a read: no one, as in SQLite
+
+
+def test_a_url_that_cannot_be_read_is_said_plainly_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cli = Cli()
+    for url in ("postgresql://bob:s3cr3t%PW@/db?host=/nowhere", "postgresql://bob@/db?foo=1"):
+        monkeypatch.setenv("CHARLIE_DATABASE_URL", url)
+        result = cli("status")
+        assert result.exit_code == 1
+        assert "could not be read as a database address" in result.output
+        assert "s3cr3t" not in result.output and "Traceback" not in result.output
+
+
 def test_a_url_is_shown_without_its_password() -> None:
+    assert store.shown("postgresql://bob@/db?host=/tmp/s&password=s3cr3t") == (
+        "postgresql://bob@/db?host=/tmp/s&password=***"
+    )
     assert store.shown("postgresql://charlie:s3cret@db.home.arpa:5432/charlie") == (
         "postgresql://charlie:***@db.home.arpa:5432/charlie"
     )

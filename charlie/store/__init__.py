@@ -12,9 +12,10 @@ where they are whichever store is chosen.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from charlie.config import Settings
 from charlie.errors import DatabaseError
@@ -98,9 +99,23 @@ def connect_postgres(url: str) -> PostgresConnection:
 
 
 def shown(url: str) -> str:
-    """A database URL without its password, to be shown or logged."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """A database URL without its password (`user:password@`, or `password=` in the query),
+    to be shown or logged."""
+    try:
+        parts = urlsplit(url)
+        query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+        netloc = parts.netloc
+        if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
+            user = netloc.rsplit("@", 1)[0].split(":", 1)[0]
+            netloc = f"{user}:***@{netloc.rsplit('@', 1)[1]}"
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:  # not even a URL: nothing of it is shown
+        return "(the URL in CHARLIE_DATABASE_URL)"
+
+
+def secrets_in(url: str) -> list[str]:
+    """The password in a database URL, as written and decoded, to be scrubbed from errors."""
+    found = re.findall(r"^[^:/]+://[^:/@]*:([^@]*)@", url) + re.findall(
+        r"(?i)[?&]password=([^&]*)", url
+    )
+    return [s for p in found if p for s in {p, unquote(p)} if s]

@@ -103,7 +103,7 @@ def _plain(value: object) -> object:
 def _write(target: Connection, table: str, insert: str, rows: list[tuple[object, ...]]) -> None:
     try:
         target.executemany(insert, rows)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, CharlieError) as exc:
         nul = any(isinstance(v, str) and "\x00" in v for row in rows for v in row)
         raise CharlieError(
             f"A row of {table} could not be written to the target ({exc})"

@@ -31,8 +31,8 @@ import psycopg
 from psycopg.rows import RowMaker
 
 from charlie import db as database
-from charlie.errors import DatabaseBusy, DatabaseError
-from charlie.store import Parameters, shown
+from charlie.errors import DatabaseBusy, DatabaseError, UnstorableText
+from charlie.store import Parameters, secrets_in, shown
 
 WRITE_LOCK = 0x63686C  # the advisory lock every write transaction holds ("chl")
 WRITES = frozenset({"INSERT", "UPDATE", "DELETE"})
@@ -201,6 +201,7 @@ def _errors() -> dict[str, type[sqlite3.Error]]:
 def _as_sqlite(exc: Exception, url: str) -> Exception:
     """A psycopg error as the DB-API class `sqlite3` names, so Charlie's `except`s serve both
     stores; a lost or refused connection as a `DatabaseError` that says what to do."""
+    said = _scrubbed(str(exc).strip(), url)
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return DatabaseBusy(
             f"The PostgreSQL database {shown(url)} is busy: another Charlie process held its "
@@ -211,13 +212,20 @@ def _as_sqlite(exc: Exception, url: str) -> Exception:
         exc, psycopg.errors.QueryCanceled
     ):
         return DatabaseError(
-            f"The PostgreSQL database {shown(url)} did not answer ({str(exc).strip()}). "
+            f"The PostgreSQL database {shown(url)} did not answer ({said}). "
             "Check that it is running and reachable, and that CHARLIE_DATABASE_URL is right."
         )
     for base in type(exc).__mro__:
         if base.__name__ in _errors():
-            return _errors()[base.__name__](str(exc).strip())
-    return sqlite3.DatabaseError(str(exc).strip())
+            return _errors()[base.__name__](said)
+    return sqlite3.DatabaseError(said)
+
+
+def _scrubbed(text: str, url: str) -> str:
+    """An error's text with the URL's password, if it holds it, as ***."""
+    for secret in sorted(secrets_in(url), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 # ------------------------------------------------------------------ the connection
@@ -272,6 +280,13 @@ class PostgresConnection:
                 options=f"-c lock_timeout={round(database.BUSY_TIMEOUT * 1000)}",
                 row_factory=_row_factory,
             )
+        except psycopg.ProgrammingError as exc:  # the address itself could not be read
+            raise DatabaseError(
+                "CHARLIE_DATABASE_URL could not be read as a database address ("
+                f"{_scrubbed(str(exc).strip(), url)}). Write it as postgresql://USER:PASSWORD@"
+                "HOST:PORT/DATABASE, with any %, @, : or / in the password written as %25, "
+                "%40, %3A or %2F."
+            ) from None  # (psycopg's own error may quote the password)
         except psycopg.Error as exc:
             raise _as_sqlite(exc, url) from exc
         self._lock = threading.RLock()  # one statement at a time, as SQLite's connection
@@ -313,7 +328,7 @@ class PostgresConnection:
                     raise
             return Cursor(None, None, [])
         statement = translate(sql, self.tables_with_id)
-        params = _parameters(parameters, statement.named)
+        params = _parameters(parameters, statement.named, writing=word in WRITES)
         # As in SQLite, a write that fails inside a transaction undoes itself and the
         # transaction goes on (PostgreSQL would abort all of it): each runs in a savepoint.
         guarded = word in WRITES and self.in_transaction
@@ -390,16 +405,28 @@ class PostgresConnection:
         self._conn.close()
 
 
-def _parameters(parameters: Parameters | None, named: bool) -> Parameters:
+def _parameters(parameters: Parameters | None, named: bool, writing: bool = True) -> Parameters:
+    """The parameters as psycopg takes them. Text with a NUL character, which PostgreSQL
+    cannot hold, is refused in a write (`UnstorableText`, said plainly); in a read it can
+    match nothing stored, and is looked for as U+FFFD (so a name with one is no one)."""
     if parameters is None:
         return ()
     if named:
         if not isinstance(parameters, Mapping):
             raise sqlite3.ProgrammingError("named parameters need a mapping")
-        return dict(parameters)
+        values = _parameters(tuple(parameters.values()), False, writing)
+        return dict(zip(parameters, values, strict=True))
     if isinstance(parameters, Mapping):
         raise sqlite3.ProgrammingError("a mapping given for ? parameters")
-    return tuple(parameters)
+    values = tuple(parameters)
+    if not any(isinstance(v, str) and "\x00" in v for v in values):
+        return values
+    if writing:
+        raise UnstorableText(
+            "This text holds a NUL character (\\x00), which PostgreSQL cannot store; nothing "
+            "was saved. Take the character out (it is usually pasted binary) and try again."
+        )
+    return tuple(v.replace("\x00", "\ufffd") if isinstance(v, str) else v for v in values)
 
 
 def connect(url: str) -> PostgresConnection:
