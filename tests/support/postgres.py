@@ -71,11 +71,11 @@ class PostgresServer:
         postgres.connect(self.url_of(TEMPLATE)).close()  # migrated once, copied per test
 
     def _as_server(self) -> None:
-        if sys.platform == "linux":
-            ctypes.CDLL("libc.so.6").prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if self._user is not None:
             os.setgid(self._user[1])
             os.setuid(self._user[0])
+        if sys.platform == "linux":  # after the change of user, which would clear it
+            ctypes.CDLL("libc.so.6").prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
     def _wait(self) -> None:
         deadline = time.monotonic() + 30
