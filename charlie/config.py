@@ -24,6 +24,7 @@ from pydantic_settings import (
 
 from charlie.errors import SettingsError
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")  # CHARLIE_DATABASE_URL's kinds
 ENV_PREFIX = "CHARLIE_"
 SETTINGS_FILE = "charlie.toml"
 
@@ -272,7 +273,7 @@ class Settings(BaseSettings):
     @classmethod
     def _database_url(cls, value: str) -> str:
         value = value.strip()
-        if value and not value.startswith(("postgresql://", "postgres://")):
+        if value and not value.startswith(POSTGRES_SCHEMES):
             raise ValueError("it is not a postgresql:// URL (leave it empty for SQLite)")
         return value
 

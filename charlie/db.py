@@ -715,6 +715,21 @@ def schema_version(db: Connection) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
 
 
+def table_names(db: Connection) -> list[str]:
+    """The tables of the store `db` is connected to (SQLite's own aside), sorted."""
+    if isinstance(db, sqlite3.Connection):
+        rows = db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
+            "ESCAPE '\\'"
+        ).fetchall()
+    else:
+        rows = db.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() AND table_type = 'BASE TABLE'"
+        ).fetchall()
+    return sorted(str(r[0]) for r in rows)
+
+
 def references_to(db: Connection, table: str) -> set[tuple[str, str]]:
     """Every (table, column) with a foreign key to `table`'s id: what removing a person must
     know what to do with (`charlie.household.removal`), so a new table is never missed."""
@@ -726,9 +741,8 @@ def references_to(db: Connection, table: str) -> set[tuple[str, str]]:
             (table,),
         ).fetchall()
         return {(str(r[0]), str(r[1])) for r in rows}
-    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     found = set()
-    for name in tables:
+    for name in table_names(db):
         for key in db.execute(f"PRAGMA foreign_key_list({name})").fetchall():
             if key["table"] == table:
                 found.add((name, key["from"]))

@@ -14,10 +14,10 @@ import pytest
 from conftest import Cli
 from llm_double import ScriptedLLMServer
 from support.distilling import distill_answer, is_distillation
-from support.storage import table_names
 from web_support import PASSWORD, signed_in
 
 from charlie import conversations
+from charlie import db as database
 from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.conversations import Channel, private_channel, shared_channel
@@ -73,7 +73,7 @@ def everything(home: Home) -> str:
         if path.is_file():
             parts.append(path.read_bytes().decode("utf-8", "replace"))
     for db in (home.db,):
-        for name in table_names(db):
+        for name in database.table_names(db):
             for row in db.execute(f"SELECT * FROM {name}"):
                 parts.append(" ".join(str(v) for v in row))
     return "\n".join(parts)

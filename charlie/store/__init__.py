@@ -17,13 +17,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from charlie.config import Settings
+from charlie.config import POSTGRES_SCHEMES, Settings
 from charlie.errors import DatabaseError
 
 if TYPE_CHECKING:
     from charlie.store.postgres import PostgresConnection
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class Cursor(Protocol):
@@ -59,20 +57,15 @@ class Connection(Protocol):
 
 
 def is_postgres(url: str) -> bool:
-    return url.startswith(POSTGRES_SCHEMES)
+    return url.startswith(POSTGRES_SCHEMES)  # (the setting's own check, `config`)
 
 
-def kind(settings: Settings) -> str:
-    """Which store holds the rows, in words: "PostgreSQL" or "SQLite"."""
-    return "PostgreSQL" if settings.database_url else "SQLite"
-
-
-def where(settings: Settings) -> str:
-    """Where the rows are, for `charlie status` and `doctor`: the file, or the database's
-    address without its password."""
+def described(settings: Settings) -> dict[str, str]:
+    """Which store holds the rows ("SQLite" or "PostgreSQL") and where: the file, or the
+    database's address without its password — for `charlie status` and `doctor`."""
     if not settings.database_url:
-        return str(settings.db_path)
-    return shown(settings.database_url)
+        return {"store": "SQLite", "where": str(settings.db_path)}
+    return {"store": "PostgreSQL", "where": shown(settings.database_url)}
 
 
 def connect(settings: Settings) -> Connection:

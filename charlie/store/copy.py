@@ -45,36 +45,16 @@ class Copied:
 
 def _tables(db: Connection) -> list[str]:
     """The tables of `db`'s store, parents before the tables that refer to them."""
-    if isinstance(db, sqlite3.Connection):
-        names = [
-            str(r[0])
-            for r in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
-            )
-        ]
-    else:
-        names = [
-            str(r[0])
-            for r in db.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                "current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name"
-            )
-        ]
-    names = [n for n in names if n != "migrations"]
+    names = [n for n in database.table_names(db) if n != "migrations"]
+    referring = {n: {t for t, _ in database.references_to(db, n)} for n in names}
+    parents = {n: {p for p in names if n in referring[p]} for n in names}
     ordered: list[str] = []
-    waiting = {n: {t for t, _ in _referring(db, n)} for n in names}  # table → its children
-    parents = {n: {p for p, children in waiting.items() if n in children} for n in names}
     while len(ordered) < len(names):
         ready = [n for n in names if n not in ordered and parents[n] <= set(ordered) | {n}]
         if not ready:
             raise CharlieError(f"The tables refer to each other in a circle: {names}")
         ordered += ready
     return ordered
-
-
-def _referring(db: Connection, table: str) -> set[tuple[str, str]]:
-    return database.references_to(db, table)
 
 
 def _columns(db: Connection, table: str) -> list[str]:
@@ -89,15 +69,9 @@ def _rows(db: Connection, table: str, columns: Sequence[str]) -> Iterable[tuple[
 
 def _digest(rows: Iterable[tuple[object, ...]]) -> tuple[int, str]:
     """How many rows, and one digest of them whatever their order."""
-    hashes = sorted(
-        hashlib.sha256(repr(tuple(_plain(v) for v in r)).encode()).digest() for r in rows
-    )
+    hashes = sorted(hashlib.sha256(repr(r).encode()).digest() for r in rows)
     whole = hashlib.sha256(b"".join(hashes)).hexdigest()
     return len(hashes), whole
-
-
-def _plain(value: object) -> object:
-    return int(value) if isinstance(value, bool) else value
 
 
 def _write(target: Connection, table: str, insert: str, rows: list[tuple[object, ...]]) -> None:
@@ -125,7 +99,8 @@ def copy_rows(source: Connection, target: Connection) -> Copied:
     copied = Copied(left_out=sorted(set(_tables(source)) - set(tables)))
     with database.transaction(target):
         for table in tables:
-            columns = [c for c in _columns(target, table) if c in set(_columns(source, table))]
+            given = set(_columns(source, table))  # (the same schema: every column, mostly)
+            columns = [c for c in _columns(target, table) if c in given]
             listed = ", ".join(f'"{c}"' for c in columns)
             insert = f'INSERT INTO "{table}" ({listed}) VALUES ({database.placeholders(columns)})'
             batch: list[tuple[object, ...]] = []

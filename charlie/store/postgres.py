@@ -6,8 +6,8 @@ are bridged here, statement by statement (`translate`, cached): `?` and `:name` 
 become psycopg's, `INSERT OR IGNORE` an `ON CONFLICT DO NOTHING`, `LIKE` (which SQLite
 compares without case) `ILIKE`, and an insert into a table with an `id` returns it
 (`lastrowid`). SQLite's functions Charlie calls that PostgreSQL lacks (`julianday`,
-`instr`, `ifnull`) are defined in the database by its first migration
-(`charlie.store.postgres_schema`).
+`instr`, `json_each`) are defined in the database by its first migration
+(`charlie.store.postgres_schema`); `ifnull` is written `coalesce`.
 
 `BEGIN IMMEDIATE` takes SQLite's one write lock of the database; here it is a transaction
 holding one advisory lock (`WRITE_LOCK`), so writers that read before they write — claims,
@@ -92,11 +92,8 @@ IS_NOT_PARAMETER = re.compile(r"\bIS\s+NOT\s+%s", re.I)
 IS_PARAMETER = re.compile(r"\bIS\s+%s", re.I)
 NOT_IN_NOTHING = re.compile(r"\bNOT\s+IN\s*\(\s*\)", re.I)
 IN_NOTHING = re.compile(r"\bIN\s*\(\s*\)", re.I)
-WORDS = {"like": "ILIKE", "glob": "LIKE"}
-FUNCTIONS = {"json_each": "charlie_json_each", "group_concat": "charlie_group_concat"}
-
-
-SCALAR = {"max": "GREATEST", "min": "LEAST"}
+WORDS = {"like": "ILIKE", "ifnull": "coalesce", "json_each": "charlie_json_each"}
+SCALAR = {"max": "GREATEST", "min": "LEAST"}  # with two arguments or more
 
 
 def _arguments(tokens: list[str], at: int) -> int:
@@ -148,10 +145,6 @@ def translate(sql: str, tables_with_id: frozenset[str]) -> Statement:
             out.append(token.replace("%", "%%"))
         elif lowered in WORDS:
             out.append(WORDS[lowered])
-        elif lowered in FUNCTIONS:
-            out.append(FUNCTIONS[lowered])
-        elif lowered == "ifnull":
-            out.append("coalesce")
         elif lowered in SCALAR and _arguments(tokens, at + 1) > 1:
             out.append(SCALAR[lowered])  # SQLite's max(a, b) is PostgreSQL's GREATEST(a, b)
         else:
@@ -187,15 +180,18 @@ def translate(sql: str, tables_with_id: frozenset[str]) -> Statement:
 # ------------------------------------------------------------------ errors
 
 
-def _errors() -> dict[str, type[sqlite3.Error]]:
-    return {
-        "IntegrityError": sqlite3.IntegrityError,
-        "OperationalError": sqlite3.OperationalError,
-        "ProgrammingError": sqlite3.ProgrammingError,
-        "DataError": sqlite3.DataError,
-        "NotSupportedError": sqlite3.NotSupportedError,
-        "InternalError": sqlite3.InternalError,
-    }
+# psycopg's DB-API classes, by name, and sqlite3's of the same name
+AS_SQLITE: dict[str, type[sqlite3.Error]] = {
+    kind.__name__: kind
+    for kind in (
+        sqlite3.IntegrityError,
+        sqlite3.OperationalError,
+        sqlite3.ProgrammingError,
+        sqlite3.DataError,
+        sqlite3.NotSupportedError,
+        sqlite3.InternalError,
+    )
+}
 
 
 def _as_sqlite(exc: Exception, url: str) -> Exception:
@@ -216,8 +212,8 @@ def _as_sqlite(exc: Exception, url: str) -> Exception:
             "Check that it is running and reachable, and that CHARLIE_DATABASE_URL is right."
         )
     for base in type(exc).__mro__:
-        if base.__name__ in _errors():
-            return _errors()[base.__name__](said)
+        if base.__name__ in AS_SQLITE:
+            return AS_SQLITE[base.__name__](said)
     return sqlite3.DatabaseError(said)
 
 
@@ -350,11 +346,16 @@ class PostgresConnection:
             lastrowid = int(str(rows[0][0])) if rows else None
             rows = []
         if statement.sets_id and cursor.rowcount:
-            self._conn.execute(
-                f"SELECT setval(pg_get_serial_sequence('{statement.table}', 'id'), "
-                f"GREATEST((SELECT max(id) FROM {statement.table}), 1))"
-            )
+            self._follow_ids(statement.table)
         return Cursor(cursor, lastrowid, rows)
+
+    def _follow_ids(self, table: str) -> None:
+        """Move `table`'s id counter past the ids an insert gave explicitly (SQLite's rowid
+        follows them by itself; an identity would give one of them again)."""
+        self._conn.execute(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+            f"GREATEST((SELECT max(id) FROM {table}), 1))"
+        )
 
     def raw(self, sql: str) -> None:
         """Run `sql` as it is written, in PostgreSQL's dialect, with no parameters."""
@@ -374,10 +375,7 @@ class PostgresConnection:
                     )
                     count = cursor.rowcount
                 if statement.sets_id:
-                    self._conn.execute(
-                        f"SELECT setval(pg_get_serial_sequence('{statement.table}', 'id'), "
-                        f"GREATEST((SELECT max(id) FROM {statement.table}), 1))"
-                    )
+                    self._follow_ids(statement.table)
             except psycopg.Error as exc:
                 raise _as_sqlite(exc, self.url) from exc
             done = Cursor(None, None, [])

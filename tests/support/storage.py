@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from charlie.store import Connection
-
 
 def sqlite_full() -> sqlite3.Error:
     """A real SQLITE_FULL error, as SQLite raises it when the disk has no room."""
@@ -19,14 +17,3 @@ def sqlite_full() -> sqlite3.Error:
     finally:
         conn.close()
     raise AssertionError("SQLite found room where there was none")
-
-
-def table_names(db: Connection) -> list[str]:
-    """The tables of the store `db` is connected to, SQLite's or PostgreSQL's."""
-    if isinstance(db, sqlite3.Connection):
-        rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    else:
-        rows = db.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-        ).fetchall()
-    return sorted(str(r[0]) for r in rows)

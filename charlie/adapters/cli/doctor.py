@@ -36,7 +36,7 @@ def doctor_command(as_json: bool, timeout: float) -> None:
         server.release()
     with opened_home() as home:
         doctor.remember(home, report)  # `auto` starts from what it saw
-    database = {"store": store.kind(settings), "where": store.where(settings)}
+    database = store.described(settings)
     if as_json:
         out = report.as_json() | {"database": database}
         click.echo(json.dumps(out, ensure_ascii=False, indent=1))

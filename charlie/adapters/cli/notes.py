@@ -250,7 +250,7 @@ def status_command(as_json: bool) -> None:
         open_index(home)  # the notes' part brought up to date: changed files only
         notes = index_status(home)
         progress = MessageIndex(Index(home, from_settings(home.settings))).progress()
-        database = {"store": store.kind(home.settings), "where": store.where(home.settings)}
+        database = store.described(home.settings)
         if as_json:
             out = {"home": str(home.settings.home), "database": database, "notes": notes}
             click.echo(json.dumps(out | {"messages": progress_json(progress)}))
