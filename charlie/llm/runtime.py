@@ -500,6 +500,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _serve(files, args)
     except BaseException as exc:
+        _settle(files.log)
         _note(f"E charlie runtime: {type(exc).__name__}: {exc}")
         code = 3
     finally:
@@ -574,6 +575,20 @@ def _serve(files: _Files, args: argparse.Namespace) -> None:
             _note(f"I charlie runtime: no Charlie has used it for {args.keep_alive:g} s")
             break
     del server  # llama.cpp's server stops its threads and frees the model
+
+
+def _settle(log: Path, quiet: float = 0.2, most: float = 2.0) -> None:
+    """Wait until llama.cpp's log has stopped growing: it is written by a thread of its
+    own, so a model that failed to load may not yet have said why when the error comes."""
+    began = time.monotonic()
+    size, since = -1, began
+    while time.monotonic() - began < most:
+        now_size = log.stat().st_size if log.exists() else 0
+        if now_size != size:
+            size, since = now_size, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.02)
 
 
 def _note(line: str) -> None:
