@@ -164,6 +164,28 @@ def test_write_transactions_take_turns_across_connections(pg_home: Home) -> None
     assert began and began[0] >= committed
 
 
+def test_messages_are_stored_in_turn_so_their_ids_commit_in_order(pg_home: Home) -> None:
+    """Storing a message takes the write lock, as on SQLite: it waits for a writer holding
+    it, and its id comes after that writer's. Were it to take an id at once and commit
+    after a higher one, the search index, which reads "every message up to this id", would
+    never see it."""
+    one, other = pg_home, Home.open(pg_home.settings)
+    channel = conversations.shared_channel(one, projects.create_project(one, "Kitchen"))
+    one.db.execute("BEGIN IMMEDIATE")
+    lone: list[int] = []
+    waiting = threading.Thread(
+        target=lambda: lone.append(conversations.add_message(other, channel, "user", "Oak.").id)
+    )
+    waiting.start()
+    time.sleep(0.5)
+    assert not lone  # still waiting for the writer holding the lock
+    held = conversations.add_message(one, channel, "user", "Marble.")
+    one.db.execute("COMMIT")
+    waiting.join(10)
+    other.close()
+    assert lone and lone[0] > held.id
+
+
 def test_a_write_that_fails_in_a_transaction_undoes_itself_only(pg_home: Home) -> None:
     """As in SQLite: a refused write inside a transaction leaves the rest of it to commit."""
     home = pg_home
@@ -285,6 +307,41 @@ def test_a_sqlite_home_moves_into_postgresql_and_back_unchanged(
             members.append({n: z.read(n) for n in z.namelist() if n != "manifest.json"})
     assert members[0] == members[1] == members[2]
     assert any(b"4471" in data for data in members[1].values())  # alice's channel went along
+
+
+def test_a_forget_scrubs_every_data_homes_index_on_one_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two data homes (two machines) on one database each keep their own search index;
+    a message forgotten through one is scrubbed from the other's too, at its next look,
+    with the context its neighbours held."""
+    from support.leaks import places_holding
+
+    from charlie.chat import turn as chat
+    from charlie.household import forget
+    from charlie.retrieval import recall
+
+    monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
+    one, other = (Home.open(load_settings(home=tmp_path / name)) for name in ("one", "other"))
+    alice = users.add_user(one.db, "alice", None)
+    mine = conversations.private_channel(one, alice)
+    said = [
+        conversations.add_message(one, mine, "user", text, user=alice).id
+        for text in ("Tiles are green.", "The gate code is QUAIL9182.", "The oven is fine.")
+    ]
+    for home in (one, other):
+        list(chat.index_messages(home))
+        hits = recall.recaller_for(home).recall(alice, [mine], "QUAIL9182", limit=5).hits
+        assert said[1] in {h.message.id for h in hits}
+    assert places_holding(other.settings.home, "QUAIL9182")  # the other's index.db has it
+    forget.forget(one, mine, alice, said[1])
+    assert places_holding(one.settings.home, "QUAIL9182") == []
+    hits = recall.recaller_for(other).recall(alice, [mine], "QUAIL9182", limit=5).hits
+    assert [h.message.id for h in hits if h.bm25 > 0] == []
+    assert places_holding(other.settings.home, "QUAIL9182") == []  # nor a neighbour's context
+    for home in (one, other):  # and the next look finds nothing more to do
+        assert recall.recaller_for(home).index.scrub() == 0
+        home.close()
 
 
 def a_household(home: Home) -> tuple[str, str]:

@@ -76,19 +76,21 @@ WORDS = "messages_words_upto"  # every message up to this id has its words
 PROGRESS = "messages_progress"  # the background indexer's last report (JSON)
 MODEL = "messages_embedder"
 GENERATION = "messages_generation"
+FORGOTTEN = "forgotten_upto"  # the last record of `forgotten_messages` this index dealt with
 CHECK_SECONDS = 10.0  # how often a process checks for lost words, deleted messages, a new model
 
 
-def _waiting(db: Connection) -> tuple[list[int], list[int], list[int]]:
-    """What forgetting left for the index to scrub (`MessageIndex.scrub`): the records, the
-    forgotten messages' ids, and the messages beside them, to be given their context again."""
+def _waiting(db: Connection, after: int) -> tuple[int, list[int], list[int]]:
+    """What forgetting left for an index to scrub (`MessageIndex.scrub`) since the record
+    `after` it last saw: the last record's id, the forgotten messages' ids, and the messages
+    beside them, to be given their context again."""
     rows = db.execute(
-        "SELECT id, message_id, neighbours FROM forgotten_messages WHERE scrubbed_at IS NULL "
-        "ORDER BY id"
+        "SELECT id, message_id, neighbours FROM forgotten_messages WHERE id > ? ORDER BY id",
+        (after,),
     ).fetchall()
     ids = sorted({int(r[1]) for r in rows})
     beside = sorted({int(n) for r in rows for n in json.loads(r[2])} - set(ids))
-    return [int(r[0]) for r in rows], ids, beside
+    return max([after, *(int(r[0]) for r in rows)]), ids, beside
 
 
 def record_forgotten(home: Home, ids: Sequence[int]) -> None:
@@ -468,21 +470,29 @@ class MessageIndex:
         self.forget(gone)
 
     def scrub(self) -> int:
-        """Finish forgetting in the index: the messages `charlie.household.forget` recorded
-        as forgotten and not scrubbed yet (`forgotten_messages` in charlie.db, written with
-        their deletion: a to-do that outlives a busy index or a killed process) lose their
-        rows, the messages that were beside them get their context again (it held the
-        forgotten words), the words index is merged so no segment keeps them, and the
-        write-ahead log is emptied. The marks of what is indexed are lowered where the
-        forgotten messages were the newest (SQLite may give their ids to the next ones).
-        How many messages it was scrubbed of (0, mostly: one look in charlie.db)."""
+        """Finish forgetting in this index: the messages `charlie.household.forget` recorded
+        as forgotten since the last record this index saw (`forgotten_messages` in
+        charlie.db, written with their deletion: a to-do that outlives a busy index or a
+        killed process, and that every data home's index reads for itself — several homes,
+        on several machines, may share one PostgreSQL database) lose their rows, the
+        messages that were beside them get their context again (it held the forgotten
+        words), the words index is merged so no segment keeps them, and the write-ahead log
+        is emptied. The marks of what is indexed are lowered where the forgotten messages
+        were the newest (SQLite may give their ids to the next ones). How many messages it
+        was scrubbed of (0, mostly: one look in charlie.db)."""
         stored = self.home.settings.db_path  # its failures name it; index.db's are raised
+        seen = int(self._state(FORGOTTEN) or 0)
         with database.storage_errors(stored):
-            records, ids, beside = _waiting(self.home.db)
-        if not ids:
+            last, ids, beside = _waiting(self.home.db, seen)
+        if last == seen:
             return 0
         with self.lock:
-            self.forget(ids)
+            held = self._indexed(ids)  # one this index never held left no words in it
+            if not held:
+                with transaction(self.db):
+                    self._set_state(FORGOTTEN, str(last))
+                return 0
+            self.forget(held)
             with transaction(self.db) as db:
                 with database.storage_errors(stored):  # read now: a neighbour may have changed
                     rows = self._by_ids(beside)
@@ -490,7 +500,7 @@ class MessageIndex:
                     (newest,) = self.home.db.execute(
                         "SELECT coalesce(max(id), 0) FROM messages"
                     ).fetchone()
-                    again = self._stored(ids)  # an id SQLite gave a new message: index it again
+                    again = self._stored(held)  # an id SQLite gave a new message: index it again
                 back = min([int(newest), *(i - 1 for i in again)])
                 db.executemany(
                     "UPDATE messages_fts SET context = ? WHERE rowid = ?",
@@ -500,16 +510,34 @@ class MessageIndex:
                 for mark in (UPTO, WORDS):
                     if int(self._state(mark) or 0) > back:
                         self._set_state(mark, str(back))
+                self._set_state(FORGOTTEN, str(last))
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        with database.storage_errors(stored):  # only the ids stay, to say so if asked again
+        with database.storage_errors(stored):  # when the first index was scrubbed of them
             self.home.db.execute(
-                "UPDATE forgotten_messages SET scrubbed_at = ?, neighbours = '[]' "
-                f"WHERE id IN ({', '.join('?' * len(records))})",
-                (database.now(), *records),
+                "UPDATE forgotten_messages SET scrubbed_at = ? "
+                "WHERE id > ? AND id <= ? AND scrubbed_at IS NULL",
+                (database.now(), seen, last),
             )
             # and charlie.db's log, which a forget killed before its own checkpoint left
             self.home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return len(ids)
+        return len(held)
+
+    def unscrubbed(self) -> bool:
+        """Whether a forget was recorded that this index has not dealt with yet."""
+        seen = int(self._state(FORGOTTEN) or 0)
+        return _waiting(self.home.db, seen)[0] != seen
+
+    def _indexed(self, ids: list[int]) -> list[int]:
+        """Which of `ids` this index holds (their words, or their vector)."""
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        rows = self.db.execute(
+            f"SELECT rowid FROM messages_fts WHERE rowid IN ({marks}) "
+            f"UNION SELECT id FROM messages WHERE id IN ({marks})",
+            (*ids, *ids),
+        )
+        return sorted(int(r[0]) for r in rows)
 
     def _by_ids(self, ids: list[int]) -> list[_Row]:
         """The stored messages among `ids`."""
@@ -855,7 +883,7 @@ def _keep_indexed(settings: Settings, shared: Shared, embedder: Embedder) -> Non
                     if index is None:  # opening may mend it; the first recall needs no load
                         index = MessageIndex(Index(own, embedder))
                         index.keep_file()
-                    if index.pending() or _waiting(own.db)[1]:  # or a forget unfinished
+                    if index.pending() or index.unscrubbed():  # or a forget unfinished
                         index_all(index)
         except Exception:  # the next round tries again; recall says what is missing
             log.exception("Indexing the messages in the background failed")
