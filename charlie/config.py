@@ -97,6 +97,8 @@ USUAL_SERVERS = (
     "llama.cpp=http://127.0.0.1:8080/v1"
 )
 
+INDEX_FILE = "index.db"  # the search index (`Settings.index_path`)
+
 
 def default_home() -> Path:
     """The per-user data folder used when CHARLIE_HOME is not set."""
@@ -204,6 +206,12 @@ class Settings(BaseSettings):
         "",
         description="postgresql://… : keep what charlie.db holds (people, messages, memory "
         "revisions, usage) in that PostgreSQL database instead; empty: charlie.db, SQLite.",
+    )
+    index_dir: Path | None = Field(
+        None,
+        description="Where this machine keeps the search index (index.db, a SQLite file "
+        "derived from the rows and notes); unset: the data home. Give each machine its own "
+        "when several share one data home and one PostgreSQL database.",
     )
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")
     embeddings: Literal["local", "openai"] = Field(
@@ -336,7 +344,7 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
-    @field_validator("llm_model_file", mode="before")
+    @field_validator("llm_model_file", "index_dir", mode="before")
     @classmethod
     def _expand_file(cls, value: object) -> object:
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -358,6 +366,11 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.home / "charlie.db"
+
+    @property
+    def index_path(self) -> Path:
+        """The search index's file: in `index_dir` when set, else beside charlie.db."""
+        return (self.index_dir or self.home) / INDEX_FILE
 
     @property
     def projects_dir(self) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from charlie import files
+from charlie.config import INDEX_FILE
 from charlie.errors import (
     CharlieError,
     DatabaseBusy,
@@ -494,7 +495,6 @@ def m013_message_ids_never_reused(db: sqlite3.Connection) -> None:
     )
 
 
-INDEX_FILE = "index.db"  # the search index, beside charlie.db (`charlie.home.Home.index_path`)
 INDEX_MARKS = ("messages_upto", "messages_words_upto")  # `charlie.retrieval.message_index`
 
 

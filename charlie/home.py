@@ -8,11 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, cast
 
-from charlie import db as database
 from charlie import store
 from charlie.config import Settings
-
-INDEX_FILE = database.INDEX_FILE  # the search index, beside charlie.db
 
 Part = TypeVar("Part")
 
@@ -72,8 +69,8 @@ class Home:
 
     @property
     def index_path(self) -> Path:
-        """The search index's database file, beside `charlie.db`."""
-        return self.settings.db_path.with_name(INDEX_FILE)
+        """The search index's database file (`Settings.index_path`)."""
+        return self.settings.index_path
 
     def close(self) -> None:
         if self.index_db is not None:

@@ -377,3 +377,20 @@ def test_a_fill_cut_short_stays_incomplete_until_every_project_is_in(
         assert index.incomplete() is not None
         index.refresh()
         assert index.incomplete() is None
+
+
+def test_the_index_lives_in_charlie_index_dir_when_set(
+    house: Home, embedder: LocalEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine's own place for the search index (several machines on one data home): the
+    index is built there, in a folder only its owner reads, and none beside charlie.db."""
+    monkeypatch.setenv("CHARLIE_INDEX_DIR", str(tmp_path / "local" / "charlie-index"))
+    with Home.open(load_settings()) as home:
+        index = Index(home, embedder)
+        index.refresh()
+        alice = ensure_user(home.db, "alice")
+        hits = Searcher(home, index).search("tomatoes", alice, mode="keyword").hits
+        assert [hit.title for hit in hits] == ["Garden"]
+        assert home.index_path == tmp_path / "local" / "charlie-index" / "index.db"
+    assert home.index_path.is_file() and not (house.settings.home / "index.db").exists()
+    assert home.index_path.parent.stat().st_mode & 0o077 == 0

@@ -309,12 +309,12 @@ def test_a_sqlite_home_moves_into_postgresql_and_back_unchanged(
     assert any(b"4471" in data for data in members[1].values())  # alice's channel went along
 
 
-def test_a_forget_scrubs_every_data_homes_index_on_one_database(
+def test_a_forget_scrubs_every_machines_index_on_one_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two data homes (two machines) on one database each keep their own search index;
-    a message forgotten through one is scrubbed from the other's too, at its next look,
-    with the context its neighbours held."""
+    """Two machines on one database and one data home each keep their own search index
+    (CHARLIE_INDEX_DIR); a message forgotten on one is scrubbed from the other's too, at its
+    next look, with the context its neighbours held."""
     from support.leaks import places_holding
 
     from charlie.chat import turn as chat
@@ -322,7 +322,8 @@ def test_a_forget_scrubs_every_data_homes_index_on_one_database(
     from charlie.retrieval import recall
 
     monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
-    one, other = (Home.open(load_settings(home=tmp_path / name)) for name in ("one", "other"))
+    one, other = (Home.open(load_settings(index_dir=tmp_path / m)) for m in ("one", "other"))
+    assert one.settings.home == other.settings.home and one.index_path != other.index_path
     alice = users.add_user(one.db, "alice", None)
     mine = conversations.private_channel(one, alice)
     said = [
@@ -333,12 +334,13 @@ def test_a_forget_scrubs_every_data_homes_index_on_one_database(
         list(chat.index_messages(home))
         hits = recall.recaller_for(home).recall(alice, [mine], "QUAIL9182", limit=5).hits
         assert said[1] in {h.message.id for h in hits}
-    assert places_holding(other.settings.home, "QUAIL9182")  # the other's index.db has it
+    assert places_holding(other.index_path.parent, "QUAIL9182")  # the other's index has it
     forget.forget(one, mine, alice, said[1])
-    assert places_holding(one.settings.home, "QUAIL9182") == []
+    assert places_holding(one.index_path.parent, "QUAIL9182") == []
     hits = recall.recaller_for(other).recall(alice, [mine], "QUAIL9182", limit=5).hits
     assert [h.message.id for h in hits if h.bm25 > 0] == []
-    assert places_holding(other.settings.home, "QUAIL9182") == []  # nor a neighbour's context
+    assert places_holding(other.index_path.parent, "QUAIL9182") == []  # nor neighbours' context
+    assert not (one.settings.home / "index.db").exists()
     for home in (one, other):  # and the next look finds nothing more to do
         assert recall.recaller_for(home).index.scrub() == 0
         home.close()
