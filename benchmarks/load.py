@@ -93,7 +93,9 @@ def answer(request: dict[str, Any]) -> Any:
             "quotes": [],
         }
         return TextReply(json.dumps(memory))
-    return TextReply(REPLY)
+    # a reply of its own to each message (Charlie refuses a model repeating itself)
+    asked = next(m for m in reversed(messages) if m.get("role") == "user").get("content")
+    return TextReply(f"{REPLY} You asked: {asked if isinstance(asked, str) else 'a picture'}")
 
 
 def serve_llm(conn: Connection) -> None:

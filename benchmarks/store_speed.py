@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import json
 import os
 import sys
@@ -28,14 +27,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from support import host, percentile, work_folder  # noqa: E402
+from support import host, percentile, postgres_server, work_folder  # noqa: E402
 
 from charlie import conversations, projects, users  # noqa: E402
 from charlie.config import load_settings  # noqa: E402
 from charlie.home import Home  # noqa: E402
 from charlie.memory import distill  # noqa: E402
 
-SERVER = ROOT / "tests" / "support" / "postgres.py"
 OPERATIONS = ("open a home", "store a message", "read 50 messages", "claim and release")
 
 
@@ -88,12 +86,8 @@ def main() -> None:
     work = work_folder(args.work, "store-speed-")
     server = None
     url = args.url
-    if not url:  # the tests' server, loaded from its file (tests/ is no package of ours)
-        spec = importlib.util.spec_from_file_location("postgres_server", SERVER)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        server = module.PostgresServer()
+    if not url:
+        server = postgres_server()
         url = server.fresh_database()
     for key in [k for k in os.environ if k.startswith("CHARLIE_")]:
         del os.environ[key]

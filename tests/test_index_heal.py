@@ -379,12 +379,12 @@ def test_a_fill_cut_short_stays_incomplete_until_every_project_is_in(
         assert index.incomplete() is None
 
 
-def test_the_index_lives_in_charlie_index_dir_when_set(
+def test_the_index_lives_in_charlie_local_dir_when_set(
     house: Home, embedder: LocalEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A machine's own place for the search index (several machines on one data home): the
     index is built there, in a folder only its owner reads, and none beside charlie.db."""
-    monkeypatch.setenv("CHARLIE_INDEX_DIR", str(tmp_path / "local" / "charlie-index"))
+    monkeypatch.setenv("CHARLIE_LOCAL_DIR", str(tmp_path / "local" / "charlie-index"))
     with Home.open(load_settings()) as home:
         index = Index(home, embedder)
         index.refresh()

@@ -313,7 +313,7 @@ def test_a_forget_scrubs_every_machines_index_on_one_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two machines on one database and one data home each keep their own search index
-    (CHARLIE_INDEX_DIR); a message forgotten on one is scrubbed from the other's too, at its
+    (CHARLIE_LOCAL_DIR); a message forgotten on one is scrubbed from the other's too, at its
     next look, with the context its neighbours held."""
     from support.leaks import places_holding
 
@@ -322,7 +322,7 @@ def test_a_forget_scrubs_every_machines_index_on_one_database(
     from charlie.retrieval import recall
 
     monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
-    one, other = (Home.open(load_settings(index_dir=tmp_path / m)) for m in ("one", "other"))
+    one, other = (Home.open(load_settings(local_dir=tmp_path / m)) for m in ("one", "other"))
     assert one.settings.home == other.settings.home and one.index_path != other.index_path
     alice = users.add_user(one.db, "alice", None)
     mine = conversations.private_channel(one, alice)

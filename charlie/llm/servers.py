@@ -147,7 +147,7 @@ def _builtin(settings: Settings, why: str) -> ModelServer:
             "(or CHARLIE_LLM_MODEL_FILE)."
         )
     lease = runtime.acquire(
-        settings.home,
+        settings.local_home,
         model,
         threads=settings.llm_threads,
         context=settings.llm_context,
