@@ -112,7 +112,7 @@ def inode_of(path: Path) -> int | None:
 def file_lock(path: Path) -> Iterator[None]:
     """Hold the advisory lock that opening and replacing the index file take, across the
     processes of a data home."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new CHARLIE_LOCAL_DIR
+    Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new CHARLIE_LOCAL_DIR
     with open(f"{path}.lock", "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
