@@ -529,15 +529,19 @@ class MessageIndex:
 
     def _indexed(self, ids: list[int]) -> list[int]:
         """Which of `ids` this index holds (their words, or their vector)."""
-        if not ids:
-            return []
-        marks = ", ".join("?" * len(ids))
-        rows = self.db.execute(
-            f"SELECT rowid FROM messages_fts WHERE rowid IN ({marks}) "
-            f"UNION SELECT id FROM messages WHERE id IN ({marks})",
-            (*ids, *ids),
-        )
-        return sorted(int(r[0]) for r in rows)
+        held: set[int] = set()
+        for at in range(0, len(ids), 500):  # a forgotten thread may be thousands
+            part = ids[at : at + 500]
+            marks = ", ".join("?" * len(part))
+            held.update(
+                int(r[0])
+                for r in self.db.execute(
+                    f"SELECT rowid FROM messages_fts WHERE rowid IN ({marks}) "
+                    f"UNION SELECT id FROM messages WHERE id IN ({marks})",
+                    (*part, *part),
+                )
+            )
+        return sorted(held)
 
     def _by_ids(self, ids: list[int]) -> list[_Row]:
         """The stored messages among `ids`."""
