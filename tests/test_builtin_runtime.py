@@ -278,6 +278,9 @@ def test_the_runtime_keeps_its_state_in_this_machines_local_dir(
     assert f"Its log: {local / 'runtime' / 'runtime.log'}." in str(raised.value)
     assert list((local / "runtime" / "leases").iterdir()) == []
     assert not (charlie_home / "runtime").exists()
+    monkeypatch.setenv("CHARLIE_LOCAL_DIR", str(cut))  # a file, not a folder: said plainly
+    with pytest.raises(ModelRuntimeError, match=f"cannot keep its state in {cut}/runtime"):
+        LLMClient.from_settings(load_settings())
 
 
 def test_a_lent_runtime_outlives_its_owner_until_the_borrower_ends(

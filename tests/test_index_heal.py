@@ -22,6 +22,7 @@ from web_support import PASSWORD, events
 from charlie import projects
 from charlie.config import load_settings
 from charlie.db import run_script
+from charlie.errors import DatabaseNotWritable
 from charlie.home import Home, Shared
 from charlie.notes import files as notes
 from charlie.retrieval.embeddings import LocalEmbedder
@@ -394,3 +395,16 @@ def test_the_index_lives_in_charlie_local_dir_when_set(
         assert home.index_path == tmp_path / "local" / "charlie-index" / "index.db"
     assert home.index_path.is_file() and not (house.settings.home / "index.db").exists()
     assert home.index_path.parent.stat().st_mode & 0o077 == 0
+
+
+def test_a_local_dir_that_cannot_hold_the_index_is_said_plainly(
+    house: Home, embedder: LocalEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("not a folder")
+    monkeypatch.setenv("CHARLIE_LOCAL_DIR", str(taken))
+    with Home.open(load_settings()) as home, pytest.raises(DatabaseNotWritable) as raised:
+        Index(home, embedder).refresh()
+    assert str(raised.value).startswith(f"The search index cannot be kept in {taken} (")
+    assert "Set CHARLIE_LOCAL_DIR to a folder this account may write" in str(raised.value)
+    assert taken.read_text() == "not a folder"

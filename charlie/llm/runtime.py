@@ -280,7 +280,14 @@ def acquire(
     Raises `ModelRuntimeError` when the model cannot be loaded, saying why and what to do."""
     _check_model(model)
     files = _Files(home)
-    files.make()
+    try:
+        files.make()
+    except OSError as exc:
+        raise ModelRuntimeError(
+            f"The built-in runtime cannot keep its state in {files.dir} ({exc.strerror or exc})"
+            ". Set CHARLIE_LOCAL_DIR to a folder this account may write, or leave it unset to "
+            "use the data home."
+        ) from exc
     with files.locked(wait=False) as held:
         if not held:
             say("Waiting for another Charlie process that is starting the built-in model …")

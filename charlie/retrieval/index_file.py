@@ -20,7 +20,7 @@ from pathlib import Path
 from charlie import db as database
 from charlie import files
 from charlie.db import now, run_script, transaction
-from charlie.errors import CharlieError
+from charlie.errors import CharlieError, DatabaseNotWritable
 from charlie.retrieval import message_vectors
 from charlie.retrieval.keywords import FTS5_TOKENIZE
 from charlie.retrieval.postings import TERM_SCHEMA
@@ -112,8 +112,17 @@ def inode_of(path: Path) -> int | None:
 def file_lock(path: Path) -> Iterator[None]:
     """Hold the advisory lock that opening and replacing the index file take, across the
     processes of a data home."""
-    Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new CHARLIE_LOCAL_DIR
-    with open(f"{path}.lock", "a+b") as handle:
+    folder = Path(path).parent
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new CHARLIE_LOCAL_DIR
+        handle = open(f"{path}.lock", "a+b")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise DatabaseNotWritable(
+            f"The search index cannot be kept in {folder} ({exc.strerror or exc}). Set "
+            "CHARLIE_LOCAL_DIR to a folder this account may write, or leave it unset to keep "
+            "the index in the data home."
+        ) from exc
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
