@@ -557,23 +557,25 @@ def recent(
 def around(home: Home, channel: Channel, message_id: int, before: int, after: int) -> list[Message]:
     """Message `message_id` of the channel with up to `before` messages before it and `after`
     after it in time, oldest first; empty when the channel has no such message."""
-    target = home.db.execute(
-        "SELECT created_at, id FROM messages WHERE id = ? AND conversation_id = ? AND hidden = 0",
-        (message_id, channel.conversation_id),
-    ).fetchone()
-    if target is None:
-        return []
-    key = (channel.conversation_id, target[0], target[1])
-    earlier = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND hidden = 0 "
-        "AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?",
-        (*key, before),
-    ).fetchall()
-    later = home.db.execute(
-        "SELECT * FROM messages WHERE conversation_id = ? AND hidden = 0 "
-        "AND (created_at, id) >= (?, ?) ORDER BY created_at, id LIMIT ?",
-        (*key, after + 1),
-    ).fetchall()
+    # One statement (one round trip to a database server): the messages before the
+    # message in time (newest first, turned round here), it and those after it.
+    place = (
+        "(SELECT created_at, id FROM messages WHERE id = ? AND conversation_id = ? AND hidden = 0)"
+    )
+    rows = home.db.execute(
+        "SELECT * FROM (SELECT *, 0 AS side FROM messages WHERE conversation_id = ? "
+        f"AND hidden = 0 AND (created_at, id) < {place} "
+        "ORDER BY created_at DESC, id DESC LIMIT ?) AS earlier UNION ALL "
+        "SELECT * FROM (SELECT *, 1 AS side FROM messages WHERE conversation_id = ? "
+        f"AND hidden = 0 AND (created_at, id) >= {place} "
+        "ORDER BY created_at, id LIMIT ?) AS later",
+        (channel.conversation_id, message_id, channel.conversation_id, before,
+         channel.conversation_id, message_id, channel.conversation_id, after + 1),
+    ).fetchall()  # fmt: skip
+    earlier = [row for row in rows if row["side"] == 0]
+    later = [row for row in rows if row["side"] == 1]
+    if not any(row["id"] == message_id for row in later):
+        return []  # no such message in the channel
     return [_message(row) for row in [*reversed(earlier), *later]]
 
 
