@@ -7,6 +7,7 @@ says. The storage, retrieval, forget and privacy tests run on both stores beside
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -266,7 +267,7 @@ def test_a_url_that_is_not_postgresql_is_refused(monkeypatch: pytest.MonkeyPatch
     assert "CHARLIE_DATABASE_URL" in result.output and "postgresql://" in result.output
 
 
-def test_status_names_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_names_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cli = Cli()
     assert "Database: SQLite," in cli("status").output
     url = postgres_url()
@@ -274,6 +275,11 @@ def test_status_names_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
     result = cli("status")
     assert result.exit_code == 0, result.output
     assert f"Database: PostgreSQL, {url}" in result.output
+    assert "own files" not in result.output  # one machine: everything in the data home
+    monkeypatch.setenv("CHARLIE_LOCAL_DIR", str(tmp_path / "here"))
+    result = cli("status", "--json")
+    assert json.loads(result.output)["local"] == str(tmp_path / "here")
+    assert f"This machine's own files: {tmp_path / 'here'}" in cli("status").output
 
 
 def test_a_sqlite_home_moves_into_postgresql_and_back_unchanged(

@@ -251,11 +251,15 @@ def status_command(as_json: bool) -> None:
         notes = index_status(home)
         progress = MessageIndex(Index(home, from_settings(home.settings))).progress()
         database = store.described(home.settings)
+        local = home.settings.local_dir
         if as_json:
             out = {"home": str(home.settings.home), "database": database, "notes": notes}
+            out |= {"local": str(local) if local else None}
             click.echo(json.dumps(out | {"messages": progress_json(progress)}))
             return
         click.echo(f"Data home: {home.settings.home}")
+        if local:
+            click.echo(f"This machine's own files: {local} (the search index, the model's state)")
         click.echo(f"Database: {database['store']}, {database['where']}")
         click.echo(
             f"Notes: {notes['notes']:,} indexed ({notes['chunks']:,} chunks), "
