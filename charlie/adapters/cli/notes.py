@@ -253,8 +253,8 @@ def status_command(as_json: bool) -> None:
         database = store.described(home.settings)
         local = home.settings.local_dir
         if as_json:
-            out = {"home": str(home.settings.home), "database": database, "notes": notes}
-            out |= {"local": str(local) if local else None}
+            out: dict[str, object] = {"home": str(home.settings.home), "database": database}
+            out |= {"local": str(local) if local else None, "notes": notes}
             click.echo(json.dumps(out | {"messages": progress_json(progress)}))
             return
         click.echo(f"Data home: {home.settings.home}")
