@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from llm_double import ScriptedLLMServer
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from charlie import users
 from charlie.config import load_settings
@@ -41,6 +41,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 15_000
+# what an assertion waits for, as an action does: 5 s (Playwright's own) was short on a
+# busy machine for the page's first answers from the server
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="session")
