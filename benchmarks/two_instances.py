@@ -51,7 +51,6 @@ from typing import Any
 
 import httpx
 from load import (
-    NOTES,
     PASSWORD,
     PROJECT,
     QUERIES,
@@ -279,7 +278,8 @@ def check(url: str, home: Path, chats: list[Chat]) -> dict[str, Any]:
         "distillations": statuses,
         "distilled_conversations": len(spans),
         "doubled_distillations": overlapping,
-        "privacy_breaches_stored": breaches[:SAMPLES],
+        "privacy_breaches_stored": len(breaches),
+        "privacy_breach_samples_stored": breaches[:SAMPLES],
     }
 
 
@@ -398,7 +398,6 @@ def main() -> None:
         **found,
         "llm_double": llm_report,
         "logs": logs,
-        "notes": len(NOTES),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
@@ -412,7 +411,7 @@ def main() -> None:
         f"lost messages {found['lost_messages']}, doubled messages {found['doubled_messages']}, "
         f"distillations {found['distillations']} over {found['distilled_conversations']} "
         f"conversations, doubled distillations {found['doubled_distillations']}, privacy "
-        f"breaches {len(results.breaches) + len(found['privacy_breaches_stored'])}; chats cut "
+        f"breaches {len(results.breaches) + found['privacy_breaches_stored']}; chats cut "
         f"before their message was saved: {found['cut_before_saved']} (stored anyway: "
         f"{found['cut_before_saved_but_stored']})"
     )

@@ -17,13 +17,16 @@ from pathlib import Path
 
 import pytest
 from conftest import Cli, postgres_url
+from support.leaks import places_holding
 
 from charlie import conversations, db, projects, store, users
+from charlie.chat import turn as chat
 from charlie.config import load_settings
 from charlie.errors import Conflict, DatabaseBusy, UnstorableText
 from charlie.home import Home
-from charlie.household import tokens
+from charlie.household import forget, tokens
 from charlie.memory import distill
+from charlie.retrieval import recall
 from charlie.store.postgres import translate
 
 TABLES = frozenset({"users", "messages"})
@@ -321,12 +324,6 @@ def test_a_forget_scrubs_every_machines_index_on_one_database(
     """Two machines on one database and one data home each keep their own search index
     (CHARLIE_LOCAL_DIR); a message forgotten on one is scrubbed from the other's too, at its
     next look, with the context its neighbours held."""
-    from support.leaks import places_holding
-
-    from charlie.chat import turn as chat
-    from charlie.household import forget
-    from charlie.retrieval import recall
-
     monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
     one, other = (Home.open(load_settings(local_dir=tmp_path / m)) for m in ("one", "other"))
     assert one.settings.home == other.settings.home and one.index_path != other.index_path

@@ -525,7 +525,10 @@ class MessageIndex:
     def unscrubbed(self) -> bool:
         """Whether a forget was recorded that this index has not dealt with yet."""
         seen = int(self._state(FORGOTTEN) or 0)
-        return _waiting(self.home.db, seen)[0] != seen
+        found = self.home.db.execute(
+            "SELECT 1 FROM forgotten_messages WHERE id > ? LIMIT 1", (seen,)
+        ).fetchone()
+        return found is not None
 
     def _indexed(self, ids: list[int]) -> list[int]:
         """Which of `ids` this index holds (their words, or their vector)."""
