@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, Route, expect
 from support.distilling import distill_answer, is_distillation
 
-from .pwa import PHONE, Server, open_chat, send, sign_in, wait_for_reply
+from .pwa import PHONE, Console, Server, open_chat, send, sign_in, wait_for_reply
 
 pytestmark = pytest.mark.browser
 
@@ -190,3 +190,49 @@ def test_an_event_the_page_does_not_know_is_passed_over(page: Page, server: Serv
     expect(page.locator(".msg-assistant .msg-body")).to_have_text("Oak it is.")
     expect(page.locator(".msg-assistant .callout-error")).to_have_count(0)
     expect(page.locator("#send-button")).to_be_visible()
+
+
+def test_a_connection_cut_after_the_server_kept_the_message_loses_nothing_and_sends_nothing_twice(
+    page: Page, server: Server, console: Console
+) -> None:
+    """A server that dies, or a network that drops, after the message was stored but before
+    the page heard so: the page is told the message is saved and takes its words out of the
+    box (sent again, they would be stored twice), and shows the reply as the server kept it."""
+    server.llm.reply("Oak wears better than marble.")
+
+    def answered_then_cut(route: Route) -> None:
+        route.fetch()  # the server stores the message and the whole reply
+        route.abort("connectionreset")  # and the page never hears a word of it
+
+    console.allow(r"ERR_CONNECTION_RESET .*/chat")  # the browser logs the broken request
+    page.route("**/api/channels/*/chat*", answered_then_cut)
+    sign_in(page)
+    send(page, "Oak or marble?")
+    wait_for_reply(page)
+    reply = page.locator(".msg-assistant").last
+    expect(reply.locator(".callout-error")).to_be_visible()
+    expect(reply.locator(".notice").first).to_contain_text("Your message reached Charlie")
+    expect(reply.locator(".msg-body")).to_have_text("Oak wears better than marble.")
+    expect(reply.locator(".notice").last).to_contain_text("as it was saved")
+    expect(page.get_by_label("Message", exact=True)).to_have_value("")
+    assert server.rows("SELECT role, content FROM messages ORDER BY id") == [
+        ("user", "Oak or marble?"),
+        ("assistant", "Oak wears better than marble."),
+    ]
+
+
+def test_a_message_the_server_never_got_stays_in_the_box(
+    page: Page, server: Server, console: Console
+) -> None:
+    """The other side: a request that never reached the server leaves the words to send
+    again, and nothing is said to be saved."""
+    console.allow(r"ERR_CONNECTION_RESET .*/chat")
+    page.route("**/api/channels/*/chat*", lambda route: route.abort("connectionreset"))
+    sign_in(page)
+    send(page, "Oak or marble?")
+    wait_for_reply(page)
+    reply = page.locator(".msg-assistant").last
+    expect(reply.locator(".callout-error")).to_be_visible()
+    expect(page.get_by_label("Message", exact=True)).to_have_value("Oak or marble?")
+    expect(reply.locator(".notice")).to_have_count(0)
+    assert server.rows("SELECT count(*) FROM messages") == [(0,)]

@@ -493,8 +493,10 @@ export function createChat(app) {
    * message and of the reply (and every message's alternatives), so their actions work; an
    * answer that failed or was stopped offered again (Retry), or, for a regenerated reply,
    * the old one back (a failed regenerate changes nothing); the chats list told. `asked` is
-   * {item, text}: the person's message as shown, when one was sent; `replaced` the reply a
-   * regenerate took the place of. The reply stays aria-busy until then.
+   * {item, text, kept?}: the person's message as shown, when one was sent (`kept()`, called
+   * when it turns out stored after a failed answer, takes its words out of the box: true if
+   * they were there); `replaced` the reply a regenerate took the place of. The reply stays
+   * aria-busy until then.
    */
   async function settle(result, { asked = null, replaced = null } = {}) {
     const mine = generation;
@@ -528,7 +530,15 @@ export function createChat(app) {
       const stored = [...latest]
         .reverse()
         .find((m) => m.role === 'user' && m.content === asked.text && !itemOf(m.id));
-      if (stored) asked.item.dataset.id = stored.id;
+      if (stored) {
+        asked.item.dataset.id = stored.id;
+        if (reply.failure && asked.kept && asked.kept()) {
+          reply.notice(
+            'Your message reached Charlie before the connection broke and is saved, so it is ' +
+              'not in the box to be sent twice.',
+          );
+        }
+      }
     }
     for (const message of latest) {
       const item = itemOf(message.id);
@@ -543,8 +553,13 @@ export function createChat(app) {
       if (stopped) toast('Stopped: the reply is as it was.');
       else toast(`The reply could not be regenerated: ${reply.failure}`, 'error');
     } else if (last.role === 'assistant' && !itemOf(last.id)) {
-      reply.item.dataset.id = last.id; // cut off mid-answer: the part shown was kept
-      shown.set(reply.item, last);
+      if (last.content && last.content !== reply.text) {
+        reply.stored(last); // the server went on after the connection broke: what it kept
+        reply.notice('The connection broke during the answer; this is the reply as it was saved.');
+      } else {
+        reply.item.dataset.id = last.id; // cut off mid-answer: the part shown was kept
+        shown.set(reply.item, last);
+      }
       reply.offerRetry(last.id);
     } else if (last.role === 'user' && last.speaker === app.user.name && itemOf(last.id)) {
       reply.offerRetry(last.id); // your message, with no answer
@@ -607,7 +622,14 @@ export function createChat(app) {
         if (!streamed && !input.value) input.value = text; // nothing was sent: keep the words
       },
     });
-    await settle(result, { asked: { item: userItem, text } });
+    // A message the server stored though the stream broke before it said so (`failed` put
+    // the words back) leaves the box: sent again, it would be stored twice.
+    const kept = () => {
+      if (input.value !== text) return false;
+      input.value = '';
+      return true;
+    };
+    await settle(result, { asked: { item: userItem, text, kept } });
     if (result.current) input.focus();
   }
 
