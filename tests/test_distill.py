@@ -1,3 +1,5 @@
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -286,3 +288,58 @@ def test_a_claim_left_by_a_crash_expires(
     assert distill.claim(home, channel) is not None
     home.db.execute("UPDATE conversations SET distill_claimed_at = '2000-01-01T00:00:00+00:00'")
     assert distill.claim(home, channel) is not None
+
+
+LONG_AGO = "2000-01-01T00:00:00+00:00"
+
+
+def claimed_at(home: Home, channel: Channel) -> str | None:
+    row = home.db.execute(
+        "SELECT distill_claimed_at FROM conversations WHERE id = ?", (channel.memory_key,)
+    ).fetchone()
+    return None if row[0] is None else str(row[0])
+
+
+def test_a_held_claim_is_renewed_until_it_is_released(
+    home: Home, setup: tuple[Channel, User, LLMClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distillation waiting on a slow model keeps its claim however long it takes: its
+    process renews it, so only a claim nobody renews (a machine gone) ever expires."""
+    channel, _, _ = setup
+    monkeypatch.setattr(distill, "RENEW_SECONDS", 0.05)
+    token = distill.claim(home, channel)
+    assert token is not None
+    home.db.execute("UPDATE conversations SET distill_claimed_at = ?", (LONG_AGO,))
+    deadline = time.monotonic() + 10
+    while claimed_at(home, channel) == LONG_AGO and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert claimed_at(home, channel) != LONG_AGO, "the claim was not renewed"
+    assert distill.claim(home, channel) is None  # renewed: still held
+    distill.release(home, channel, token)
+    deadline = time.monotonic() + 10
+    while any(t.name == f"charlie-claim-{token[:12]}" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the renewal went on after the release"
+        time.sleep(0.02)
+    assert claimed_at(home, channel) is None
+
+
+def test_a_distillation_writes_nothing_when_another_folded_its_messages_in_meanwhile(
+    home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
+) -> None:
+    """Two distillations of one batch (a claim taken over from a holder that stalled past
+    its expiry): the one that finishes second changes nothing."""
+    channel, alice, client = setup
+    for number in range(5):
+        conversations.add_message(home, channel, "user", f"Point {number} on oak.", user=alice)
+    window = conversations.undistilled(home, channel)
+
+    def meanwhile(request: dict[str, Any]) -> str:
+        conversations.mark_distilled(home, channel, window[-1].id)  # the other one wrote
+        return distill_answer(summary="Oak, as the first distillation saw it.")
+
+    llm.respond(meanwhile)
+    before = memory.load(home, channel)
+    with pytest.raises(DistillationError, match="Another distillation folded these messages"):
+        distill.distill(home, channel, client, window)
+    assert memory.load(home, channel) == before
+    assert home.db.execute("SELECT count(*) FROM memory_revisions").fetchone()[0] == 0

@@ -19,23 +19,28 @@ edit made while the model is thinking, too: the memory is read again under the w
 before anything is written, and what the person changed since the model's prompt was built
 wins over the model's answer.
 
-One distillation at a time per channel: `claim` records who holds it (host, boot, process);
-a claim whose process is gone (killed, crashed) is taken over at once, any other after
-`CLAIM_SECONDS`. A failure to write (a full disk) is raised as a `DatabaseError` saying
-what to do; the claim is released and the messages stay pending.
+One distillation at a time per channel: `claim` records who holds it (host, boot, process),
+and the holder renews it every `RENEW_SECONDS` until it is released; a claim whose process
+is gone (killed, crashed) is taken over at once, one no longer renewed (its machine died)
+after `CLAIM_SECONDS`. Whatever happens to claims, a distillation writes nothing when
+another has folded any of its messages in meanwhile. A failure to write (a full disk) is
+raised as a `DatabaseError` saying what to do; the claim is released and the messages stay
+pending.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
 import sqlite3
 import sys
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,11 +48,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
-from charlie import conversations
+from charlie import conversations, store
 from charlie import db as database
+from charlie.config import Settings
 from charlie.conversations import Channel, Message
 from charlie.db import now, placeholders
 from charlie.errors import (
+    CharlieError,
     DatabaseError,
     DistillationError,
     LLMError,
@@ -66,6 +73,8 @@ from charlie.retrieval import index
 from charlie.retrieval.embeddings import EmbeddingError, Vectors
 from charlie.store import Connection
 from charlie.users import User
+
+log = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = """\
 You maintain the long-term memory of a household's conversation, in layers:
@@ -622,7 +631,8 @@ def detach_distillations(db: Connection, user: User) -> None:
     db.execute("UPDATE distillations SET owner_id = NULL WHERE owner_id = ?", (user.id,))
 
 
-CLAIM_SECONDS = 600  # a claim older than this was left by a crash and may be taken over
+CLAIM_SECONDS = 120  # a claim not renewed for this long was left by a crash: taken over
+RENEW_SECONDS = 30  # how often a held claim is renewed (`_Renewals`)
 
 
 @dataclass
@@ -630,6 +640,57 @@ class Unreleased:
     """Claims this process could not give back (a full disk): (conversation id, token)."""
 
     claims: set[tuple[int, str]] = field(default_factory=set)
+
+
+@dataclass
+class _Renewals:
+    """The claims this process holds, each renewed by a thread of its own until released:
+    a distillation may wait on a slow model far longer than `CLAIM_SECONDS`, and only a claim
+    nobody renews (its process or machine gone) may be taken over. A renewal opens its own
+    connection (the holder's is busy in its thread); one that fails is logged and tried again
+    at the next turn."""
+
+    stops: dict[str, threading.Event] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, settings: Settings, conversation_id: int, token: str) -> None:
+        stop = threading.Event()
+        with self.lock:
+            self.stops[token] = stop
+        threading.Thread(
+            target=_renew_until,
+            args=(settings, conversation_id, token, stop),
+            name=f"charlie-claim-{token[:12]}",
+            daemon=True,
+        ).start()
+
+    def stop(self, token: str) -> None:
+        with self.lock:
+            stop = self.stops.pop(token, None)
+        if stop is not None:
+            stop.set()
+
+
+def _renew_until(
+    settings: Settings, conversation_id: int, token: str, stop: threading.Event
+) -> None:
+    """Renew the claim every `RENEW_SECONDS` until `stop`; it ends by itself once the claim is
+    no longer this one (taken over after a stall, or released) or the home is gone."""
+    while not stop.wait(RENEW_SECONDS):
+        if not settings.database_url and not settings.db_path.exists():
+            return
+        try:
+            with closing(store.connect(settings)) as db:
+                renewed = db.execute(
+                    "UPDATE conversations SET distill_claimed_at = ? "
+                    "WHERE id = ? AND distill_claim = ?",
+                    (now(), conversation_id, token),
+                ).rowcount
+        except (sqlite3.Error, CharlieError, OSError) as exc:
+            log.warning("A distillation claim could not be renewed (%s); trying again.", exc)
+            continue
+        if not renewed:
+            return
 
 
 def _boot_id() -> str:
@@ -711,12 +772,16 @@ def claim(home: Home, channel: Channel) -> str | None:
         "AND distill_claim IS ?",
         (token, now(), channel.memory_key, held),
     )
-    return token if cursor.rowcount == 1 else None
+    if cursor.rowcount != 1:
+        return None
+    home.shared.of(_Renewals).start(home.settings, channel.memory_key, token)
+    return token
 
 
 def release(home: Home, channel: Channel, token: str) -> None:
     """Give the claim back. When that write fails (a full disk), the claim is remembered and
     given back by this process's next `claim`, so distillation resumes once it can write."""
+    home.shared.of(_Renewals).stop(token)  # one never given back expires
     try:
         _unclaim(home, channel.memory_key, token)
     except sqlite3.Error as exc:
@@ -816,6 +881,11 @@ def distill(
         for tries_left in reversed(range(MERGE_TRIES)):
             try:
                 with _storage(home, channel), memory.writing(home):
+                    if conversations.distilled_upto(home, channel) >= window[0].id:
+                        raise DistillationError(  # a claim taken over from a stalled holder
+                            f"Another distillation folded these messages of {channel.label} "
+                            "into memory meanwhile; this one changed nothing."
+                        )
                     memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
                     before = None if channel.private else memory.read_file_text(channel)
                     base = memory.load(home, channel)
