@@ -165,6 +165,11 @@ class DistillationError(CharlieError):
     """The model's distillation could not be turned into valid memory."""
 
 
+class AlreadyDistilled(DistillationError):
+    """The messages a distillation worked on were folded into memory (or set aside) by
+    someone else while it ran: it wrote nothing, and nothing failed."""
+
+
 class Unauthorized(CharlieError):
     """A request carried no valid credentials: an unknown, malformed or revoked token."""
 

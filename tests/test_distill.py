@@ -9,7 +9,12 @@ from support.distilling import distill_answer, is_distillation
 from charlie import conversations
 from charlie.chat import turn as chat
 from charlie.conversations import Channel, shared_channel
-from charlie.errors import DistillationError, LLMUnavailable, MemoryFormatError
+from charlie.errors import (
+    AlreadyDistilled,
+    DistillationError,
+    LLMUnavailable,
+    MemoryFormatError,
+)
 from charlie.home import Home
 from charlie.llm.client import LLMClient
 from charlie.memory import distill
@@ -278,16 +283,22 @@ def test_only_one_distillation_at_a_time_per_channel(
     distill.release(home, channel, first)
     llm.reply(distill_answer())
     assert [type(e).__name__ for e in chat.distill_due(home, client, channel)] == ["Distilled"]
-    assert distill.claim(home, channel) is not None  # released after the work
+    again = distill.claim(home, channel)
+    assert again is not None  # released after the work
+    distill.release(home, channel, again)
 
 
 def test_a_claim_left_by_a_crash_expires(
     home: Home, setup: tuple[Channel, User, LLMClient]
 ) -> None:
     channel, _, _ = setup
-    assert distill.claim(home, channel) is not None
+    left = distill.claim(home, channel)
+    assert left is not None
     home.db.execute("UPDATE conversations SET distill_claimed_at = '2000-01-01T00:00:00+00:00'")
-    assert distill.claim(home, channel) is not None
+    taken = distill.claim(home, channel)
+    assert taken is not None
+    distill.release(home, channel, taken)
+    distill.release(home, channel, left)  # its renewal ends (the claim is no longer it)
 
 
 LONG_AGO = "2000-01-01T00:00:00+00:00"
@@ -327,19 +338,51 @@ def test_a_distillation_writes_nothing_when_another_folded_its_messages_in_meanw
     home: Home, llm: ScriptedLLMServer, setup: tuple[Channel, User, LLMClient]
 ) -> None:
     """Two distillations of one batch (a claim taken over from a holder that stalled past
-    its expiry): the one that finishes second changes nothing."""
+    its expiry; or a start-over that set the messages aside while the model thought): the
+    one that finishes second changes nothing, and a turn says nothing of it — nothing
+    failed, so no failure is counted either."""
     channel, alice, client = setup
     for number in range(5):
         conversations.add_message(home, channel, "user", f"Point {number} on oak.", user=alice)
     window = conversations.undistilled(home, channel)
 
     def meanwhile(request: dict[str, Any]) -> str:
-        conversations.mark_distilled(home, channel, window[-1].id)  # the other one wrote
+        newest = conversations.undistilled(home, channel)[-1].id
+        conversations.mark_distilled(home, channel, newest)  # the other one wrote
         return distill_answer(summary="Oak, as the first distillation saw it.")
 
-    llm.respond(meanwhile)
+    llm.default = meanwhile
     before = memory.load(home, channel)
-    with pytest.raises(DistillationError, match="Another distillation folded these messages"):
+    with pytest.raises(AlreadyDistilled, match="folded into memory or set aside meanwhile"):
         distill.distill(home, channel, client, window)
     assert memory.load(home, channel) == before
     assert home.db.execute("SELECT count(*) FROM memory_revisions").fetchone()[0] == 0
+
+    for number in range(5, 10):
+        conversations.add_message(home, channel, "user", f"Point {number} on oak.", user=alice)
+    assert list(chat.distill_due(home, client, channel)) == []
+    assert conversations.distill_failures(home, channel) is None
+    assert memory.load(home, channel) == before
+
+
+def test_a_claims_renewal_never_makes_a_home_that_was_removed(
+    home: Home, setup: tuple[Channel, User, LLMClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim left held (a process that lost track of it) is renewed against the database
+    as it is: a data home removed meanwhile is not made again, and the renewal ends."""
+    if home.settings.database_url:
+        pytest.skip("a SQLite file removed under the renewal")
+    channel, _, _ = setup
+    monkeypatch.setattr(distill, "RENEW_SECONDS", 0.02)
+    monkeypatch.setattr(distill, "CLAIM_SECONDS", 0.2)
+    token = distill.claim(home, channel)
+    assert token is not None
+    home.close()
+    db_path = home.settings.db_path
+    for leftover in db_path.parent.glob(db_path.name + "*"):
+        leftover.unlink()
+    deadline = time.monotonic() + 10
+    while any(t.name == f"charlie-claim-{token[:12]}" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the renewal went on with no database"
+        time.sleep(0.02)
+    assert not db_path.exists()

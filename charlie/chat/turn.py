@@ -31,6 +31,7 @@ from charlie.chat.prompt import BASE_PERSONA, DATA_NOTICE, FINAL_ANSWER, FOLLOWI
 from charlie.chat.toolloop import MAX_ITERATIONS, ToolLoop
 from charlie.conversations import Channel, Message
 from charlie.errors import (
+    AlreadyDistilled,
     CharlieError,
     Conflict,
     DistillationError,
@@ -628,6 +629,8 @@ def distill_due(home: Home, llm: LLMClient, channel: Channel) -> Iterator[Event]
                 try:
                     distiller, part = batches.fitted(home, channel, llm, batch)
                     result = distill.distill(home, channel, distiller, part)
+                except AlreadyDistilled:
+                    break  # folded in meanwhile: what still awaits is read again
                 except (DistillationError, LLMError, MemoryFormatError) as exc:
                     conversations.note_distill_failure(home, channel)
                     yield Notice(f"Memory was not updated: {exc}")

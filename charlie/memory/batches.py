@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from charlie import conversations
 from charlie.conversations import Channel, Message
-from charlie.errors import CharlieError, MemoryFormatError
+from charlie.errors import AlreadyDistilled, CharlieError, MemoryFormatError
 from charlie.home import Home
 from charlie.llm import budget
 from charlie.llm.client import LLMClient
@@ -90,7 +90,11 @@ def distill_all(home: Home, channel: Channel, llm: LLMClient) -> Iterator[Distil
     try:
         while pending := conversations.undistilled(home, channel, limit=MAX_BATCH):
             client, batch = fitted(home, channel, llm, pending)
-            yield distill.distill(home, channel, client, batch)
+            try:
+                result = distill.distill(home, channel, client, batch)
+            except AlreadyDistilled:
+                continue  # folded in meanwhile: what still awaits is read again
+            yield result
     finally:
         distill.release(home, channel, token)
 

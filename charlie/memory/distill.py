@@ -38,6 +38,7 @@ import socket
 import sqlite3
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -54,6 +55,7 @@ from charlie.config import Settings
 from charlie.conversations import Channel, Message
 from charlie.db import now, placeholders
 from charlie.errors import (
+    AlreadyDistilled,
     CharlieError,
     DatabaseError,
     DistillationError,
@@ -633,6 +635,7 @@ def detach_distillations(db: Connection, user: User) -> None:
 
 CLAIM_SECONDS = 120  # a claim not renewed for this long was left by a crash: taken over
 RENEW_SECONDS = 30  # how often a held claim is renewed (`_Renewals`)
+HELD_MOST = 3600  # … for at most this long: a holder stuck longer lets its claim expire
 
 
 @dataclass
@@ -658,7 +661,7 @@ class _Renewals:
         with self.lock:
             self.stops[token] = stop
         threading.Thread(
-            target=_renew_until,
+            target=self._renew_until,
             args=(settings, conversation_id, token, stop),
             name=f"charlie-claim-{token[:12]}",
             daemon=True,
@@ -670,27 +673,40 @@ class _Renewals:
         if stop is not None:
             stop.set()
 
-
-def _renew_until(
-    settings: Settings, conversation_id: int, token: str, stop: threading.Event
-) -> None:
-    """Renew the claim every `RENEW_SECONDS` until `stop`; it ends by itself once the claim is
-    no longer this one (taken over after a stall, or released) or the home is gone."""
-    while not stop.wait(RENEW_SECONDS):
-        if not settings.database_url and not settings.db_path.exists():
-            return
+    def _renew_until(
+        self, settings: Settings, conversation_id: int, token: str, stop: threading.Event
+    ) -> None:
+        """Renew the claim every `RENEW_SECONDS` until `stop`. It ends by itself once the
+        claim is no longer this one (released, or taken over after a stall), after
+        `HELD_MOST` (a holder stuck that long lets the claim expire), or when renewing has
+        failed for `CLAIM_SECONDS` (the claim has expired meanwhile; a home that is gone)."""
+        started = failing_since = time.monotonic()
         try:
-            with closing(store.connect(settings)) as db:
-                renewed = db.execute(
-                    "UPDATE conversations SET distill_claimed_at = ? "
-                    "WHERE id = ? AND distill_claim = ?",
-                    (now(), conversation_id, token),
-                ).rowcount
-        except (sqlite3.Error, CharlieError, OSError) as exc:
-            log.warning("A distillation claim could not be renewed (%s); trying again.", exc)
-            continue
-        if not renewed:
-            return
+            while not stop.wait(RENEW_SECONDS) and time.monotonic() - started < HELD_MOST:
+                try:
+                    renewed = _renew(settings, conversation_id, token)
+                except (sqlite3.Error, CharlieError, OSError) as exc:
+                    if time.monotonic() - failing_since > CLAIM_SECONDS:
+                        return
+                    log.warning("A distillation claim could not be renewed (%s).", exc)
+                    continue
+                if not renewed:
+                    return
+                failing_since = time.monotonic()
+        finally:
+            self.stop(token)
+
+
+def _renew(settings: Settings, conversation_id: int, token: str) -> bool:
+    """Move the claim's time on, if it is still `token`'s; the store is opened as it is,
+    never made (a home removed meanwhile stays removed)."""
+    renew = "UPDATE conversations SET distill_claimed_at = ? WHERE id = ? AND distill_claim = ?"
+    if settings.database_url:
+        with closing(store.connect_postgres(settings.database_url)) as db:
+            return db.execute(renew, (now(), conversation_id, token)).rowcount == 1
+    uri = f"{settings.db_path.as_uri()}?mode=rw"
+    with closing(sqlite3.connect(uri, uri=True, timeout=database.BUSY_TIMEOUT)) as lite, lite:
+        return lite.execute(renew, (now(), conversation_id, token)).rowcount == 1
 
 
 def _boot_id() -> str:
@@ -774,7 +790,12 @@ def claim(home: Home, channel: Channel) -> str | None:
     )
     if cursor.rowcount != 1:
         return None
-    home.shared.of(_Renewals).start(home.settings, channel.memory_key, token)
+    try:
+        home.shared.of(_Renewals).start(home.settings, channel.memory_key, token)
+    except BaseException:  # no thread to renew it (the process is out of them): not held
+        home.shared.of(_Renewals).stop(token)
+        _unclaim(home, channel.memory_key, token)
+        raise
     return token
 
 
@@ -882,9 +903,9 @@ def distill(
             try:
                 with _storage(home, channel), memory.writing(home):
                     if conversations.distilled_upto(home, channel) >= window[0].id:
-                        raise DistillationError(  # a claim taken over from a stalled holder
-                            f"Another distillation folded these messages of {channel.label} "
-                            "into memory meanwhile; this one changed nothing."
+                        raise AlreadyDistilled(  # by a claim taken over, or a start-over
+                            f"These messages of {channel.label} were folded into memory or "
+                            "set aside meanwhile; this distillation changed nothing."
                         )
                     memory.sync_hand_edits(home, channel)  # an edit saved while the model thought
                     before = None if channel.private else memory.read_file_text(channel)
