@@ -553,6 +553,30 @@ def test_a_rewrite_saying_what_nobody_said_changes_nothing(
 
 
 @pytest.mark.parametrize(
+    ("old", "said", "rewrite"),
+    [  # the first as Qwen2.5-Coder-1.5B judged it, refused as "says what nobody said: 6pm"
+        ("Saturday the 19th, we start at 5pm so it's properly dark.",
+         "Bad news: the council says no singing before 6 because of the market. We'll have to "
+         "start at 6.", "Saturday the 19th, we start at 6pm so it's properly dark."),
+        ("Tickets are £6 on the door.", "The hall says we can only charge 5 on the door now.",
+         "Tickets are £5 on the door."),
+        ("Rehearsal at 7pm on Thursdays.", "Rehearsals start at 7:30 from now on, the hall's "
+         "booked till then.", "Rehearsal at 7.30pm on Thursdays."),
+    ],
+)  # fmt: skip
+def test_a_value_the_message_said_is_said_whatever_its_dress(
+    old: str, said: str, rewrite: str
+) -> None:
+    """ "6" and "6pm", "5" and "£5", "7:30" and "7.30pm" are one value: a rewrite that dresses
+    the one the message said is no word of the model's own."""
+    held = [Decision(old, "2026-12-01", DISTILLED, (7,))]
+    message = Message(19, "user", "tobias", said, "2026-12-06T10:00:00")
+    proposed = [decisions.Proposed(said, (19,))]
+    confirmed, refused = decisions.changes(held, proposed, [], [message], lambda _: rewrite)
+    assert [c.now for c in confirmed] == [rewrite], refused
+
+
+@pytest.mark.parametrize(
     ("old", "said", "stated", "rewrite", "changed"),
     [  # the first as Qwen2.5-Coder-1.5B judged it: the reply copied in place of the decision
         ("Kenmore it is, I loved it when I was wee.", "You're welcome to it.",

@@ -147,7 +147,31 @@ def overlap(one: str, other: str) -> float:
 
 def _values(text: str) -> set[str]:
     """Days, months, numbers, and any word with a digit in it ("£4", "7am")."""
-    return {w for w in words(text) if VALUE.match(w) or any(c.isdigit() for c in w)}
+    return {w for w in words(text) if _is_value(w)}
+
+
+def _is_value(word: str) -> bool:
+    return bool(VALUE.match(word)) or any(c.isdigit() for c in word)
+
+
+CLOCK = re.compile(r"(\d{1,2})(?:[:.](\d\d))?(?:am|pm)?")
+
+
+def _told(text: str) -> set[str]:
+    """`text`'s values as said, whatever their dress: "6pm", "6:00" and "6" are one time, "£5"
+    and "5" one amount (a rewrite that writes the "start at 6" a message said as "6pm" says
+    nothing new)."""
+    return {_plain(value) for value in _values(text)}
+
+
+def _plain(value: str) -> str:
+    """A value undressed (`_told`): "£5" is 5, "6pm" and "6:00" are 6, "7.30pm" is 7:30."""
+    plain = value.lstrip("£$€")
+    clock = CLOCK.fullmatch(plain)
+    if clock is None:
+        return plain
+    hour, minutes = clock.groups()
+    return hour if minutes in (None, "00") else f"{hour}:{minutes}"
 
 
 def revises(new: str, old: str) -> bool:
@@ -314,9 +338,12 @@ def unsaid(change: Change, now: str) -> list[str]:
     wrote the message out with "the loft" turned into "the living room" is not rewriting
     "call it Loft"."""
     told = f"{change.old.text}\n{change.said}\n{change.new}"
-    values = _values(now) - _values(change.old.text) - _values(change.said)
+    known_values = _told(change.old.text) | _told(change.said)
+    values = {v for v in _values(now) if _plain(v) not in known_values}
     known = {w.replace("-", "") for w in forms(told, change.names)}
-    words_ = {w for w in about(now, change.names) if w.replace("-", "") not in known}
+    words_ = {
+        w for w in about(now, change.names) if not _is_value(w) and w.replace("-", "") not in known
+    }
     return sorted(values | words_)
 
 
@@ -347,7 +374,7 @@ def brings(change: Change, now: str) -> bool:
     so it's Sunday morning now"). A new word alone is not enough — on conversations it was
     never tuned on, that let two everyday remarks about a decision's subject retire it."""
     said = change.said
-    return bool((_values(now) - _values(change.old.text)) & _values(said))
+    return bool((_told(now) - _told(change.old.text)) & _told(said))
 
 
 def _linked(change: Change, names: frozenset[str]) -> bool:
