@@ -5,7 +5,7 @@
     CHARLIE_LLM_BASE_URL=http://127.0.0.1:8089/v1 .venv/bin/python \
         benchmarks/memory_fidelity.py --server --part heldout
 
-The conversations live apart from this code, in `benchmarks/data/memory_fidelity/`: 24
+The conversations live apart from this code, in `benchmarks/data/memory_fidelity/`: 29
 household conversations (2–4 speakers and Charlie, 20–64 messages, every topic and name
 different) in two parts, `tune.json` (what the distillation may be tuned on) and
 `heldout.json` (never tuned on; reported beside the other). Each plants decisions, revisions
