@@ -288,20 +288,28 @@ def test_only_one_distillation_at_a_time_per_channel(
     distill.release(home, channel, again)
 
 
+LONG_AGO = "2000-01-01T00:00:00+00:00"
+
+
+def renewal_ended(token: str) -> None:
+    """Wait until the thread renewing `token`'s claim has ended (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while any(t.name == f"charlie-claim-{token[:12]}" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the claim's renewal went on"
+        time.sleep(0.02)
+
+
 def test_a_claim_left_by_a_crash_expires(
     home: Home, setup: tuple[Channel, User, LLMClient]
 ) -> None:
     channel, _, _ = setup
     left = distill.claim(home, channel)
     assert left is not None
-    home.db.execute("UPDATE conversations SET distill_claimed_at = '2000-01-01T00:00:00+00:00'")
+    home.db.execute("UPDATE conversations SET distill_claimed_at = ?", (LONG_AGO,))
     taken = distill.claim(home, channel)
     assert taken is not None
     distill.release(home, channel, taken)
     distill.release(home, channel, left)  # its renewal ends (the claim is no longer it)
-
-
-LONG_AGO = "2000-01-01T00:00:00+00:00"
 
 
 def claimed_at(home: Home, channel: Channel) -> str | None:
@@ -327,10 +335,7 @@ def test_a_held_claim_is_renewed_until_it_is_released(
     assert claimed_at(home, channel) != LONG_AGO, "the claim was not renewed"
     assert distill.claim(home, channel) is None  # renewed: still held
     distill.release(home, channel, token)
-    deadline = time.monotonic() + 10
-    while any(t.name == f"charlie-claim-{token[:12]}" for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "the renewal went on after the release"
-        time.sleep(0.02)
+    renewal_ended(token)
     assert claimed_at(home, channel) is None
 
 
@@ -381,8 +386,5 @@ def test_a_claims_renewal_never_makes_a_home_that_was_removed(
     db_path = home.settings.db_path
     for leftover in db_path.parent.glob(db_path.name + "*"):
         leftover.unlink()
-    deadline = time.monotonic() + 10
-    while any(t.name == f"charlie-claim-{token[:12]}" for t in threading.enumerate()):
-        assert time.monotonic() < deadline, "the renewal went on with no database"
-        time.sleep(0.02)
+    renewal_ended(token)  # with no database to renew it in
     assert not db_path.exists()

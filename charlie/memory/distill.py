@@ -651,7 +651,7 @@ class _Renewals:
     a distillation may wait on a slow model far longer than `CLAIM_SECONDS`, and only a claim
     nobody renews (its process or machine gone) may be taken over. A renewal opens its own
     connection (the holder's is busy in its thread); one that fails is logged and tried again
-    at the next turn."""
+    `RENEW_SECONDS` later."""
 
     stops: dict[str, threading.Event] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
