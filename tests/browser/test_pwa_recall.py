@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, Route, expect
 
 from charlie import projects
 from charlie.conversations import shared_channel
@@ -20,7 +20,7 @@ from charlie.retrieval.index import Index, embedder_of
 from charlie.retrieval.message_index import PROGRESS, MessageIndex
 from charlie.transfer.jsonl import import_jsonl
 
-from .pwa import PHONE, Server, open_chat, sign_in
+from .pwa import PASSWORD, PHONE, Server, open_chat, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -152,3 +152,38 @@ def test_a_quiet_banner_says_how_far_the_history_is_indexed_and_goes_when_it_is(
         expect(page.locator("#index-banner")).to_be_hidden()
         shoot(page, "history-indexing")
     expect(page.locator("#history-banner")).to_be_hidden(timeout=40_000)
+
+
+def test_a_search_started_while_the_app_is_still_loading_keeps_its_words(
+    page: Page, server: Server, tmp_path: Path
+) -> None:
+    """Signed in, the person opens the search and types before the app has finished
+    loading: when it has, the composer does not take the focus (and the words) from them."""
+    garden(server, tmp_path)
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route("**/api/projects", hold)
+    page.goto("/")
+    form = page.locator("#signin-form")
+    form.get_by_label("Name").fill("alice")
+    form.get_by_label("Password").fill(PASSWORD)
+    form.get_by_role("button", name="Sign in").click()
+    page.wait_for_function("() => document.querySelector('#who').textContent === 'alice'")
+    open_chat(page, "private", "Private channel")
+    page.get_by_role("button", name="Find in conversation").click()
+    box = page.get_by_role("searchbox", name="Find in conversation")
+    box.fill("tomatoes")
+    assert len(held) == 1  # the sign-in's own load is still waiting
+    held[0].continue_()
+    page.unroute("**/api/projects", hold)
+    expect(page.locator("#channel-select")).to_contain_text("Garden")  # the projects are in
+    page.wait_for_load_state("networkidle")  # and what the sign-in's route asked for
+    expect(box).to_be_focused()
+    expect(page.get_by_label("Message", exact=True)).to_have_value("")
+    page.keyboard.type(" by the fence")
+    page.keyboard.press("Enter")
+    expect(page.locator("#recall-status")).to_contain_text("Nothing found in Private.")
+    expect(box).to_have_value("tomatoes by the fence")

@@ -402,7 +402,11 @@ $('#signin-form').addEventListener('submit', async (event) => {
     app.user = answer.user;
     $('#signin-password').value = '';
     await enter();
-    if (app.view === 'chat') chat.focus();
+    // The composer takes the focus only if the person has not put it somewhere meanwhile
+    // (the search box, a link): typing there must not land in the message box.
+    const focused = document.activeElement;
+    const untouched = !focused || focused === document.body || $('#signin-form').contains(focused);
+    if (app.view === 'chat' && untouched) chat.focus();
   } catch (failure) {
     error.hidden = false;
     if (failure.status === 401 && !(await checkFirstRun())) error.hidden = true;
