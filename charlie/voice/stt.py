@@ -14,16 +14,20 @@ on; otherwise the error says what to install or set.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from charlie.config import Settings
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.files import sha256_of
+
+if TYPE_CHECKING:
+    from faster_whisper import WhisperModel
 from charlie.voice.audio import RATE, Audio
 from charlie.voice.packaged import package_dir, verified
 
@@ -126,6 +130,22 @@ def resolve_model(name: str, home: Path, allow_download: bool) -> str:
     )
 
 
+@functools.lru_cache(maxsize=2)
+def _whisper(location: str, compute_type: str, threads: int, local_only: bool) -> WhisperModel:
+    """A Whisper model loaded once per process and shared by every `WhisperTranscriber` of
+    it (CTranslate2 takes concurrent calls in turn): a second `Voice` in the process — a
+    bot's beside the web app's, a command's — does not load it again."""
+    from faster_whisper import WhisperModel
+
+    return WhisperModel(
+        location,
+        device="cpu",
+        compute_type=compute_type,
+        cpu_threads=threads,
+        local_files_only=local_only,
+    )
+
+
 class WhisperTranscriber:
     """faster-whisper (CTranslate2) on the CPU."""
 
@@ -140,7 +160,7 @@ class WhisperTranscriber:
         allow_download: bool = False,
     ) -> None:
         try:
-            from faster_whisper import WhisperModel
+            import faster_whisper  # noqa: F401 - the recogniser (`_whisper` loads it)
         except ImportError as exc:
             raise VoiceUnavailable(
                 "Speech recognition needs the voice extra: pip install 'charlie[voice]'."
@@ -149,12 +169,8 @@ class WhisperTranscriber:
         self.name = f"whisper {model}"
         self.language = language or ("en" if model.endswith(".en") else "")
         try:
-            self.model: Any = WhisperModel(
-                location,
-                device="cpu",
-                compute_type=compute_type,
-                cpu_threads=threads or (os.cpu_count() or 1),
-                local_files_only=not allow_download,
+            self.model: Any = _whisper(
+                str(location), compute_type, threads or (os.cpu_count() or 1), not allow_download
             )
         except (RuntimeError, ValueError, OSError) as exc:
             raise VoiceUnavailable(

