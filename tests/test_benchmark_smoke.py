@@ -17,7 +17,14 @@ import pytest
 from llm_double import ScriptedLLMServer, ToolCallsReply
 from support.benchmark_data import write_locomo, write_scifact
 from support.builtin_model import smollm2_or_skip
-from support.distilling import distill_answer, is_distillation, is_step, step_answer, step_of
+from support.distilling import (
+    distill_answer,
+    earlier,
+    is_distillation,
+    is_step,
+    step_answer,
+    step_of,
+)
 
 from charlie.retrieval.search import MODES, SearchConfig
 
@@ -374,3 +381,49 @@ def test_builtin_runtime_measures_the_packaged_small_model(tmp_path: Path) -> No
     assert sample["generated_tokens"] == 4 and sample["prompt_tokens"] > 300
     assert sample["first_token_s"] > 0 and sample["generation_tps"] > 0
     assert sample["rss_mib"] > 90  # the model's 98 MB, mapped and read
+
+
+def _settling_everything(request: dict[str, Any]) -> str:
+    """A model that takes every message for a decision, and any message for the end of every
+    decision it is asked about (rewritten as a plan that is off)."""
+    if step_of(request) == "decision":
+        return json.dumps({"kind": "settles something", "what": ""})
+    if step_of(request) == "change":
+        return json.dumps({"now": "The plan is off."})
+    return step_answer(request)
+
+
+def _copying(request: dict[str, Any]) -> str:
+    """A model that takes nothing for a decision and changes no decision (copies it)."""
+    if step_of(request) == "decision":
+        return json.dumps({"kind": "small talk or feeling", "what": ""})
+    if step_of(request) == "change":
+        return json.dumps({"now": earlier(request)})
+    return step_answer(request)
+
+
+def test_the_steps_alone_count_what_the_model_took_and_changed(
+    llm: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """`decision_step` and `judge_step` score one step of the distillation on the fidelity
+    benchmark's conversations: a model that takes everything is charged with every trap it
+    took; one that takes nothing finds no decision and changes none."""
+    plan = json.loads((ROOT / "benchmarks/data/memory_fidelity/tune.json").read_text())
+    first = plan["conversations"][0]
+    planted = {d["at"] for d in first["decisions"]} | {r["decided_at"] for r in first["revisions"]}
+    for model, taking in ((_settling_everything, True), (_copying, False)):
+        llm.default = model
+        steps_out, judge_out = tmp_path / f"d{taking}.json", tmp_path / f"j{taking}.json"
+        run("decision_step", "--ids", first["id"], "--out", str(steps_out))
+        run("judge_step", "--ids", first["id"], "--out", str(judge_out))
+        found = json.loads(steps_out.read_text())["total"]
+        judged = json.loads(judge_out.read_text())["total"]
+        assert found["decisions"][1] == len(planted) and found["traps"][1] == len(first["traps"])
+        revisions, pairs = judged["revisions"], judged["traps"]
+        assert revisions[1] == len(first["revisions"]) and pairs[1] > 0
+        if taking:
+            assert found["traps"][0] > 0 and found["other"][0] > 0
+            assert revisions[0] == revisions[1] and pairs[0] == pairs[1]
+        else:
+            assert found == {k: [0, v[1]] for k, v in found.items()}
+            assert revisions[0] == 0 and pairs[0] == 0
