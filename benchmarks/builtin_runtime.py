@@ -134,7 +134,19 @@ def ask(base_url: str, max_tokens: int) -> dict[str, Any]:
 def builtin_samples(
     model: Path, repeat: int, threads: int, context: int, requests: int, max_tokens: int
 ) -> list[Sample]:
-    home = Path(tempfile.mkdtemp(prefix="charlie-builtin-bench-"))
+    with tempfile.TemporaryDirectory(prefix="charlie-builtin-bench-") as folder:
+        return _builtin_samples(Path(folder), model, repeat, threads, context, requests, max_tokens)
+
+
+def _builtin_samples(
+    home: Path,
+    model: Path,
+    repeat: int,
+    threads: int,
+    context: int,
+    requests: int,
+    max_tokens: int,
+) -> list[Sample]:
     began = time.perf_counter()
     lease = runtime.acquire(home, model, threads=threads, context=context, say=lambda _: None)
     load = time.perf_counter() - began

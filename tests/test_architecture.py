@@ -2,6 +2,7 @@
 SQL about each family of tables stays in its owner modules."""
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -98,6 +99,7 @@ LAYERS = [
             "config",
             "files",
             "text",
+            "tls",
             "jsonvalue",
             "db",
             "store",
@@ -276,13 +278,19 @@ def _sql_naming(tables: str) -> re.Pattern[str]:
     return re.compile(rf"\b(FROM|INTO|UPDATE|JOIN|TABLE)\s+(IF\s+NOT\s+EXISTS\s+)?({tables})\b")
 
 
-def _naming(pattern: re.Pattern[str]) -> set[str]:
-    return {
-        f"{path.relative_to(PACKAGE).as_posix()}:{line}"
+@functools.cache
+def _package_strings() -> list[tuple[str, int, str]]:
+    """Every string in the package's code: (its file under the package, its line, it),
+    read once per test process (each family's test walks them all)."""
+    return [
+        (path.relative_to(PACKAGE).as_posix(), line, text)
         for path in PACKAGE.rglob("*.py")
         for line, text in _strings(ast.parse(path.read_text()))
-        if pattern.search(text)
-    }
+    ]
+
+
+def _naming(pattern: re.Pattern[str]) -> set[str]:
+    return {f"{path}:{line}" for path, line, text in _package_strings() if pattern.search(text)}
 
 
 @pytest.mark.parametrize("tables", sorted(TABLE_OWNERS))

@@ -71,7 +71,7 @@ def test_weak_hits_tells_answering_notes_from_small_talk(tmp_path: Path) -> None
 SMALL = {  # script → arguments that make it a few seconds' run ({tmp}: a fresh folder)
     "archive_speed": ["--notes", "20", "--messages", "50", "--work", "{tmp}"],
     "note_scan": ["--notes", "50", "--repeat", "1"],
-    "render_speed": ["--runs", "2"],
+    "render_speed": ["--runs", "1"],
     "regenerate_ttft": ["--rounds", "2", "--model-delay", "0.01"],
     "load": ["--users", "2", "--seconds", "3"],
     "tool_loop": ["--turns", "4", "--warmup", "1", "--repeats", "1", "--no-plot"],

@@ -1,4 +1,5 @@
 import json
+import ssl
 import time
 from pathlib import Path
 
@@ -6,6 +7,8 @@ import pytest
 from llm_double import ScriptedLLMServer
 from support.images import tiny_png
 
+from charlie import tls
+from charlie.config import load_settings
 from charlie.errors import (
     CharlieError,
     LLMBadResponse,
@@ -13,6 +16,7 @@ from charlie.errors import (
     LLMRejected,
     LLMUnavailable,
 )
+from charlie.llm import servers
 from charlie.llm.client import Completion, Delta, LLMClient, image_part
 
 
@@ -159,3 +163,27 @@ def test_wrong_path_suggests_the_v1_suffix(llm: ScriptedLLMServer) -> None:
     bad = LLMClient(llm.base_url.removesuffix("/v1"), "test-model", retries=0)
     with pytest.raises(LLMRejected, match="should end in /v1"):
         bad.chat([])
+
+
+def test_every_client_shares_one_tls_context_that_still_checks_certificates(
+    llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building a TLS context reads the certificate bundle (~50 ms): the probes that look for
+    a server, each client and the embeddings' requests use the process's one."""
+    shared = tls.context()
+    assert shared.verify_mode == ssl.CERT_REQUIRED and shared.check_hostname
+    made: list[object] = []
+    real = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(args or kwargs)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    llm.reply("Hello.")
+    assert servers.probe(llm.base_url) == ["test-model"]
+    assert servers.probe(llm.base_url) == ["test-model"]
+    chosen = LLMClient.from_settings(load_settings())
+    assert chosen.chat([{"role": "user", "content": "Hi"}]).content == "Hello."
+    chosen.close()
+    assert made == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import tempfile
 import typing
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from fastapi import Response
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from llm_double import ScriptedLLMServer
+from support.images import tiny_png
 from web_support import PASSWORD, events, signed_in
 
 from charlie import projects
@@ -296,3 +299,31 @@ def test_the_apps_jsdoc_types_are_generated_from_the_current_schema(charlie_home
     assert written == current, "run ./scripts/api-types"
     assert "@typedef {Object} MemoryFile" in written
     assert " * @property {Array<DecisionOut>} decisions" in written
+
+
+def test_an_image_is_in_a_folder_only_while_its_answer_streams(
+    alice: TestClient,
+    llm: ScriptedLLMServer,
+    app_home: Home,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A message's images wait in a temporary folder for the model, which goes when the
+    answer ends; a message without images makes no folder (one a killed server would leave)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    folders: list[list[str]] = []  # what each folder held while the model answered
+
+    def answer(request: dict[str, typing.Any]) -> str:
+        folders.append([" ".join(sorted(f.name for f in d.iterdir())) for d in scratch.iterdir()])
+        return "A blue tile."
+
+    llm.respond(answer)
+    llm.respond(answer)
+    png = base64.b64encode(tiny_png(tmp_path / "tile.png").read_bytes()).decode()
+    with_image = {"text": "What colour?", "images": [f"data:image/png;base64,{png}"]}
+    assert events(alice.post("/api/channels/auth/chat", json=with_image))[-1][0] == "done"
+    assert events(alice.post("/api/channels/auth/chat", json={"text": "And?"}))[-1][0] == "done"
+    assert folders == [["image-0.png"], []]  # the second made none
+    assert list(scratch.iterdir()) == []

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from charlie import tls
 from charlie.config import Settings
 from charlie.errors import (
     CharlieError,
@@ -157,6 +158,7 @@ class LLMClient:
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             transport=transport,
+            verify=tls.context(),
         )
 
     @classmethod

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
+from charlie import tls
 from charlie.config import Settings
 from charlie.home import Home
 from charlie.llm import models, modelsize, textcalls, toolmode
@@ -194,6 +195,7 @@ class _Probe:
         self.http = httpx.Client(
             headers={"Authorization": f"Bearer {key}"} if key else {},
             limits=httpx.Limits(max_keepalive_connections=0),
+            verify=tls.context(),
         )
         self.model = settings.llm_model
         self.names: list[str] = []  # what `GET /models` listed

@@ -45,7 +45,7 @@ from types import FrameType
 
 import httpx
 
-from charlie import files
+from charlie import files, tls
 from charlie.errors import ModelRuntimeError
 from charlie.llm.machine import PROMPT_CACHE_MIB, Fit, available_memory, fit
 from charlie.text import plural
@@ -361,7 +361,9 @@ def _usable(files: _Files, model: Path, lease: Path, say: Callable[[str], None])
 def _answers(runtime: Runtime) -> bool:
     """Whether the runtime answers `GET /health` (a real request: a live pid is not enough)."""
     try:
-        answer = httpx.get(f"http://127.0.0.1:{runtime.port}/health", timeout=HEALTH_SECONDS)
+        answer = httpx.get(
+            f"http://127.0.0.1:{runtime.port}/health", timeout=HEALTH_SECONDS, verify=tls.context()
+        )
     except httpx.HTTPError:
         return False
     return answer.status_code == 200
@@ -550,8 +552,8 @@ def _serve(files: _Files, args: argparse.Namespace) -> None:
     address = server.listening_address
     port = int(address.rsplit(":", 1)[1])
     try:  # the window as llama.cpp set it (it may fit a smaller one to the memory)
-        props = httpx.get(f"{address}/props", timeout=HEALTH_SECONDS).json()
-        context = int(props["default_generation_settings"]["n_ctx"])
+        props = httpx.get(f"{address}/props", timeout=HEALTH_SECONDS, verify=tls.context())
+        context = int(props.json()["default_generation_settings"]["n_ctx"])
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         context = args.context
     me = os.getpid()

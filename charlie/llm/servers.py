@@ -19,6 +19,7 @@ from typing import Literal
 
 import httpx
 
+from charlie import tls
 from charlie.config import Settings
 from charlie.errors import ModelRuntimeError
 from charlie.llm import models, runtime
@@ -122,7 +123,7 @@ def probe(url: str) -> list[str] | None:
     nothing answers there in the OpenAI format within `PROBE_SECONDS`."""
     timeout = httpx.Timeout(PROBE_SECONDS, connect=CONNECT_SECONDS)
     try:
-        answer = httpx.get(f"{url}/models", timeout=timeout)
+        answer = httpx.get(f"{url}/models", timeout=timeout, verify=tls.context())
         data = answer.json()["data"] if answer.status_code == 200 else None
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return None

@@ -33,6 +33,7 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
+from charlie import tls
 from charlie.config import Settings, default_model_cache
 from charlie.errors import CharlieError, SettingsError
 from charlie.files import sha256_of
@@ -367,7 +368,7 @@ class OpenAIEmbedder:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         rows: list[list[float]] = []
-        with httpx.Client(timeout=self._timeout, headers=headers) as client:
+        with httpx.Client(timeout=self._timeout, headers=headers, verify=tls.context()) as client:
             for start in range(0, len(texts), self._batch_size):
                 rows += self._request(client, list(texts[start : start + self._batch_size]))
         return normalize_rows(np.asarray(rows, dtype=np.float32))

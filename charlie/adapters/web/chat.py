@@ -183,11 +183,14 @@ def chat_stream(
     if not body.text.strip() and not body.images:
         raise CharlieError("The message is empty: type something to send.")
     llm, user = llm_of(request), session.user
-    folder = tempfile.TemporaryDirectory(prefix="charlie-upload-")
+    # a folder only for a message with images: one a killed process leaves behind is empty
+    # for every other message
+    folder = tempfile.TemporaryDirectory(prefix="charlie-upload-") if body.images else None
     try:
-        images = _save_images(body.images, Path(folder.name))  # refuse bad images up front
-    except CharlieError:
-        folder.cleanup()
+        images = _save_images(body.images, Path(folder.name)) if folder else []
+    except CharlieError:  # bad images refused up front
+        if folder:
+            folder.cleanup()
         raise
 
     stored: list[Message] = []  # the person's message, once `store` has run
@@ -200,7 +203,7 @@ def chat_stream(
         for event in chat.reply_to(own, llm, target, user, stored[0], images):
             yield event_sse(event, target.conversation_id)
 
-    return stream(request, user, answer, cleanup=folder.cleanup, before=store)
+    return stream(request, user, answer, cleanup=folder.cleanup if folder else None, before=store)
 
 
 def event_sse(event: chat.Event, thread: int) -> str:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
-from charlie import __version__, conversations
+from charlie import __version__, conversations, tls
 from charlie.adapters.web import schemas
 from charlie.adapters.web.deps import (
     HomeDep,
@@ -63,7 +63,7 @@ def health(session: SessionDep, request: Request, home: HomeDep) -> schemas.Heal
     base_url = llm_of(request).base_url  # the server CHARLIE_LLM chose at the start
     llm: JSONObject = {"base_url": base_url, "model": settings.llm_model}
     try:
-        with httpx.Client(timeout=3.0) as client:
+        with httpx.Client(timeout=3.0, verify=tls.context()) as client:
             key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
             headers = {"Authorization": f"Bearer {key}"} if key else {}
             answer = client.get(f"{base_url}/models", headers=headers)
