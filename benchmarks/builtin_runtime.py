@@ -134,41 +134,31 @@ def ask(base_url: str, max_tokens: int) -> dict[str, Any]:
 def builtin_samples(
     model: Path, repeat: int, threads: int, context: int, requests: int, max_tokens: int
 ) -> list[Sample]:
-    with tempfile.TemporaryDirectory(prefix="charlie-builtin-bench-") as folder:
-        return _builtin_samples(Path(folder), model, repeat, threads, context, requests, max_tokens)
-
-
-def _builtin_samples(
-    home: Path,
-    model: Path,
-    repeat: int,
-    threads: int,
-    context: int,
-    requests: int,
-    max_tokens: int,
-) -> list[Sample]:
-    began = time.perf_counter()
-    lease = runtime.acquire(home, model, threads=threads, context=context, say=lambda _: None)
-    load = time.perf_counter() - began
     samples = []
-    try:
-        for _ in range(requests):
-            got = ask(lease.base_url, max_tokens)
-            rss, peak = memory_mib(lease.runtime.pid)
-            samples.append(
-                Sample(
-                    "built-in",
-                    repeat,
-                    lease.runtime.threads,
-                    round(load, 2),
-                    lease.runtime.load_seconds,
-                    rss_mib=rss,
-                    peak_rss_mib=peak,
-                    **got,
+    with tempfile.TemporaryDirectory(prefix="charlie-builtin-bench-") as home:
+        began = time.perf_counter()
+        lease = runtime.acquire(
+            Path(home), model, threads=threads, context=context, say=lambda _: None
+        )
+        load = time.perf_counter() - began
+        try:
+            for _ in range(requests):
+                got = ask(lease.base_url, max_tokens)
+                rss, peak = memory_mib(lease.runtime.pid)
+                samples.append(
+                    Sample(
+                        "built-in",
+                        repeat,
+                        lease.runtime.threads,
+                        round(load, 2),
+                        lease.runtime.load_seconds,
+                        rss_mib=rss,
+                        peak_rss_mib=peak,
+                        **got,
+                    )
                 )
-            )
-    finally:
-        lease.release()
+        finally:
+            lease.release()
     return samples
 
 

@@ -169,7 +169,7 @@ def test_every_client_shares_one_tls_context_that_still_checks_certificates(
     llm: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Building a TLS context reads the certificate bundle (~50 ms): the probes that look for
-    a server, each client and the embeddings' requests use the process's one."""
+    a server and the client chosen from the settings use the process's one."""
     shared = tls.context()
     assert shared.verify_mode == ssl.CERT_REQUIRED and shared.check_hostname
     made: list[object] = []
