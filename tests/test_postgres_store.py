@@ -3,7 +3,7 @@ Charlie writes for SQLite, translated; a real server (tests/support/postgres.py)
 rest — write transactions that take turns across connections, a distillation claimed once
 by two processes' homes racing, a server that does not answer, and what `charlie status`
 says. The storage, retrieval, forget and privacy tests run on both stores besides
-(`./scripts/test`'s second leg, the `both_stores` mark)."""
+(the `both_stores` mark: each runs once a store, `[sqlite]` and `[postgres]`)."""
 
 from __future__ import annotations
 
