@@ -58,7 +58,8 @@ def taken(plan: dict[str, Any], asker: steps.Asker) -> set[int]:
         batch = shown[start : start + EVERY]
         earlier = shown[max(0, start - CONTEXT) : start]
         settled = frozenset(i + 1 for i in found)
-        found |= {m.id - 1 for m, _ in steps._decided(asker, batch, earlier, settled)}
+        taken = steps._decided(asker, batch, earlier, settled)
+        found |= {m.id - 1 for t in taken for m in (t.message, *t.agreed)}
     return found
 
 

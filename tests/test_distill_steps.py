@@ -386,6 +386,13 @@ AGREEING = {
     "seconded": (steps.SETTLES, "nothing over 400 pages"),
     "Sunday it is.": (steps.SETTLES, "the fair is on Sunday"),
     "We leave Friday the 24th, first thing.": (steps.SETTLES, "the departure"),
+    "Campsite: I like Trevarrow Farm near St Ives, right by the beach.": (
+        steps.SETTLES,
+        "the campsite is Trevarrow Farm near St Ives",
+    ),
+    "Trevarrow is lovely, let's go there.": (steps.SETTLES, "Going to Trevarrow"),
+    "Lovely, and we take the gazebo.": (steps.SETTLES, "they take the gazebo to Trevarrow"),
+    "Trevarrow, yes, on the 9th.": (steps.SETTLES, "Trevarrow Farm from the 9th"),
 }
 
 
@@ -447,4 +454,56 @@ def test_agreeing_with_an_idea_settles_it_even_when_the_idea_came_in_the_batch_b
     assert [(d.text, d.sources) for d in result.memory.decisions] == [
         ("nothing over 400 pages", (said[0].id,)),
         ("Sunday it is.", (said[1].id,)),
+    ]
+
+
+def test_a_reply_that_agrees_adding_nothing_is_the_same_decision_not_a_second_line(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    """Two lines for one decision (the proposal, and the model's sentence for the reply that
+    agrees) would make a later change find one and leave the other saying the old place."""
+    channel, sam, alex = kitchen
+    proposal = "Campsite: I like Trevarrow Farm near St Ives, right by the beach."
+    said = talk(home, channel, (sam, proposal), (alex, "Trevarrow is lovely, let's go there."))
+    llm.default = kinds_of(AGREEING)
+    result = distill.distill(home, channel, client)
+    assert [(d.text, d.sources) for d in result.memory.decisions] == [
+        (proposal, (said[0].id, said[1].id))
+    ]
+    asked = [(step_of(r), judged(r)) for r in llm.requests if step_of(r) != "decision"]
+    assert asked[0] == ("change", "Trevarrow is lovely, let's go there.")  # the model agreed
+
+
+def test_a_reply_the_model_reads_as_calling_the_proposal_off_keeps_its_own_line(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    """ "No, not Trevarrow." says no word the proposal did not: only the model, shown the two
+    side by side, tells that it calls the proposal off rather than agreeing."""
+    channel, sam, alex = kitchen
+    proposal = "Campsite: I like Trevarrow Farm near St Ives, right by the beach."
+    talk(home, channel, (sam, proposal), (alex, "No, not Trevarrow."))
+    said = {**AGREEING, "No, not Trevarrow.": (steps.SETTLES, "Not going to Trevarrow")}
+
+    def model(request: dict[str, Any]) -> str:
+        if step_of(request) == "change":
+            return json.dumps({"now": "No campsite chosen yet."})
+        return str(kinds_of(said)(request))
+
+    llm.default = model
+    texts = [proposal, "Not going to Trevarrow"]
+    assert distill.distill(home, channel, client).memory.texts == texts
+
+
+def test_a_reply_with_a_word_or_a_value_of_its_own_states_its_own_decision(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    proposal = "Campsite: I like Trevarrow Farm near St Ives, right by the beach."
+    talk(home, channel, (sam, proposal), (alex, "Lovely, and we take the gazebo."))
+    talk(home, channel, (sam, proposal), (alex, "Trevarrow, yes, on the 9th."))
+    llm.default = kinds_of(AGREEING)
+    assert distill.distill(home, channel, client).memory.texts == [
+        proposal,
+        "they take the gazebo to Trevarrow",
+        "Trevarrow Farm from the 9th",
     ]

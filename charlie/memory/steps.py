@@ -10,7 +10,10 @@ asks one small thing, held to a small schema:
    kind of message it is — a question, an idea nobody settled, small talk, only news, or
    else it settles something. One that settles something is held as a decision in the
    person's own words, unless it leans on the messages before it ("Yes, let's do that."):
-   then in the model's sentence, checked (`_worded`);
+   then in the model's sentence, checked (`_worded`) — or, when that sentence says nothing
+   the message before it did not, that one is a decision, and the model keeps it unchanged
+   beside the reply, the reply agrees with it: one decision with both messages behind it,
+   not two lines (`_agrees`);
 2. the summary, rewritten from the old one and the people's new messages (what Charlie
    said is left out), with the decisions that hold;
 3. which of the people's statements are worth quoting, by number: a quote is then the
@@ -32,7 +35,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -253,18 +256,26 @@ def line(message: Message) -> str:
     return f"[{message.id}] {message.speaker}: {message.content}"
 
 
+class Taken(NamedTuple):
+    """A decision the decision step took: the message that states it, the decision in a
+    sentence, and the replies that agreed to it adding nothing (`_agrees`)."""
+
+    message: Message
+    text: str
+    agreed: tuple[Message, ...] = ()
+
+
 def _decided(
     asker: Asker,
     messages: list[Message],
     earlier: list[Message] | None = None,
     settled: frozenset[int] = frozenset(),
-) -> list[tuple[Message, str]]:
-    """The decisions the people's messages state: (message, the decision in a sentence).
-    `earlier`: the messages just before these, already distilled — shown as context only
-    (the question a first message answers may have been asked before the batch began).
-    `settled`: the messages the decisions held came from (an agreement with one of them
-    settles nothing new: `_opens`)."""
-    found: list[tuple[Message, str]] = []
+) -> list[Taken]:
+    """The decisions the people's messages state. `earlier`: the messages just before
+    these, already distilled — shown as context only (the question a first message answers
+    may have been asked before the batch began). `settled`: the messages the decisions held
+    came from (an agreement with one of them settles nothing new: `_opens`)."""
+    found: list[Taken] = []
     earlier = earlier or []
     shown = [*earlier, *messages]
     kinds: dict[int, str] = {}
@@ -276,12 +287,43 @@ def _decided(
         kinds[message.id] = answer.kind
         if not answer.decision:
             continue
+        taken = {t.message.id: n for n, t in enumerate(found)}
         if before and _leans(message) and not _own(answer.what or message.content, message):
             answered = before[-1]
-            if not _opens(asker, answered, shown, kinds, settled | {m.id for m, _ in found}):
+            if not _opens(asker, answered, shown, kinds, settled | set(taken)):
                 continue
-        found.append((message, _worded(answer.what, message, before)))
+        worded = _worded(answer.what, message, before)
+        proposed = taken.get(before[-1].id) if before and _leans(message) else None
+        if proposed is not None and _agrees(asker, found[proposed], message, worded):
+            # "Trevarrow is lovely, let's go there." after the proposal: one decision
+            found[proposed] = found[proposed]._replace(agreed=(*found[proposed].agreed, message))
+            continue
+        found.append(Taken(message, worded))
     return found
+
+
+def _agrees(asker: Asker, proposed: Taken, reply: Message, worded: str) -> bool:
+    """Whether a reply that leans on the decision just taken from the message before it only
+    agrees with it: the decision it states says nothing that message did not (every word of
+    what it is about and every value is in it), and the model, shown the decision beside the
+    reply, copies it unchanged (the judge of a change: "No, not Saturday." would say the
+    same words and call it off). Then it is one decision with both messages behind it, not a
+    second line a later change would have to find too. A reply with a value or a word of
+    its own ("Sunday it is.", "Fine, but we bring the gazebo.") states its own."""
+    before = proposed.message
+    numbers, named = _values(worded)
+    said_numbers, said_named = _values(before.content)
+    speakers = frozenset(decisions.words(before.speaker))
+    if not (numbers <= said_numbers and named <= said_named):
+        return False
+    if not decisions.about(worded, speakers) <= decisions.words(before.content):
+        return False
+    try:
+        now = _rewrite(asker, proposed.text, reply)
+    except DistillationError:
+        return False  # unsure: the reply keeps its own line, as any decision does
+    names = speakers | frozenset(decisions.words(reply.speaker))
+    return not decisions.rewritten(proposed.text, now, reply.content, names)
 
 
 def _kind(asker: Asker, message: Message, before: list[Message]) -> _Decision:
@@ -407,16 +449,22 @@ def judge(asker: Asker) -> decisions.Judge:
     it copies it when nothing changed and puts the new value in when something did."""
 
     def changes(change: decisions.Change) -> str | None:
-        lines = [f"Earlier decision: {change.old.text}"]
-        if change.asked is not None:
-            lines.append(f"Just before, {change.asked.speaker} asked: {change.asked.content}")
-        lines.append(f"New message from {change.message.speaker}: {change.message.content}")
-        answer = asker.ask(_Change, CHANGE_PROMPT, "\n".join(lines))
-        if decisions.rewritten(change.old.text, answer.now, change.message.content, change.names):
-            return answer.now
+        now = _rewrite(asker, change.old.text, change.message, change.asked)
+        if decisions.rewritten(change.old.text, now, change.message.content, change.names):
+            return now
         return None
 
     return changes
+
+
+def _rewrite(asker: Asker, old: str, message: Message, asked: Message | None = None) -> str:
+    """The model's rewrite of the decision `old` as it stands after `message` (and the
+    question it answers, `asked`): a copy when the message does not change it."""
+    lines = [f"Earlier decision: {old}"]
+    if asked is not None:
+        lines.append(f"Just before, {asked.speaker} asked: {asked.content}")
+    lines.append(f"New message from {message.speaker}: {message.content}")
+    return asker.ask(_Change, CHANGE_PROMPT, "\n".join(lines)).now
 
 
 def _quotes(asker: Asker, messages: list[Message]) -> list[dict[str, str]]:
@@ -451,7 +499,7 @@ def ask(
     found = _decided(asker, messages, earlier or [], settled)
     layers = {
         "summary": current.summary,
-        "decisions that hold": [*current.texts, *(text for _, text in found)],
+        "decisions that hold": [*current.texts, *(t.text for t in found)],
     }
     people = [m for m in messages if m.role == "user"]  # what Charlie said is not summed up
     user = (
@@ -463,7 +511,9 @@ def ask(
     summary = asker.ask(_Summary, SUMMARY_PROMPT, user, lambda s: check_summary(s.summary))
     answer: dict[str, object] = {
         "summary": summary.summary,
-        "decisions": [{"text": text, "messages": [m.id]} for m, text in found],
+        "decisions": [
+            {"text": t.text, "messages": [t.message.id, *(m.id for m in t.agreed)]} for t in found
+        ],
         "superseded": [],
         "quotes": _quotes(asker, messages),
     }
