@@ -164,6 +164,8 @@ def careless_whole(request: dict[str, Any], oracle: Oracle, rng: random.Random) 
 STEP_PROMPTS = {
     "decision": steps.DECISION_PROMPT,
     "change": steps.CHANGE_PROMPT,
+    "recheck": steps.PLAN_NOW_PROMPT,  # the judge's second looks, answered as the change
+    "instead": steps.PLAN_INSTEAD_PROMPT,
     "summary": steps.SUMMARY_PROMPT,
     "quotes": steps.QUOTE_PROMPT,
 }
@@ -181,7 +183,7 @@ def careless_step(request: dict[str, Any], oracle: Oracle, rng: random.Random) -
         return json.dumps(
             {"kind": steps.SETTLES if rng.random() < 0.3 else "only news", "what": said}
         )  # traps too
-    if step == "change":
+    if step in ("change", "recheck", "instead"):
         old = user.split("Earlier decision: ", 1)[1].split("\n", 1)[0]
         if not oracle.changes_it(old, said):
             return json.dumps({"now": old})  # copied as it was

@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 from llm_double import ScriptedLLMServer
-from support.distilling import distill_answer, is_distillation, judged, step_answer, step_of
+from support.distilling import (
+    distill_answer,
+    earlier,
+    is_distillation,
+    is_recheck,
+    judged,
+    step_answer,
+    step_of,
+)
 
 from charlie import conversations
 from charlie.conversations import Channel, Message, shared_channel
@@ -112,11 +120,14 @@ def test_a_change_of_plan_supersedes_the_decision_it_names(
     )
     result = distill.distill(home, channel, client)
     changes = [r for r in llm.requests if step_of(r) == "change"]
-    # only the decision that shares words with a held one is checked against it
-    assert len(changes) == 1
-    assert "Earlier decision: the plumber comes on Tuesday 9 December." in str(
-        changes[0]["messages"][1]["content"]
-    )
+    # only the decision that shares words with a held one is checked against it: once by
+    # the judge, then by its two second looks, each worded its own way
+    assert [is_recheck(r) for r in changes] == [False, True, True]
+    assert len({r["messages"][0]["content"] for r in changes}) == 3
+    for change in changes:
+        assert "Earlier decision: the plumber comes on Tuesday 9 December." in str(
+            change["messages"][1]["content"]
+        )
     assert result.memory.texts == [
         "the plumber comes on Thursday 11 December",
         "green metro tiles.",
@@ -124,6 +135,38 @@ def test_a_change_of_plan_supersedes_the_decision_it_names(
     (earlier,) = result.memory.earlier
     assert earlier.text == "the plumber comes on Tuesday 9 December."
     assert earlier.changed_by == said[0].id
+
+
+@pytest.mark.parametrize("copies", steps.RECHECKS, ids=["plan now", "plan instead"])
+def test_a_change_holds_only_when_each_second_look_makes_it_too(
+    home: Home,
+    llm: ScriptedLLMServer,
+    client: LLMClient,
+    kitchen: tuple[Channel, User, User],
+    copies: str,
+) -> None:
+    """The judge rewrites the decision, but one of its second looks, worded otherwise,
+    copies it as it was: one wording's slip retires nothing."""
+    channel, sam, alex = kitchen
+
+    def answer(request: dict[str, Any]) -> str:
+        if request["messages"][0]["content"] == copies:
+            return json.dumps({"now": earlier(request)})
+        return step_answer(request)
+
+    llm.default = answer
+    talk(home, channel, (sam, "We decided: the plumber comes on Tuesday 9 December."))
+    distill.distill(home, channel, client)
+    talk(
+        home,
+        channel,
+        (alex, "Change of plan: the plumber comes on Thursday 11 December, not Tuesday."),
+    )
+    result = distill.distill(home, channel, client)
+    assert "the plumber comes on Tuesday 9 December." in result.memory.texts
+    assert result.memory.earlier == []
+    asked = [r["messages"][0]["content"] for r in llm.requests if step_of(r) == "change"]
+    assert copies in asked
 
 
 def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(

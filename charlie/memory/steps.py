@@ -93,6 +93,28 @@ beside it changes nothing); rewrite it with the new value only when the message 
 very same thing another value or calls it off.
 Answer with a JSON object only: {"now": "..."}"""
 
+# Two more looks at a change the judge made, each worded its own way: a change holds only
+# when all three rewrite the decision. Qwen2.5-Coder-1.5B, on the tune part's planted
+# revisions and the traps said after a decision (benchmarks/judge_step.py): the judge alone
+# rewrote 18 of 21 revisions and 3 of the 42 trap-and-decision pairs that are no question;
+# with both looks, the same 18 and 1. Asked "is it still the plan, yes or no?", the model
+# said yes to every one, revisions included; the plan "now" asked with the message first
+# kept all three traps but lost three revisions told as news from someone else.
+PLAN_NOW_PROMPT = """\
+Someone in a household has just sent a message. Below it is a decision the household made
+earlier. Write what the household's plan for that very thing is now, in one short sentence
+in the decision's own words: the same sentence when the message does not change it.
+Answer with a JSON object only: {"now": "..."}"""
+
+PLAN_INSTEAD_PROMPT = """\
+A household made a decision earlier; then someone sent a new message. Write what the
+household's plan for that very thing is now, in one short sentence in the decision's own
+words. When the message says the plan cannot go ahead as it was (someone rang, a place is
+shut or full, a slot is gone) and what happens instead, or settles another value for the
+very same thing, write the new plan; otherwise the same sentence as the decision.
+Answer with a JSON object only: {"now": "..."}"""
+RECHECKS = (PLAN_NOW_PROMPT, PLAN_INSTEAD_PROMPT)
+
 SUMMARY_PROMPT = """\
 You keep the summary of a household's conversation: what it is about and where it stands,
 for someone arriving fresh. Rewrite it from the current summary and the new messages in at
@@ -446,25 +468,39 @@ def judge(asker: Asker) -> decisions.Judge:
     decision as it stands after the message, and Charlie compares that with the decision
     (`decisions.rewritten`). A small model asked "does this change it?" says yes to nearly
     anything, and picks the first of any choices offered; asked to write the decision out,
-    it copies it when nothing changed and puts the new value in when something did."""
+    it copies it when nothing changed and puts the new value in when something did. A
+    rewrite that changes it is asked twice more, worded otherwise (`RECHECKS`): a change
+    holds only when every look makes it, so one wording's slip retires nothing."""
 
     def changes(change: decisions.Change) -> str | None:
-        now = _rewrite(asker, change.old.text, change.message, change.asked)
-        if decisions.rewritten(change.old.text, now, change.message.content, change.names):
-            return now
-        return None
+        old, message, said = change.old.text, change.message, change.message.content
+        now = _rewrite(asker, old, message, change.asked)
+        if not decisions.rewritten(old, now, said, change.names):
+            return None
+        for prompt in RECHECKS:  # worded otherwise, each must rewrite it too (`RECHECKS`)
+            again = _rewrite(asker, old, message, change.asked, prompt)
+            if not decisions.rewritten(old, again, said, change.names):
+                return None
+        return now
 
     return changes
 
 
-def _rewrite(asker: Asker, old: str, message: Message, asked: Message | None = None) -> str:
+def _rewrite(
+    asker: Asker,
+    old: str,
+    message: Message,
+    asked: Message | None = None,
+    prompt: str = CHANGE_PROMPT,
+) -> str:
     """The model's rewrite of the decision `old` as it stands after `message` (and the
-    question it answers, `asked`): a copy when the message does not change it."""
+    question it answers, `asked`): a copy when the message does not change it. `prompt`:
+    the judge's own question, or one of its second looks (`RECHECKS`)."""
     lines = [f"Earlier decision: {old}"]
     if asked is not None:
         lines.append(f"Just before, {asked.speaker} asked: {asked.content}")
     lines.append(f"New message from {message.speaker}: {message.content}")
-    return asker.ask(_Change, CHANGE_PROMPT, "\n".join(lines)).now
+    return asker.ask(_Change, prompt, "\n".join(lines)).now
 
 
 def _quotes(asker: Asker, messages: list[Message]) -> list[dict[str, str]]:

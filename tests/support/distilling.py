@@ -8,7 +8,7 @@ from typing import Any
 
 from llm_double import ErrorReply, Responder
 
-from charlie.memory.steps import SETTLES
+from charlie.memory.steps import RECHECKS, SETTLES
 
 
 def is_distillation(request: dict[str, Any]) -> bool:
@@ -57,9 +57,18 @@ STEP_PROMPTS = {
 
 def step_of(request: dict[str, Any]) -> str | None:
     """Which step of a stepwise distillation a request is (`charlie.memory.steps`), by its
-    instructions (a server refusing `response_format` gets the same ones), else None."""
+    instructions (a server refusing `response_format` gets the same ones), else None. The
+    judge's second looks at a change (`steps.RECHECKS`) are the change step asked otherwise:
+    "change" too, unless `rechecks` names them apart."""
     system = str(request["messages"][0]["content"])
+    if system in RECHECKS:
+        return "change"
     return next((name for name, start in STEP_PROMPTS.items() if system.startswith(start)), None)
+
+
+def is_recheck(request: dict[str, Any]) -> bool:
+    """A second look at a change the judge made (`steps.RECHECKS`)."""
+    return str(request["messages"][0]["content"]) in RECHECKS
 
 
 def judged(request: dict[str, Any]) -> str:
