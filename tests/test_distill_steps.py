@@ -137,22 +137,24 @@ def test_a_change_of_plan_supersedes_the_decision_it_names(
     assert earlier.changed_by == said[0].id
 
 
-@pytest.mark.parametrize("copies", steps.RECHECKS, ids=["plan now", "plan instead"])
+@pytest.mark.parametrize("answers", ["a copy", "no JSON"])
+@pytest.mark.parametrize("look", steps.RECHECKS, ids=["plan now", "plan instead"])
 def test_a_change_holds_only_when_each_second_look_makes_it_too(
     home: Home,
     llm: ScriptedLLMServer,
     client: LLMClient,
     kitchen: tuple[Channel, User, User],
-    copies: str,
+    look: str,
+    answers: str,
 ) -> None:
     """The judge rewrites the decision, but one of its second looks, worded otherwise,
-    copies it as it was: one wording's slip retires nothing."""
+    copies it as it was, or answers nothing usable: one wording's slip retires nothing."""
     channel, sam, alex = kitchen
 
     def answer(request: dict[str, Any]) -> str:
-        if request["messages"][0]["content"] == copies:
-            return json.dumps({"now": earlier(request)})
-        return step_answer(request)
+        if request["messages"][0]["content"] != look:
+            return step_answer(request)
+        return json.dumps({"now": earlier(request)}) if answers == "a copy" else "Hmm, let me see."
 
     llm.default = answer
     talk(home, channel, (sam, "We decided: the plumber comes on Tuesday 9 December."))
@@ -166,7 +168,12 @@ def test_a_change_holds_only_when_each_second_look_makes_it_too(
     assert "the plumber comes on Tuesday 9 December." in result.memory.texts
     assert result.memory.earlier == []
     asked = [r["messages"][0]["content"] for r in llm.requests if step_of(r) == "change"]
-    assert copies in asked
+    assert look in asked
+    (refused,) = home.db.execute(
+        "SELECT refused_decisions FROM distillations ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    unusable = "kept: the model's answer about it was unusable" in refused
+    assert unusable == (answers == "no JSON")  # a copy is the model saying it holds
 
 
 def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(

@@ -99,7 +99,7 @@ Answer with a JSON object only: {"now": "..."}"""
 # rewrote 18 of 21 revisions and 3 of the 42 trap-and-decision pairs that are no question;
 # with both looks, the same 18 and 1. Asked "is it still the plan, yes or no?", the model
 # said yes to every one, revisions included; the plan "now" asked with the message first
-# kept all three traps but lost three revisions told as news from someone else.
+# refused all three traps' changes, and three revisions told as news from someone else.
 PLAN_NOW_PROMPT = """\
 Someone in a household has just sent a message. Below it is a decision the household made
 earlier. Write what the household's plan for that very thing is now, in one short sentence
