@@ -13,9 +13,10 @@ shown, beside it:
   each planted decision held by then that it would be asked about (`decisions.candidates`:
   a word in common, or a value moved): its rewrite should change nothing.
 Counted: revisions whose rewrite changed the decision, and trap-and-decision pairs whose
-rewrite did — the raw judge, before the checks `charlie.memory.decisions.changes` makes on
-a rewrite (a value nobody said, a copy of the message, one change per message): those
-catch some of its mistakes, and `memory_fidelity.py` runs them all end to end.
+rewrite did — the judge with its second looks (`steps.RECHECKS`), before the checks
+`charlie.memory.decisions.changes` makes on a rewrite (a value nobody said, a copy of the
+message, one change per message): those catch some of its mistakes, and
+`memory_fidelity.py` runs them all end to end.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def held(message: Message) -> Decision:
 def judged(judge: decisions.Judge, change: decisions.Change) -> str | None:
     try:
         return judge(change)
-    except DistillationError:
+    except (DistillationError, decisions.Kept):  # unusable, or a second look kept it
         return None
 
 

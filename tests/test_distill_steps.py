@@ -172,8 +172,9 @@ def test_a_change_holds_only_when_each_second_look_makes_it_too(
     (refused,) = home.db.execute(
         "SELECT refused_decisions FROM distillations ORDER BY id DESC LIMIT 1"
     ).fetchone()
-    unusable = "kept: the model's answer about it was unusable" in refused
-    assert unusable == (answers == "no JSON")  # a copy is the model saying it holds
+    why = {"a copy": "did not change it", "no JSON": "the model's answer about it was unusable"}
+    assert why[answers] in refused  # kept, and the run's refusals say why
+    assert "the plumber comes on Tuesday 9 December." in refused
 
 
 def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(

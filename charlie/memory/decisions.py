@@ -326,8 +326,13 @@ class Change:
 
 
 # The judge of a change: the decision as it stands after the message when the message
-# changes it ("" when it calls it off), None when it does not
+# changes it ("" when it calls it off), None when it does not (or `Kept`, saying why)
 Judge = Callable[[Change], str | None]
+
+
+class Kept(Exception):
+    """A judge's answer that the message does not change the decision, with why — kept
+    with the run's refusals, unlike a plain "no" (a second look that undid the first)."""
 
 
 def unsaid(change: Change, now: str) -> list[str]:
@@ -502,6 +507,8 @@ def changes(
                     why = "close in meaning only, and the rewrite swaps in nothing the message says"
             except DistillationError as exc:  # kept, and said why: no answer is no change
                 why = f"kept: the model's answer about it was unusable ({exc})"
+            except Kept as exc:
+                why = str(exc)
         if why:
             if named or why != "the model judged that the message does not change it":
                 entry = {"superseded": old.text, "message": str(message.id), "why": why}

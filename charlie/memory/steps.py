@@ -477,10 +477,13 @@ def judge(asker: Asker) -> decisions.Judge:
         now = _rewrite(asker, old, message, change.asked)
         if not decisions.rewritten(old, now, said, change.names):
             return None
-        for prompt in RECHECKS:  # worded otherwise, each must rewrite it too (`RECHECKS`)
+        for look, prompt in enumerate(RECHECKS, start=1):  # each must rewrite it too
             again = _rewrite(asker, old, message, change.asked, prompt)
             if not decisions.rewritten(old, again, said, change.names):
-                return None
+                raise decisions.Kept(
+                    f"kept: the model rewrote it as {now!r}, but its second look number "
+                    f"{look} (worded otherwise) did not change it ({again!r})"
+                )
         return now
 
     return changes
