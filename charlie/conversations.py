@@ -655,6 +655,19 @@ def still_stored(home: Home, ids: Sequence[int]) -> set[int]:
     return {int(row[0]) for row in rows}
 
 
+def speakers_of(home: Home, channel: Channel, ids: Sequence[int]) -> dict[int, str]:
+    """Who said each of the messages `ids` that is stored in one of `channel`'s threads."""
+    threads = every_thread(home, channel)
+    if not ids or not threads:
+        return {}
+    marks, held = ", ".join("?" * len(ids)), ", ".join("?" * len(threads))
+    rows = home.db.execute(
+        f"SELECT id, speaker FROM messages WHERE id IN ({marks}) AND conversation_id IN ({held})",
+        [*ids, *threads],
+    )
+    return {int(row[0]): str(row[1]) for row in rows}
+
+
 # ---------------------------------------------------------------- branches
 
 

@@ -363,6 +363,30 @@ def test_a_decision_worded_without_its_numbers_or_with_words_nobody_said_is_the_
     assert len([r for r in llm.requests if step_of(r) == "decision"]) == 3  # asked once each
 
 
+def test_a_reply_worded_without_its_ordinals_is_the_reply_itself(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, alex = kitchen
+    talk(
+        home,
+        channel,
+        (alex, "Shall we take turns hosting Sunday lunch?"),
+        (sam, "Yes, first Sundays mine, third Sundays yours."),
+        (alex, "Which campsite, Trevarrow or Polzeath?"),
+        (sam, "The first one, definitely."),
+    )
+    answers = [
+        '{"kind": "settles something", "what": "The Sunday lunches"}',  # lost "first", "third"
+        '{"kind": "settles something", "what": "The first campsite, Trevarrow"}',  # kept "first"
+    ]
+    llm.default = lambda r: answers.pop(0) if step_of(r) == "decision" else step_answer(r)
+    result = distill.distill(home, channel, client)
+    assert result.memory.texts == [
+        "Yes, first Sundays mine, third Sundays yours.",
+        "The first campsite, Trevarrow",
+    ]
+
+
 def test_a_run_on_summary_cut_by_the_cap_keeps_its_clauses(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
 ) -> None:

@@ -328,6 +328,114 @@ def test_the_summary_holds_no_tool_narration_and_nothing_unsaid(
     ]
 
 
+def test_the_summary_credits_an_agreement_only_to_who_made_it(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    channel, priya, tom = fair
+    summaries = [
+        "Tom agreed to a raffle at 3. Priya agreed to raffle tickets at a pound each.",
+        "Tom decided on the raffle. Priya runs the raffle at 3.",
+    ]
+    settled = "Yes, a raffle at 3, tickets a pound each."
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "decision":
+            said = judged(request) == settled
+            return json.dumps({"kind": steps.SETTLES if said else "only news", "what": ""})
+        if step == "summary":
+            return json.dumps({"summary": summaries.pop(0)})
+        if step in ("quotes", "change"):
+            return json.dumps({"quotes": []} if step == "quotes" else {"now": earlier(request)})
+        user = str(request["messages"][-1]["content"])
+        found = re.findall(rf"^\[(\d+)\] priya: {re.escape(settled)}$", user, re.M)
+        return json.dumps(
+            {
+                "summary": summaries.pop(0),
+                "decisions": [{"text": settled, "messages": [int(n)]} for n in found],
+                "quotes": [],
+            }
+        )
+
+    llm.default = respond
+    say(home, channel, (tom, "Could we have a raffle too?"), (priya, settled))
+    first = distill.distill(home, channel, client).memory
+    assert settled in first.texts
+    assert first.summary == "Priya agreed to raffle tickets at a pound each."
+    say(home, channel, (tom, "Lovely."))  # the decision is from the batch before: looked up
+    assert distill.distill(home, channel, client).memory.summary == "Priya runs the raffle at 3."
+    refused = [
+        why
+        for row in home.db.execute("SELECT refused_decisions FROM distillations ORDER BY id")
+        for why in json.loads(row[0])
+        if "summary" in why
+    ]
+    assert refused == [
+        {
+            "summary": "Tom agreed to a raffle at 3.",
+            "why": "Tom said none of the messages behind that decision",
+        },
+        {
+            "summary": "Tom decided on the raffle.",
+            "why": "Tom said none of the messages behind that decision",
+        },
+    ]
+
+
+def test_a_quote_that_a_decision_says_already_is_left_out(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    channel, priya, tom = fair
+    settled = "Let's go with the striped awning, it looks like a sweet shop."
+    felt = "A stall without cake is just a table."
+    said = say(home, channel, (priya, settled), (tom, felt))
+    ids = {m.content: m.id for m in said}
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "decision":
+            decided = judged(request) == settled
+            return json.dumps({"kind": steps.SETTLES if decided else "only news", "what": ""})
+        if step == "quotes":
+            return json.dumps({"quotes": [ids[settled], ids[felt]]})
+        if step in ("summary", "change"):
+            return json.dumps({"summary": "A stall."} if step == "summary" else {"now": ""})
+        return json.dumps(
+            {
+                "summary": "A stall.",
+                "decisions": [{"text": settled, "messages": [ids[settled]]}],
+                "quotes": [{"speaker": "priya", "text": settled}, {"speaker": "tom", "text": felt}],
+            }
+        )
+
+    llm.default = respond
+    result = distill.distill(home, channel, client)
+    assert settled in result.memory.texts
+    assert [q.text for q in result.memory.quotes] == [felt]
+    if result.method == "whole":  # the model quoted it: left out, and logged
+        assert result.rejected_quotes == [
+            {"speaker": "priya", "text": settled, "why": "a decision says it"}
+        ]
+    else:  # in steps the quote step is not shown a message taken for a decision
+        (asked,) = [r for r in llm.requests if step_of(r) == "quotes"]
+        assert settled not in str(asked["messages"][1]["content"])
+
+
+def test_a_message_copied_into_the_summary_as_it_was_shown_is_taken_out(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    channel, priya, tom = fair
+    asked = "Can we move the old bench while we're there? It's been wobbly for months."
+    say(home, channel, (tom, asked), (priya, "The stall opens at 10."))
+    llm.default = summary_model([f"The stall opens at 10. tom: {asked}"])
+    result = distill.distill(home, channel, client)
+    assert result.memory.summary == "The stall opens at 10."
+    refused = json.loads(
+        home.db.execute("SELECT refused_decisions FROM distillations").fetchone()[0]
+    )
+    assert {"summary": f"tom: {asked}", "why": "a message copied as it was shown"} in refused
+
+
 def test_a_question_is_never_a_quote(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
 ) -> None:

@@ -464,6 +464,23 @@ def verify_quotes(
     return kept, rejected
 
 
+def not_decisions(quotes: list[Quote], held: list[str]) -> tuple[list[Quote], list[dict[str, str]]]:
+    """The quotes that do not say again what a decision says (most of the quote's words, as
+    `summary.SAME` counts two sentences the same): a message held as a decision is in
+    memory already, and the quotes are for what is not. "Oak worktops, final answer." says
+    more than the decision "Oak worktops" and stays."""
+    told = [decisions.words(text) for text in held]
+    kept: list[Quote] = []
+    left: list[dict[str, str]] = []
+    for quote in quotes:
+        said = decisions.words(quote.text)
+        if said and any(len(said & words) >= summary.SAME * len(said) for words in told):
+            left.append({"speaker": quote.speaker, "text": quote.text, "why": "a decision says it"})
+        else:
+            kept.append(quote)
+    return kept, left
+
+
 def _merge(
     base: Memory,
     written: Memory | None,
@@ -474,13 +491,16 @@ def _merge(
     messages: list[Message],
     removed: set[str],
     title: str = "",
+    speakers: dict[int, str] | None = None,
 ) -> tuple[Memory, list[dict[str, str]]]:
     """The new memory, and what of the model's answer was refused or left out (to log).
 
     `base` is the memory now, `written` what Charlie last wrote itself. The summary's
     sentences a person wrote stay (`charlie.memory.summary`). Every decision `base` holds
     stays unless a `confirmed` change supersedes it (`charlie.memory.decisions`); one the
-    person deleted while the model thought (`removed`) is not added back.
+    person deleted while the model thought (`removed`) is not added back. `speakers`: who
+    said the messages the held decisions came from (a summary says who agreed only to what
+    they agreed: `charlie.memory.summary`).
     """
     changed = decisions.apply(
         base.decisions,
@@ -491,6 +511,7 @@ def _merge(
         removed,
     )
     people = [m for m in messages if m.role == "user"]
+    said_by = {m.id: m.speaker for m in messages} | (speakers or {})
     backing = summary.Backing(
         " ".join(
             [
@@ -501,6 +522,13 @@ def _merge(
             ]
         ),
         tuple(d.text for d in changed.decisions),
+        tuple(
+            frozenset(said_by[s].lower() for s in d.sources if s in said_by)
+            for d in changed.decisions
+        ),
+        frozenset(m.speaker.lower() for m in people)
+        | frozenset(v.lower() for v in said_by.values()),
+        tuple((m.speaker, m.content) for m in people),
     )
     text, charlies, left_out = summary.rewritten(output.summary, base.summary, written, backing)
     quotes: list[Quote] = []
@@ -896,6 +924,10 @@ def distill(
         failed(exc)
         raise
     new_quotes, rejected = verify_quotes(output.quotes, window)
+    new_quotes, repeated = not_decisions(
+        new_quotes, [*seen.texts, *(d.text for d in output.decisions)]
+    )
+    rejected += repeated
     revision: memory.Revision | None = None
     before: str | None = None
     try:
@@ -925,6 +957,9 @@ def distill(
                         alive,
                         removed,
                         channel.project.config.name if channel.project else "",
+                        conversations.speakers_of(
+                            home, channel, sorted({s for d in base.decisions for s in d.sources})
+                        ),
                     )
                     refused = [*not_changed, *refused]
                     revision = memory.save(home, channel, merged, "distill")

@@ -52,6 +52,9 @@ MOST_QUOTES = 1
 QUOTE_WORDS = 5  # a shorter message is not offered as a quote
 QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a word
 OWN_WORDS = 3  # words of what it is about: a message that says what it settles on its own
+ORDINALS = frozenset(
+    decisions.words("first second third fourth fifth sixth seventh eighth ninth tenth")
+)  # values in words: "first Sundays mine, third Sundays yours" (`_lost`)
 DECISION_CHARS = 200  # a decision is its message, cut here at a sentence or a word
 # The longest answer of each step, in tokens: a small model held to a schema can run on
 # (a string that repeats, or whitespace) until the answer cap; a step needs a few words.
@@ -438,12 +441,19 @@ def _values(text: str) -> tuple[set[str], set[str]]:
     return set(re.findall(r"\d+", text)), named
 
 
+def _ordinals(text: str) -> set[str]:
+    """The ordinals a text says in words ("first Sundays"): values, as "the 16th" is."""
+    return decisions.words(text) & ORDINALS
+
+
 def _lost(worded: str, said: str) -> bool:
-    """Whether a decision's sentence left out all the numbers of its message, or all its
-    days and months ("the car repair schedule" for "the car goes in on Friday 5 March",
-    "Thursday instead of Tuesday" for "Thursday 11 December, not Tuesday 9 December")."""
-    kept = _values(worded)
-    return any(told and not told & have for told, have in zip(_values(said), kept, strict=True))
+    """Whether a decision's sentence left out all the numbers of its message, all its days
+    and months, or all its ordinals ("the car repair schedule" for "the car goes in on
+    Friday 5 March", "Thursday instead of Tuesday" for "Thursday 11 December, not Tuesday 9
+    December", "the Sunday lunch rota" for "first Sundays mine, third Sundays yours")."""
+    kept = (*_values(worded), _ordinals(worded))
+    told = (*_values(said), _ordinals(said))
+    return any(saying and not saying & have for saying, have in zip(told, kept, strict=True))
 
 
 def _cut(text: str, size: int = DECISION_CHARS) -> str:
@@ -548,12 +558,13 @@ def ask(
         + ("\n".join(line(m) for m in people) or "(none from the people)")
     )
     summary = asker.ask(_Summary, SUMMARY_PROMPT, user, lambda s: check_summary(s.summary))
+    decided = {m.id for t in found for m in (t.message, *t.agreed)}  # in memory already
     answer: dict[str, object] = {
         "summary": summary.summary,
         "decisions": [
             {"text": t.text, "messages": [t.message.id, *(m.id for m in t.agreed)]} for t in found
         ],
         "superseded": [],
-        "quotes": _quotes(asker, messages),
+        "quotes": _quotes(asker, [m for m in messages if m.id not in decided]),
     }
     return answer, asker

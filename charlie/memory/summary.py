@@ -8,11 +8,13 @@ not taken as it is:
   revision Charlie writes records its own sentences, `Memory.charlie_sentences`);
 - Charlie's part is at most `MOST_SENTENCES` sentences (fewer beside the person's, one at
   least) and `MOST_WORDS` words, and no sentence of the summary says the same as another;
+- a person's message copied as the model was shown it ("Ruth: Can we …?") is taken out;
 - a sentence about the assistant itself (its tools, its notices, "Charlie found that…") or
   naming a tool is left out;
 - a sentence the conversation does not back is left out: a number or a name that appears
-  in neither the old memory nor the messages, or an agreement ("agreed", "decided") that no
-  held decision records.
+  in neither the old memory nor the messages, an agreement ("agreed", "decided") that no
+  held decision records, or one it credits to someone who said none of that decision's
+  messages ("Joe agreed to the picnic" when Joe asked and Ruth settled it).
 
 When nothing of the model's sentences is left, Charlie's sentences of the old summary stay.
 """
@@ -34,6 +36,7 @@ SAME = 0.8  # content words in common: two sentences that say the same
 # many, were never said: invented ("…asks if they can add a food truck"), where a word or
 # two of the summary's own ("planning", "weighing up") is how a summary is written.
 LEAST_UNSAID = 2
+COPIED_CHARS = 20  # "Name: " and this much of their message, word for word: a copied line
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“‘(]?[A-Z0-9])")
 CLAIM = re.compile(
     r"\b(agree[sd]?|agreeing|decided?|decides|confirmed|settled|committed|chose|chosen)\b", re.I
@@ -74,10 +77,14 @@ def persons(current: str, written: Memory | None) -> list[str]:
 class Backing:
     """What the summary may say: the text it may draw names, numbers and words from (the
     project's name, the memory, what the people said), and the decisions that hold (an
-    agreement must be one of them)."""
+    agreement must be one of them, and a person said to agree must have said one of its
+    messages)."""
 
     said: str
     decided: tuple[str, ...]
+    deciders: tuple[frozenset[str], ...] = ()  # who said each decision's messages (lower case)
+    speakers: frozenset[str] = frozenset()  # everyone who spoke (lower case)
+    lines: tuple[tuple[str, str], ...] = ()  # the people's messages: (speaker, text)
 
     @cached_property
     def words(self) -> set[str]:
@@ -103,7 +110,31 @@ def why_left_out(sentence: str, backing: Backing) -> str:
         told = decisions.about(CLAIM.sub(" ", sentence))
         if not any(told & decisions.about(d) for d in backing.decided):
             return "an agreement no decision records"
+        deciders = backing.deciders or tuple(frozenset() for _ in backing.decided)
+        for name, clause in _claims(sentence, backing.speakers):
+            told = decisions.about(CLAIM.sub(" ", clause))
+            held = zip(backing.decided, deciders, strict=True)
+            by = [b for d, b in held if told & decisions.about(d)]
+            if by and all(b and name not in b for b in by):
+                return f"{name.title()} said none of the messages behind that decision"
     return ""
+
+
+def _claims(sentence: str, speakers: frozenset[str]) -> list[tuple[str, str]]:
+    """Who a sentence says agreed or decided, each with what: "Maya agreed to the litter
+    pick and Joe agreed to the picnic." → ("maya", "agreed to the litter pick"), ("joe",
+    "agreed to the picnic"). A claim with nobody named before it in its clause is the last
+    one named's ("Joe asked, then agreed to …")."""
+    found: list[tuple[str, str]] = []
+    named: list[str] = []
+    for part in re.split(r"[,;]\s*|\s+(?:and|but|while|then|so)\s+", sentence):
+        claim = CLAIM.search(part)
+        before = re.findall(r"[\w'’-]+", part[: claim.start() if claim else None])
+        here = [w.lower() for w in before if w[:1].isupper()]  # a name: "Will", not "will"
+        named = [w for w in here if w in speakers] or named
+        if claim is not None:
+            found += [(name, part[claim.start() :]) for name in named]
+    return found
 
 
 def _unsaid(sentence: str, known: set[str]) -> list[str]:
@@ -117,6 +148,27 @@ def _unsaid(sentence: str, known: set[str]) -> list[str]:
     return found
 
 
+def _without_copies(answer: str, lines: tuple[tuple[str, str], ...]) -> tuple[str, list[str]]:
+    """`answer` without the people's messages it copies as the model was shown them
+    ("Ruth: Can we remove the old bench sign while we're there? It's been hanging off for
+    months."): a line of the conversation is not a summary of it. Returns what was taken
+    out too."""
+    copied: list[str] = []
+    for speaker, text in lines:
+        said = normalise(text)
+        for found in reversed(list(re.finditer(rf"\b{re.escape(speaker)}:\s*", answer, re.I))):
+            rest = answer[found.end() :]
+            same = next(
+                (n for n, (a, b) in enumerate(zip(rest, said, strict=False)) if a != b),
+                min(len(rest), len(said)),
+            )
+            if same < min(len(said), COPIED_CHARS):
+                continue
+            copied.insert(0, answer[found.start() : found.end() + same].strip())
+            answer = answer[: found.start()] + answer[found.end() + same :]
+    return normalise(answer), copied
+
+
 def rewritten(
     answer: str, current: str, written: Memory | None, backing: Backing
 ) -> tuple[str, list[str], list[dict[str, str]]]:
@@ -126,11 +178,12 @@ def rewritten(
     own = persons(current, written)
     room = max(1, MOST_SENTENCES - len(own))
     old = charlies(written)
+    answer, copied = _without_copies(answer, backing.lines)
     offered = sentences(answer)
     # What is new first: a model that added to the end of the old summary keeps its news.
     ranked = sorted(offered, key=lambda s: any(_same(s, o) for o in old))
     kept: list[str] = []
-    left: list[dict[str, str]] = []
+    left = [{"summary": line, "why": "a message copied as it was shown"} for line in copied]
     for sentence in ranked:
         why = why_left_out(sentence, backing)
         if not why and any(_same(sentence, other) for other in [*own, *kept]):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from .pwa import Server, sign_in
+from .pwa import Console, Server, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -65,8 +65,9 @@ def test_service_worker_controls_the_page_after_a_reload(page: Page) -> None:
 
 
 def test_offline_the_shell_opens_and_says_so(
-    page: Page, server: Server, shoot: Callable[[Page, str], None]
+    page: Page, server: Server, console: Console, shoot: Callable[[Page, str], None]
 ) -> None:
+    console.allow("ERR_INTERNET_DISCONNECTED")  # its tries to reach the server meanwhile
     sign_in(page)
     controlled(page)
     expect(page.locator("#who")).to_have_text("alice")
@@ -81,7 +82,8 @@ def test_offline_the_shell_opens_and_says_so(
     expect(page.get_by_role("heading", name="You're offline")).to_be_visible()
     shoot(page, "offline")
 
-    page.context.set_offline(False)  # back online: Charlie reconnects by itself
+    page.context.set_offline(False)  # back online: Charlie reconnects by itself, on its
+    # timer where the browser sends no "online" event (Chromium 150 sends none here)
     expect(page.locator("#who")).to_have_text("alice")
     expect(banner).to_be_hidden()
     expect(page.get_by_label("Message", exact=True)).to_be_visible()

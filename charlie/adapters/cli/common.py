@@ -137,7 +137,7 @@ def distilled_line(result: distill.DistillResult) -> str:
         f"{len(m.decisions)} decisions, {len(m.quotes)} quotes"
     )
     if result.rejected_quotes:
-        line += f"; {len(result.rejected_quotes)} non-verbatim quote(s) rejected"
+        line += f"; {len(result.rejected_quotes)} quote(s) left out"
     return line + ")"
 
 

@@ -80,7 +80,7 @@ def distill_text(home: Home, llm: LLMClient, place: Place, discord_id: int) -> s
     )
     rejected = sum(len(r.rejected_quotes) for r in results)
     if rejected:
-        line += f" {rejected} quote(s) were not verbatim and were left out."
+        line += f" {rejected} quote(s) were left out (not verbatim, a question, or a decision)."
     return line
 
 

@@ -18,6 +18,11 @@ const PRIVATE = 'private';
 const REMEMBERED = 'charlie.channel';
 const HEALTH_EVERY_MS = 60_000;
 const INDEX_CHECK_MS = 5_000; // while the search index is being filled
+// Offline, or Charlie's server unreachable: asked again by itself, ever less often. The
+// browser's "online" event comes only when the device's own network returns, not when the
+// server does (nor, in every browser, when the device's network does).
+const RECONNECT_FIRST_MS = 3_000;
+const RECONNECT_MOST_MS = 30_000;
 
 const screens = {
   loading: $('#loading-view'),
@@ -47,6 +52,8 @@ function remember(channel) {
 
 let serverUnreachable = false;
 let healthTimer = 0;
+let reconnectTimer = 0;
+let reconnectDelay = RECONNECT_FIRST_MS;
 let chatChannel = null; // the channel the chat and memory panes show
 
 const app = {
@@ -89,6 +96,7 @@ const app = {
   markOffline(message) {
     serverUnreachable = true;
     showOfflineBanner(message);
+    reconnectLater();
   },
   llmProblem(message) {
     showLlmBanner(message);
@@ -155,6 +163,17 @@ function showOfflineBanner(message) {
 function hideOfflineBanner() {
   serverUnreachable = false;
   $('#offline-banner').hidden = true;
+  clearTimeout(reconnectTimer);
+  reconnectDelay = RECONNECT_FIRST_MS;
+}
+
+function reconnectLater() {
+  clearTimeout(reconnectTimer);
+  reconnectTimer = setTimeout(() => {
+    reconnectDelay = Math.min(2 * reconnectDelay, RECONNECT_MOST_MS);
+    if (app.user) checkHealth(); // hides the banner once the server answers
+    else start();
+  }, reconnectDelay);
 }
 
 function showLlmBanner(message, title = 'Language model unreachable.') {
@@ -180,6 +199,7 @@ function showOffline() {
     navigator.onLine ? undefined : 'This device has no network. You are looking at the saved app.',
   );
   showScreen(app.user ? app.view : 'offline');
+  reconnectLater();
 }
 
 // ------------------------------------------------------------ projects and routing
@@ -444,11 +464,19 @@ async function boot() {
     showSignIn();
     return;
   }
+  await start();
+}
+
+async function start() {
   try {
     app.user = await get('/api/me');
   } catch (error) {
+    if (error.status === 0) {
+      showOffline();
+      return;
+    }
+    hideOfflineBanner();
     if (error.status === 401) showSignIn();
-    else if (error.status === 0) showOffline();
     else {
       showScreen('loading');
       screens.loading.replaceChildren(
@@ -457,6 +485,7 @@ async function boot() {
     }
     return;
   }
+  hideOfflineBanner();
   await enter();
 }
 
