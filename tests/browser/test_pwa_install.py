@@ -105,3 +105,19 @@ def test_the_shell_is_cached_and_the_api_never_is(page: Page, server: Server) ->
     scripts = {f"/{p.name}" for p in STATIC.glob("*.js")} - {"/sw.js", "/api-types.js"}
     assert scripts <= set(cached), f"not in sw.js's SHELL: {sorted(scripts - set(cached))}"
     assert [path for path in cached if path.startswith("/api/")] == []
+
+
+def test_opened_while_the_server_is_down_the_app_comes_back_by_itself(
+    page: Page, server: Server, console: Console
+) -> None:
+    console.allow("ERR_CONNECTION_REFUSED")
+    sign_in(page)
+    down = "**/api/**"  # the device is online; Charlie's server does not answer
+    page.route(down, lambda route: route.abort("connectionrefused"))
+    page.reload()
+    banner = page.locator("#offline-banner")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("Charlie's server can't be reached")
+    page.unroute(down)  # the server is back: no "online" event comes for that
+    expect(page.locator("#who")).to_have_text("alice")  # by itself: no "Try again", no reload
+    expect(banner).to_be_hidden()

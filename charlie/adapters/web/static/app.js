@@ -172,8 +172,21 @@ function reconnectLater() {
   reconnectTimer = setTimeout(() => {
     reconnectDelay = Math.min(2 * reconnectDelay, RECONNECT_MOST_MS);
     if (app.user) checkHealth(); // hides the banner once the server answers
-    else start();
+    else if (document.body.dataset.screen === 'offline') start(); // the app never opened
+    else reachable(); // the sign-in form stays as it is, with what was typed in it
   }, reconnectDelay);
+}
+
+async function reachable() {
+  try {
+    await get('/api/me');
+  } catch (error) {
+    if (error.status === 0) {
+      reconnectLater();
+      return;
+    }
+  }
+  hideOfflineBanner(); // any answer, "not signed in" too: the server is there
 }
 
 function showLlmBanner(message, title = 'Language model unreachable.') {
