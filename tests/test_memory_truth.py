@@ -421,6 +421,35 @@ def test_a_quote_that_a_decision_says_already_is_left_out(
         assert settled not in str(asked["messages"][1]["content"])
 
 
+def test_a_quote_stays_when_the_decision_saying_it_is_refused(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    channel, priya, _ = fair
+    felt = "Honestly the budget hard limit is £600 now, no arguing."
+    (said,) = say(home, channel, (priya, felt))
+    whole = {  # a decision that would change a person's own decision unasked: refused
+        "summary": "A stall.",
+        "decisions": [{"text": felt, "messages": [said.id]}],
+        "quotes": [{"speaker": "priya", "text": felt}],
+    }
+    llm.default = lambda r: (
+        json.dumps(whole) if is_distillation(r) else step_answer_quoting(r, said.id)
+    )
+    result = distill.distill(home, channel, client)
+    assert felt not in result.memory.texts  # "The budget hard limit is £500" is a person's
+    assert [q.text for q in result.memory.quotes] == [felt]
+
+
+def step_answer_quoting(request: dict[str, Any], quoted: int) -> str:
+    """Steps: nothing is a decision, and the message `quoted` is the quote."""
+    step = step_of(request)
+    if step == "decision":
+        return json.dumps({"kind": "small talk or feeling", "what": ""})
+    if step == "quotes":
+        return json.dumps({"quotes": [quoted]})
+    return json.dumps({"summary": "A stall."} if step == "summary" else {"now": earlier(request)})
+
+
 def test_a_message_copied_into_the_summary_as_it_was_shown_is_taken_out(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
 ) -> None:

@@ -492,8 +492,9 @@ def _merge(
     removed: set[str],
     title: str = "",
     speakers: dict[int, str] | None = None,
-) -> tuple[Memory, list[dict[str, str]]]:
-    """The new memory, and what of the model's answer was refused or left out (to log).
+) -> tuple[Memory, list[dict[str, str]], list[dict[str, str]]]:
+    """The new memory, what of the model's answer was refused or left out (to log), and the
+    new quotes left out because a decision it holds says them (`not_decisions`).
 
     `base` is the memory now, `written` what Charlie last wrote itself. The summary's
     sentences a person wrote stay (`charlie.memory.summary`). Every decision `base` holds
@@ -531,6 +532,7 @@ def _merge(
         tuple((m.speaker, m.content) for m in people),
     )
     text, charlies, left_out = summary.rewritten(output.summary, base.summary, written, backing)
+    new_quotes, repeated = not_decisions(new_quotes, [d.text for d in changed.decisions])
     quotes: list[Quote] = []
     for quote in [*base.quotes, *new_quotes]:
         if all(normalise(q.text) != normalise(quote.text) for q in quotes):
@@ -544,7 +546,7 @@ def _merge(
         changed.earlier,
         charlie_sentences=charlies,
     )
-    return merged, [*changed.refused, *left_out]
+    return merged, [*changed.refused, *left_out], repeated
 
 
 def _record(
@@ -923,11 +925,8 @@ def distill(
     except (DistillationError, LLMError, MemoryFormatError) as exc:
         failed(exc)
         raise
-    new_quotes, rejected = verify_quotes(output.quotes, window)
-    new_quotes, repeated = not_decisions(
-        new_quotes, [*seen.texts, *(d.text for d in output.decisions)]
-    )
-    rejected += repeated
+    new_quotes, unverified = verify_quotes(output.quotes, window)
+    rejected = unverified
     revision: memory.Revision | None = None
     before: str | None = None
     try:
@@ -947,7 +946,7 @@ def distill(
                     removed = {memory.key(d) for d in seen.texts} - {
                         memory.key(d) for d in base.texts
                     }
-                    merged, refused = _merge(
+                    merged, refused, repeated = _merge(
                         base,
                         written.memory if written else None,
                         output,
@@ -962,6 +961,7 @@ def distill(
                         ),
                     )
                     refused = [*not_changed, *refused]
+                    rejected = [*unverified, *repeated]  # this try's, should one more be made
                     revision = memory.save(home, channel, merged, "distill")
                     conversations.mark_distilled(home, channel, window[-1].id)
                     _record(
