@@ -450,6 +450,21 @@ def step_answer_quoting(request: dict[str, Any], quoted: int) -> str:
     return json.dumps({"summary": "A stall."} if step == "summary" else {"now": earlier(request)})
 
 
+def test_a_summary_sentence_past_the_word_cap_is_left_out_even_alone(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    channel, priya, tom = fair
+    say(home, channel, (tom, "The stall opens at 10."), (priya, "Cakes are a pound each."))
+    listed = ", ".join(["Tom says the stall opens at 10", "Priya says cakes are a pound each"] * 9)
+    llm.default = summary_model([listed + "."])  # one "sentence": a list run together
+    result = distill.distill(home, channel, client)
+    assert result.memory.summary == "Priya and Tom plan a stall."  # Charlie's old one stays
+    refused = json.loads(
+        home.db.execute("SELECT refused_decisions FROM distillations").fetchone()[0]
+    )
+    assert {"summary": listed + ".", "why": "past 80 words"} in refused
+
+
 def test_a_message_copied_into_the_summary_as_it_was_shown_is_taken_out(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
 ) -> None:

@@ -7,7 +7,8 @@ not taken as it is:
   person's sentences are those of the summary that Charlie did not write itself (each
   revision Charlie writes records its own sentences, `Memory.charlie_sentences`);
 - Charlie's part is at most `MOST_SENTENCES` sentences (fewer beside the person's, one at
-  least) and `MOST_WORDS` words, and no sentence of the summary says the same as another;
+  least) and `MOST_WORDS` words (one sentence longer than that is left out too: a list run
+  together with commas), and no sentence of the summary says the same as another;
 - a person's message copied as the model was shown it ("Ruth: Can we …?") is taken out;
 - a sentence about the assistant itself (its tools, its notices, "Charlie found that…") or
   naming a tool is left out;
@@ -190,8 +191,8 @@ def rewritten(
             why = "said already"
         if not why and len(kept) >= room:
             why = f"past {MOST_SENTENCES} sentences"
-        if not why and len(" ".join([*kept, sentence]).split()) > MOST_WORDS and kept:
-            why = f"past {MOST_WORDS} words"
+        if not why and len(" ".join([*kept, sentence]).split()) > MOST_WORDS:
+            why = f"past {MOST_WORDS} words"  # one sentence that long is a list run together
         if why:
             if {"summary": sentence, "why": why} not in left:  # a model may say it six times
                 left.append({"summary": sentence, "why": why})
