@@ -660,9 +660,9 @@ def speakers_of(home: Home, channel: Channel, ids: Sequence[int]) -> dict[int, s
     threads = every_thread(home, channel)
     if not ids or not threads:
         return {}
-    marks, held = ", ".join("?" * len(ids)), ", ".join("?" * len(threads))
     rows = home.db.execute(
-        f"SELECT id, speaker FROM messages WHERE id IN ({marks}) AND conversation_id IN ({held})",
+        f"SELECT id, speaker FROM messages WHERE id IN ({placeholders(ids)}) "
+        f"AND conversation_id IN ({placeholders(threads)})",
         [*ids, *threads],
     )
     return {int(row[0]): str(row[1]) for row in rows}

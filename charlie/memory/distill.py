@@ -527,8 +527,7 @@ def _merge(
             frozenset(said_by[s].lower() for s in d.sources if s in said_by)
             for d in changed.decisions
         ),
-        frozenset(m.speaker.lower() for m in people)
-        | frozenset(v.lower() for v in said_by.values()),
+        frozenset(v.lower() for v in said_by.values()),  # the batch's speakers among them
         tuple((m.speaker, m.content) for m in people),
     )
     text, charlies, left_out = summary.rewritten(output.summary, base.summary, written, backing)
