@@ -803,3 +803,16 @@ def test_a_statement_not_taken_for_a_decision_swaps_in_no_word(
     llm.default = not_taken("We're going with the Ana gazebo")
     distill.distill(home, channel, client)
     assert still_held(home, channel) == [d.text for d in HELD]
+
+
+def test_who_said_a_decisions_messages_is_read_only_from_its_own_channel(
+    home: Home, fair: tuple[Channel, User, User]
+) -> None:
+    """A hostile hand edit can name any message id in a decision's provenance: whose message
+    a private one was must never be read through it, even to judge a summary sentence."""
+    channel, priya, tom = fair
+    secret = conversations.add_message(
+        home, conversations.private_channel(home, priya), "user", "My raffle idea.", user=priya
+    )
+    (shared,) = say(home, channel, (tom, "The stall opens at 10."))
+    assert conversations.speakers_of(home, channel, [secret.id, shared.id]) == {shared.id: "tom"}
