@@ -582,3 +582,51 @@ def test_a_reply_with_a_word_or_a_value_of_its_own_states_its_own_decision(
         "they take the gazebo to Trevarrow",
         "Trevarrow Farm from the 9th",
     ]
+
+
+LITTER_PICK = "I've put us down for Saturday 14 March, 10am start at the bottom gate of the park."
+LATER = "Bad news: the council moved the skip delivery, so we'll have to start at 11 instead of 10."
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "held"),
+    [  # the rewrite keeps the day and the place the message does not say: the whole plan
+        ("Saturday 14 March, 11am start at the bottom gate of the park.", None),
+        # … but not the time the message says goes ("instead of 10"): the message's line
+        ("Saturday 14 March, 10am start, now 11am, at the bottom gate.", LATER),
+        # … nor when it keeps nothing of the plan the line does not say
+        ("Start at 11 at the bottom gate of the park.", LATER),
+    ],
+    ids=["whole plan", "old time kept", "nothing more"],
+)
+def test_a_change_keeps_the_rest_of_the_plan_it_changes(
+    home: Home,
+    llm: ScriptedLLMServer,
+    client: LLMClient,
+    kitchen: tuple[Channel, User, User],
+    rewrite: str,
+    held: str | None,
+) -> None:
+    """A message that moves one value of a plan ("start at 11 instead of 10") says nothing of
+    its day or its place: held as the decision alone, the plan's day would be only under
+    "Earlier decisions". The judge's rewrite of the plan with the new value is held instead,
+    with the messages of both behind it — unless it keeps the value the message replaces."""
+    channel, sam, alex = kitchen
+    said = {LITTER_PICK: (steps.SETTLES, ""), LATER: (steps.SETTLES, "")}
+
+    def model(request: dict[str, Any]) -> str:
+        if step_of(request) == "change":
+            return json.dumps({"now": rewrite})
+        return str(kinds_of(said)(request))
+
+    llm.default = model
+    first = talk(home, channel, (sam, LITTER_PICK))
+    distill.distill(home, channel, client)
+    second = talk(home, channel, (alex, LATER))
+    result = distill.distill(home, channel, client)
+    (decision,) = result.memory.decisions
+    assert decision.text == (held or rewrite)
+    whole = (first[0].id, second[0].id)
+    assert decision.sources == (whole if held is None else (second[0].id,))
+    (was,) = result.memory.earlier
+    assert was.text == LITTER_PICK and was.changed_by == second[0].id

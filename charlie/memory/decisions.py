@@ -382,6 +382,23 @@ def brings(change: Change, now: str) -> bool:
     return bool((_told(now) - _told(change.old.text)) & _told(said))
 
 
+def whole_plan(change: Change) -> bool:
+    """Whether the judge's rewrite, rather than the line the message states, is the decision
+    after the change: it keeps a value of the old decision (a day, a date, a number) that
+    neither the line nor the message says, so the line alone would drop part of the plan
+    ("… start at 11 instead of 10" of "Saturday 14 March, 10am start at the bottom gate":
+    "Saturday 14 March, 11am start at the bottom gate"); it brings a value the message says;
+    and it keeps none of the old decision's values the message names — "instead of 10" says
+    which one goes. A change that moves only a word ("a pitch at Porthmeor instead") keeps
+    the line, as said."""
+    now, old = change.now, change.old.text
+    if not now or not change.new:
+        return False
+    rest = _told(now) & _told(old) - _told(change.new) - _told(change.said)
+    stale = _told(now) & _told(old) & _told(change.said)
+    return bool(rest) and brings(change, now) and not stale
+
+
 def _linked(change: Change, names: frozenset[str]) -> bool:
     """Whether the message, or the decision it states, says in words what the old decision
     is about, or moves one of its values (October 12 → 19)."""
@@ -535,6 +552,7 @@ def apply(
     kept, before = list(held), list(earlier)
     outcome = Outcome(kept, before)
     retired: set[str] = set()
+    instead: dict[str, Decision] = {}  # a line a message states → the rewrite held for it
     for change in confirmed:
         old = next((d for d in kept if key(d.text) == key(change.old.text)), None)
         by = people.get(change.message.id)
@@ -545,6 +563,10 @@ def apply(
         before.append(Earlier(old.text, old.since, old.by, old.sources, _day(by), changed_by=by.id))
         if not change.new and change.now:  # the message stated no decision: the rewrite is it
             kept.append(Decision(change.now, _day(by), DISTILLED, (by.id,)))
+        elif whole_plan(change):  # the line would drop the rest of the plan: the rewrite
+            was = old.sources if old.by == DISTILLED else ()
+            kept.append(Decision(change.now, _day(by), DISTILLED, tuple(sorted({*was, by.id}))))
+            instead[key(change.new)] = kept[-1]
     for offer in proposed:
         text = normalise(offer.text)
         if not text or key(text) in removed or key(text) in retired:
@@ -552,6 +574,11 @@ def apply(
         sources = _sources(offer, people)
         if not sources:
             outcome.refused.append({"decision": text, "why": "not from a person's message"})
+            continue
+        if key(text) in instead:  # held as the rewrite of the decision it changes
+            whole = instead[key(text)]
+            merged = tuple(sorted({*whole.sources, *sources}))
+            kept[kept.index(whole)] = instead[key(text)] = replace(whole, sources=merged)
             continue
         if all(is_question(people[i]) for i in sources):
             outcome.refused.append({"decision": text, "why": "a question, not a decision"})
