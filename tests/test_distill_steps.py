@@ -630,3 +630,46 @@ def test_a_change_keeps_the_rest_of_the_plan_it_changes(
     assert decision.sources == (whole if held is None else (second[0].id,))
     (was,) = result.memory.earlier
     assert was.text == LITTER_PICK and was.changed_by == second[0].id
+
+
+ROUTE = "Route: up Church Street, round the green, finish at the Plough."
+START = "Saturday the 19th, we start at 5pm so it's properly dark."
+LATER_START = (
+    "Bad news: the council says no singing on Church Street before 6. We'll have to start at 6."
+)
+
+
+def test_a_time_is_no_place_so_it_changes_the_start_not_the_route(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    """The real model, asked first about the route the message shares "street" with,
+    rewrote its "finish at the Plough" as "finish at 6", every look agreeing; one message
+    changes one decision, so the start stayed at 5pm and the route was gone. A value in
+    place of what a decision holding no value is about changes nothing: the start is asked
+    about next, and changed."""
+    channel, sam, alex = kitchen
+    said = {ROUTE: (steps.SETTLES, ""), START: (steps.SETTLES, ""), LATER_START: (steps.SETTLES, "")}
+    rewrites = {
+        ROUTE: "Route: up Church Street, round the green, finish at 6.",
+        START: "Saturday the 19th, we start at 6pm so it's properly dark.",
+    }
+
+    def model(request: dict[str, Any]) -> str:
+        if step_of(request) == "change":
+            return json.dumps({"now": rewrites[earlier(request)]})
+        return str(kinds_of(said)(request))
+
+    llm.default = model
+    first = talk(home, channel, (sam, START), (alex, ROUTE))
+    distill.distill(home, channel, client)
+    later = talk(home, channel, (alex, LATER_START))
+    result = distill.distill(home, channel, client)
+    asked = [earlier(r) for r in llm.requests if step_of(r) == "change" and not is_recheck(r)]
+    assert asked == [ROUTE, START]  # the route first, as the model was asked
+    assert result.memory.texts == [ROUTE, rewrites[START]]
+    assert result.memory.decisions[1].sources == (first[0].id, later[0].id)
+    assert [(e.text, e.changed_by) for e in result.memory.earlier] == [(START, later[0].id)]
+    (refused,) = home.db.execute(
+        "SELECT refused_decisions FROM distillations ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    assert "puts a value where plough was, in a decision that held no value" in refused

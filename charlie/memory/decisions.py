@@ -382,6 +382,20 @@ def brings(change: Change, now: str) -> bool:
     return bool((_told(now) - _told(change.old.text)) & _told(said))
 
 
+def value_for_words(change: Change, now: str) -> list[str]:
+    """What a rewrite gives up for a value: the words of what the decision is about that
+    a value the message says took the place of, in a decision that held no value ("finish
+    at 6" of "finish at the Plough", for "we'll have to start at 6": a time is no place).
+    Asked only of a message that states a decision of its own, which holds whatever the
+    judge says: refusing keeps the old decision beside it, where taking it would retire a
+    decision nobody changed."""
+    old, names = change.old.text, change.names
+    if _values(old) or not (_told(now) - _told(old)) & _told(change.said):
+        return []
+    is_now = forms(now, names)
+    return sorted(w for w in about(old, names) if w not in is_now and w.replace("-", "") not in is_now)
+
+
 def whole_plan(change: Change) -> bool:
     """Whether the judge's rewrite, rather than the line the message states, is the decision
     after the change: it keeps a value of the old decision (a day, a date, a number) that
@@ -394,7 +408,7 @@ def whole_plan(change: Change) -> bool:
     now, old = change.now, change.old.text
     if not now or not change.new:
         return False
-    rest = _told(now) & _told(old) - _told(change.new) - _told(change.said)
+    rest = (_told(now) & _told(old)) - _told(change.new) - _told(change.said)
     stale = _told(now) & _told(old) & _told(change.said)
     return bool(rest) and brings(change, now) and not stale
 
@@ -520,6 +534,9 @@ def changes(
                     why = "the rewrite is the message copied, keeping nothing of the decision"
                 elif not change.new and not brings(change, now):
                     why = "the message states no decision of its own, nor a new value for it"
+                elif change.new and (gone := value_for_words(change, now)):
+                    why = f"the rewrite ({now!r}) puts a value where {', '.join(gone)} "
+                    why += "was, in a decision that held no value"
                 elif not _linked(change, names) and not swaps(change, now):
                     why = "close in meaning only, and the rewrite swaps in nothing the message says"
             except DistillationError as exc:  # kept, and said why: no answer is no change
