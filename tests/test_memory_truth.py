@@ -816,3 +816,37 @@ def test_who_said_a_decisions_messages_is_read_only_from_its_own_channel(
     )
     (shared,) = say(home, channel, (tom, "The stall opens at 10."))
     assert conversations.speakers_of(home, channel, [secret.id, shared.id]) == {shared.id: "tom"}
+
+
+@pytest.mark.parametrize("fair", ["steps"], indirect=True)
+def test_an_agreement_the_decisions_share_a_word_or_two_with_is_no_agreement(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    """"Tom agrees to bring his reading glasses this time." beside the decision "I'll bring
+    the snacks this time.": Tom said that decision's message, and it shares "bring" and
+    "time" with the claim, but it is not what he is said to have agreed to (Priya only
+    reminded him of his glasses). Most of what an agreement is about must be in the held
+    decisions."""
+    channel, priya, tom = fair
+    settled = "I'll bring the snacks this time, I owe you after the crisps incident."
+    told = "Tom agrees to bring the snacks this time. Tom agrees to bring his reading glasses this time."
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "decision":
+            said = judged(request) == settled
+            return json.dumps({"kind": steps.SETTLES if said else "only news", "what": ""})
+        if step == "summary":
+            return json.dumps({"summary": told})
+        return json.dumps({"quotes": []} if step == "quotes" else {"now": earlier(request)})
+
+    llm.default = respond
+    say(home, channel, (tom, settled), (priya, "Don't forget your reading glasses this time, Tom."))
+    result = distill.distill(home, channel, client).memory
+    assert result.texts == [*(d.text for d in HELD), settled]
+    assert result.summary == "Tom agrees to bring the snacks this time."
+    (refused,) = home.db.execute("SELECT refused_decisions FROM distillations").fetchone()
+    assert {
+        "summary": "Tom agrees to bring his reading glasses this time.",
+        "why": "an agreement no decision records",
+    } in json.loads(refused)

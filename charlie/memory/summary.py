@@ -13,8 +13,10 @@ not taken as it is:
 - a sentence about the assistant itself (its tools, its notices, "Charlie found that…") or
   naming a tool is left out;
 - a sentence the conversation does not back is left out: a number or a name that appears
-  in neither the old memory nor the messages, an agreement ("agreed", "decided") that no
-  held decision records, or one it credits to someone who said none of that decision's
+  in neither the old memory nor the messages, an agreement ("agreed", "decided") that the
+  held decisions do not record — most of what it says is about is in none of them ("Clara
+  agrees to bring her reading glasses" beside "I'll bring the snacks this time": a word
+  or two in common is not the same thing) — or one it credits to someone who said none of that decision's
   messages ("Joe agreed to the picnic" when Joe asked and Ruth settled it).
 
 When nothing of the model's sentences is left, Charlie's sentences of the old summary stay.
@@ -108,8 +110,10 @@ def why_left_out(sentence: str, backing: Backing) -> str:
     if len(unsaid) >= LEAST_UNSAID and 2 * len(unsaid) > len(decisions.about(sentence)):
         return f"mostly what nobody said ({', '.join(unsaid)})"
     if CLAIM.search(sentence):
-        told = decisions.about(CLAIM.sub(" ", sentence))
-        if not any(told & decisions.about(d) for d in backing.decided):
+        names = frozenset(decisions.words(" ".join(backing.speakers)))
+        told = decisions.about(CLAIM.sub(" ", sentence), names)
+        held = set().union(*(decisions.about(d) for d in backing.decided))
+        if 2 * len(told & held) <= len(told):  # mostly what the decisions say, not a word
             return "an agreement no decision records"
         deciders = backing.deciders or tuple(frozenset() for _ in backing.decided)
         for name, clause in _claims(sentence, backing.speakers):
