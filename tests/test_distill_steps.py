@@ -648,7 +648,7 @@ def test_a_time_is_no_place_so_it_changes_the_start_not_the_route(
     place of what a decision holding no value is about changes nothing: the start is asked
     about next, and changed."""
     channel, sam, alex = kitchen
-    said = {ROUTE: (steps.SETTLES, ""), START: (steps.SETTLES, ""), LATER_START: (steps.SETTLES, "")}
+    said = {text: (steps.SETTLES, "") for text in (ROUTE, START, LATER_START)}
     rewrites = {
         ROUTE: "Route: up Church Street, round the green, finish at 6.",
         START: "Saturday the 19th, we start at 6pm so it's properly dark.",

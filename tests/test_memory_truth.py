@@ -822,14 +822,17 @@ def test_who_said_a_decisions_messages_is_read_only_from_its_own_channel(
 def test_an_agreement_the_decisions_share_a_word_or_two_with_is_no_agreement(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
 ) -> None:
-    """"Tom agrees to bring his reading glasses this time." beside the decision "I'll bring
+    """ "Tom agrees to bring his reading glasses this time." beside the decision "I'll bring
     the snacks this time.": Tom said that decision's message, and it shares "bring" and
     "time" with the claim, but it is not what he is said to have agreed to (Priya only
     reminded him of his glasses). Most of what an agreement is about must be in the held
     decisions."""
     channel, priya, tom = fair
     settled = "I'll bring the snacks this time, I owe you after the crisps incident."
-    told = "Tom agrees to bring the snacks this time. Tom agrees to bring his reading glasses this time."
+    told = (
+        "Tom agrees to bring the snacks this time. "
+        "Tom agrees to bring his reading glasses this time."
+    )
 
     def respond(request: dict[str, Any]) -> str:
         step = step_of(request)

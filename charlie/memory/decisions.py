@@ -393,7 +393,8 @@ def value_for_words(change: Change, now: str) -> list[str]:
     if _values(old) or not (_told(now) - _told(old)) & _told(change.said):
         return []
     is_now = forms(now, names)
-    return sorted(w for w in about(old, names) if w not in is_now and w.replace("-", "") not in is_now)
+    gone = (w for w in about(old, names) if w not in is_now)
+    return sorted(w for w in gone if w.replace("-", "") not in is_now)
 
 
 def whole_plan(change: Change) -> bool:

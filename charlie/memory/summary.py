@@ -16,8 +16,8 @@ not taken as it is:
   in neither the old memory nor the messages, an agreement ("agreed", "decided") that the
   held decisions do not record — most of what it says is about is in none of them ("Clara
   agrees to bring her reading glasses" beside "I'll bring the snacks this time": a word
-  or two in common is not the same thing) — or one it credits to someone who said none of that decision's
-  messages ("Joe agreed to the picnic" when Joe asked and Ruth settled it).
+  or two in common is not the same thing) — or one it credits to someone who said none of
+  that decision's messages ("Joe agreed to the picnic" when Joe asked and Ruth settled it).
 
 When nothing of the model's sentences is left, Charlie's sentences of the old summary stay.
 """
@@ -112,8 +112,8 @@ def why_left_out(sentence: str, backing: Backing) -> str:
     if CLAIM.search(sentence):
         names = frozenset(decisions.words(" ".join(backing.speakers)))
         told = decisions.about(CLAIM.sub(" ", sentence), names)
-        held = set().union(*(decisions.about(d) for d in backing.decided))
-        if 2 * len(told & held) <= len(told):  # mostly what the decisions say, not a word
+        recorded = set().union(*(decisions.about(d) for d in backing.decided))
+        if 2 * len(told & recorded) <= len(told):  # mostly what the decisions say, not a word
             return "an agreement no decision records"
         deciders = backing.deciders or tuple(frozenset() for _ in backing.decided)
         for name, clause in _claims(sentence, backing.speakers):
