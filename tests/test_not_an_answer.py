@@ -155,6 +155,32 @@ def test_a_reply_that_only_repeats_an_earlier_one_is_asked_for_again_with_a_note
     assert last_words(llm.requests[1]).endswith(prompt.AGAIN["repeat"])
 
 
+def test_a_repeat_is_asked_for_again_without_the_reply_it_copied(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, bakery: Project
+) -> None:
+    """A small model copies what it sees: told only that it repeated a reply, Qwen2.5-Coder
+    gave the same one again, and a person who asked something got an error. The second
+    request shows the conversation without that reply; the person's words and the rest stay."""
+    channel = shared_channel(home, bakery)
+    with_earlier_reply(home, channel, alice)
+    conversations.add_message(home, channel, "user", "And the rye?", user=alice)
+    conversations.add_message(home, channel, "assistant", "The rye is £3.80.")
+    llm.reply(EARLIER)
+    llm.reply("We sell the sourdough at £4.50.")
+    events = turn(home, client, channel, alice, "How much is the sourdough loaf?")
+    assert stored(events) == "We sell the sourdough at £4.50."
+
+    def replies(request: dict[str, Any]) -> list[str]:
+        return [m["content"] for m in request["messages"] if m["role"] == "assistant"]
+
+    first, again = llm.requests
+    assert replies(first) == [EARLIER, "The rye is £3.80."]
+    assert replies(again) == ["The rye is £3.80."]
+    people = [m["content"] for m in again["messages"] if m["role"] == "user"]
+    assert people[0].endswith("Who supplies our flour?") and "And the rye?" in people[1]
+    assert last_words(again).endswith(prompt.AGAIN["repeat"])
+
+
 def test_a_reply_repeated_twice_says_plainly_that_the_model_could_not_answer(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, alice: User, bakery: Project
 ) -> None:

@@ -117,6 +117,7 @@ class ToolLoop:
         # What the answer must not be (`charlie.chat.parrots`), and what was taken out of it.
         self._echoes = parrots.Known()
         self._taken_out: list[parrots.Kind] = []
+        self._repeated = ""  # the earlier reply an answer of this turn was, word for word
         self._lookup = ""  # Charlie's own look-up, among the findings
         self._ran: set[str] = set()  # the tools Charlie ran itself for this message
 
@@ -179,6 +180,7 @@ class ToolLoop:
         self._system, self._asked = messages[0], messages[current]
         self._findings: list[str] = []
         self._mistakes: list[dates.Fact] = []
+        self._repeated = ""
         self._echoes = parrots.Known(
             notes=tuple(self._loaded_line(c) for c in self.registry.categories),
             own=parrots.sentences(own_words()),
@@ -207,8 +209,9 @@ class ToolLoop:
     def _settle(self, messages: list[ChatMessage], current: int) -> Iterator[Event]:
         """The reply once complete: what is not an answer taken out of it (a tool's note,
         Charlie's own prompt: `charlie.chat.parrots`). A reply that was nothing else, or
-        only an earlier reply said again, is asked for once more, with a word of why; a
-        second such reply ends the turn saying the model could not answer. A reply that
+        only an earlier reply said again, is asked for once more, with a word of why — an
+        earlier reply said again, with that reply out of the conversation shown, so there is
+        nothing to copy; a second such reply ends the turn saying the model could not answer. A reply that
         ends empty after a write tool did its work is what was done ("Recorded the
         decision: …"): the person is never told it failed when it worked."""
         for asked_again in (False, True):
@@ -218,6 +221,7 @@ class ToolLoop:
             if verdict is None:
                 break
             kind, why = verdict
+            repeated = (self.reply or self._repeated) if kind == "repeat" else ""
             self.reply = ""
             yield self._event(trace.Stopped("not_an_answer", why))
             if asked_again:
@@ -228,9 +232,11 @@ class ToolLoop:
                     "try another model."
                 )
             self._taken_out = []
-            completion, reading = yield from self._stream(
-                self._with_findings(messages, current, AGAIN[kind]), current, None
-            )
+            again, at = self._with_findings(messages, current, AGAIN[kind]), current
+            if repeated:  # asked without the reply it copied: a small model copies what it sees
+                kept = [m for m in again[:current] if not _says(m, repeated)]
+                again, at = [*kept, *again[current:]], len(kept)
+            completion, reading = yield from self._stream(again, at, None)
             if completion is None:
                 return  # stopped: the reply looped
             yield from self._show(reading.text)
@@ -407,6 +413,7 @@ class ToolLoop:
         self._taken_out += hold.dropped
         if hold.repeated:
             self._taken_out.append("repeat")
+            self._repeated = hold.repeated
         reading = markup.finish()
         if completion.tool_calls:  # native calls: any text markup beside them is not shown
             reading = Reading(text=reading.text)
@@ -745,6 +752,12 @@ def _replies_to_others(messages: list[ChatMessage], current: int) -> list[str]:
         elif message.get("role") == "assistant" and before != asked:
             replies.append(_text_of(message))
     return replies
+
+
+def _says(message: ChatMessage, reply: str) -> bool:
+    """Whether `message` is an earlier reply of Charlie's saying `reply`, word for word."""
+    said = parrots.normal(_text_of(message))
+    return message.get("role") == "assistant" and said == parrots.normal(reply)
 
 
 def _text_of(message: ChatMessage) -> str:
