@@ -211,9 +211,9 @@ class ToolLoop:
         Charlie's own prompt: `charlie.chat.parrots`). A reply that was nothing else, or
         only an earlier reply said again, is asked for once more, with a word of why — an
         earlier reply said again, with that reply out of the conversation shown, so there is
-        nothing to copy; a second such reply ends the turn saying the model could not answer. A reply that
-        ends empty after a write tool did its work is what was done ("Recorded the
-        decision: …"): the person is never told it failed when it worked."""
+        nothing to copy; a second such reply ends the turn saying the model could not
+        answer. A reply that ends empty after a write tool did its work is what was done
+        ("Recorded the decision: …"): the person is never told it failed when it worked."""
         for asked_again in (False, True):
             if self.looped:
                 return
