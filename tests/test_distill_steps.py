@@ -15,6 +15,7 @@ from support.distilling import (
     is_distillation,
     is_recheck,
     judged,
+    last_refused,
     step_answer,
     step_of,
 )
@@ -169,9 +170,7 @@ def test_a_change_holds_only_when_each_second_look_makes_it_too(
     assert result.memory.earlier == []
     asked = [r["messages"][0]["content"] for r in llm.requests if step_of(r) == "change"]
     assert look in asked
-    (refused,) = home.db.execute(
-        "SELECT refused_decisions FROM distillations ORDER BY id DESC LIMIT 1"
-    ).fetchone()
+    refused = last_refused(home)
     why = {"a copy": "did not change it", "no JSON": "the model's answer about it was unusable"}
     assert why[answers] in refused  # kept, and the run's refusals say why
     assert "the plumber comes on Tuesday 9 December." in refused
@@ -669,7 +668,5 @@ def test_a_time_is_no_place_so_it_changes_the_start_not_the_route(
     assert result.memory.texts == [ROUTE, rewrites[START]]
     assert result.memory.decisions[1].sources == (first[0].id, later[0].id)
     assert [(e.text, e.changed_by) for e in result.memory.earlier] == [(START, later[0].id)]
-    (refused,) = home.db.execute(
-        "SELECT refused_decisions FROM distillations ORDER BY id DESC LIMIT 1"
-    ).fetchone()
+    refused = last_refused(home)
     assert "puts a value where plough was, in a decision that held no value" in refused

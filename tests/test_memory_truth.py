@@ -14,7 +14,7 @@ import pytest
 from conftest import Cli
 from live_server import free_port
 from llm_double import ScriptedLLMServer
-from support.distilling import earlier, is_distillation, judged, step_of
+from support.distilling import earlier, is_distillation, judged, last_refused, step_of
 from web_support import PASSWORD, signed_in
 
 from charlie import conversations
@@ -848,8 +848,7 @@ def test_an_agreement_the_decisions_share_a_word_or_two_with_is_no_agreement(
     result = distill.distill(home, channel, client).memory
     assert result.texts == [*(d.text for d in HELD), settled]
     assert result.summary == "Tom agrees to bring the snacks this time."
-    (refused,) = home.db.execute("SELECT refused_decisions FROM distillations").fetchone()
     assert {
         "summary": "Tom agrees to bring his reading glasses this time.",
         "why": "an agreement no decision records",
-    } in json.loads(refused)
+    } in json.loads(last_refused(home))

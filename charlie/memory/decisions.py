@@ -298,10 +298,16 @@ def rewritten(old: str, now: str, said: str, names: frozenset[str] = frozenset()
     was, is_now = forms(old, names), forms(now, names)
     if copied(now, said) and was & is_now and not was <= is_now:
         return False  # (a copy keeping none of it may be a replacement: "the trio instead")
-    # a word of what it was about gone (a compound of two of its words is no word of it:
-    # "Charlotte seed potatoes" keeps "Charlotte potatoes"), or a value gone or new
-    gone = {w for w in about(old, names) if w not in is_now and w.replace("-", "") not in is_now}
+    gone = _gone(old, is_now, names)  # a word of what it was about, or a value gone or new
     return bool(gone or _values(old) - _values(now) - is_now or _values(now) - _values(old))
+
+
+def _gone(old: str, is_now: set[str], names: frozenset[str]) -> list[str]:
+    """The words of what `old` is about that a rewrite (its `forms`, `is_now`) no longer
+    holds. A compound of two of its words is no word of it: "Charlotte seed potatoes" keeps
+    "Charlotte potatoes"."""
+    found = (w for w in about(old, names) if w not in is_now)
+    return sorted(w for w in found if w.replace("-", "") not in is_now)
 
 
 @dataclass(frozen=True)
@@ -392,9 +398,7 @@ def value_for_words(change: Change, now: str) -> list[str]:
     old, names = change.old.text, change.names
     if _values(old) or not (_told(now) - _told(old)) & _told(change.said):
         return []
-    is_now = forms(now, names)
-    gone = (w for w in about(old, names) if w not in is_now)
-    return sorted(w for w in gone if w.replace("-", "") not in is_now)
+    return _gone(old, forms(now, names), names)
 
 
 def whole_plan(change: Change) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from llm_double import ErrorReply, Responder
 
+from charlie.home import Home
 from charlie.memory.steps import RECHECKS, SETTLES
 
 
@@ -122,3 +123,11 @@ def judge_says(changes: bool) -> Responder:
         return ErrorReply(500, "ScriptedLLMServer: no scripted response left")
 
     return respond
+
+
+def last_refused(home: Home) -> str:
+    """What the latest distillation refused, with why (its `refused_decisions`, as stored)."""
+    row = home.db.execute(
+        "SELECT refused_decisions FROM distillations ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return str(row[0])
