@@ -35,7 +35,7 @@ from charlie.users import User, ensure_user, set_password
 
 pytestmark = pytest.mark.both_stores  # runs on PostgreSQL too (./scripts/test)
 
-SECRET = "The door code is 4471, and we go with oak."
+SECRET = "The door code is WREN4471, and we go with oak."
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def planted(home: Home, channel: Channel, alice: User) -> tuple[int, int, int]:
     the secret and holding a decision made from it."""
     said = conversations.add_message(home, channel, "user", SECRET, user=alice)
     answer = conversations.add_message(
-        home, channel, "assistant", "Noted: code 4471, and oak.", parent_id=said.id
+        home, channel, "assistant", "Noted: code WREN4471, and oak.", parent_id=said.id
     )
     later = conversations.add_message(home, channel, "user", "Tiles are green.", user=alice)
     layers = Memory(
@@ -96,13 +96,13 @@ def test_a_forgotten_message_is_found_nowhere_and_its_answer_goes_too(
     assert oak.flag == memory.SOURCE_FORGOTTEN and oak.sources == ()
     assert tiles.sources == (later,) and not tiles.flag
     hits = recall.recaller_for(home).recall(alice, [channel], "door code", limit=5).hits
-    assert all("4471" not in h.message.content for h in hits)
+    assert all("WREN4471" not in h.message.content for h in hits)
     exported = tmp_path / "export.zip"
     archive.export_archive(home, exported, exporter="alice")
     with zipfile.ZipFile(exported) as z:
-        assert all(b"4471" not in z.read(n) for n in z.namelist())
+        assert all(b"WREN4471" not in z.read(n) for n in z.namelist())
     home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    assert "4471" not in everything(home)
+    assert "WREN4471" not in everything(home)
     (log,) = home.db.execute("SELECT by_user_id, place, messages FROM forget_log").fetchall()
     assert tuple(log) == (alice.id, "project kitchen", 2)  # when, by whom, how many: not what
 
@@ -232,7 +232,7 @@ def test_forget_racing_a_distillation_leaves_no_quote_of_it(
     held = memory.load(home, channel)
     assert held.quotes == [] and SECRET not in json.dumps(memory.as_json(held))
     for revision in memory.revisions(home, channel):
-        assert "4471" not in revision.memory.to_json()
+        assert "WREN4471" not in revision.memory.to_json()
 
 
 def test_a_decision_that_only_restated_a_forgotten_message_goes_with_it(
@@ -240,8 +240,10 @@ def test_a_decision_that_only_restated_a_forgotten_message_goes_with_it(
 ) -> None:
     alice, _ = people
     channel = shared_channel(home, create_project(home, "Kitchen"))
-    said = conversations.add_message(home, channel, "user", "The alarm code is 4471.", user=alice)
-    first = Decision("The alarm code is 4471", "2026-12-01", DISTILLED, (said.id,))
+    said = conversations.add_message(
+        home, channel, "user", "The alarm code is WREN4471.", user=alice
+    )
+    first = Decision("The alarm code is WREN4471", "2026-12-01", DISTILLED, (said.id,))
     memory.save(home, channel, Memory("The kitchen.", [first]), "distill")
     memory.save(
         home, channel, Memory("The kitchen.", [first, Decision("Oak", by=DISTILLED)]), "distill"
@@ -249,7 +251,7 @@ def test_a_decision_that_only_restated_a_forgotten_message_goes_with_it(
     done = forget.forget(home, channel, alice, said.id)
     assert (done.restated, done.flagged) == (1, [])
     assert memory.load(home, channel).texts == ["Oak"]
-    assert "4471" not in everything(home)  # the memory, its revisions, every table
+    assert "WREN4471" not in everything(home)  # the memory, its revisions, every table
 
 
 def test_a_message_forgotten_while_the_index_embeds_it_is_never_indexed(
@@ -274,9 +276,9 @@ def test_a_message_forgotten_while_the_index_embeds_it_is_never_indexed(
         index.embedder.embed = embed  # type: ignore[method-assign]
     home.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    assert "4471" not in everything(home)  # not in its words, nor a neighbour's context
+    assert "WREN4471" not in everything(home)  # not in its words, nor a neighbour's context
     hits = recall.recaller_for(home).recall(alice, [channel], "door code oak", limit=5).hits
-    assert [h.message.content for h in hits if "4471" in h.message.content] == []
+    assert [h.message.content for h in hits if "WREN4471" in h.message.content] == []
 
 
 def test_a_code_only_the_forgotten_message_held_leaves_charlies_summaries_and_decisions(
@@ -284,12 +286,14 @@ def test_a_code_only_the_forgotten_message_held_leaves_charlies_summaries_and_de
 ) -> None:
     alice, _ = people
     channel = shared_channel(home, create_project(home, "Kitchen"))
-    said = conversations.add_message(home, channel, "user", "The alarm code is 4471.", user=alice)
+    said = conversations.add_message(
+        home, channel, "user", "The alarm code is WREN4471.", user=alice
+    )
     tiles = conversations.add_message(home, channel, "user", "Tiles are green, oak.", user=alice)
     distilled = Memory(
-        "Alice set the alarm code to 4471. The kitchen gets green tiles.",
+        "Alice set the alarm code to WREN4471. The kitchen gets green tiles.",
         [
-            Decision("Use code 4471 for the alarm", "2026-12-01", DISTILLED, (said.id,)),
+            Decision("Use code WREN4471 for the alarm", "2026-12-01", DISTILLED, (said.id,)),
             Decision("Green tiles", "2026-12-01", DISTILLED, (tiles.id,)),
         ],
     )
@@ -299,7 +303,7 @@ def test_a_code_only_the_forgotten_message_held_leaves_charlies_summaries_and_de
     held = memory.load(home, channel)
     assert held.summary == "The kitchen gets green tiles."
     assert held.texts == ["Green tiles"]
-    assert "4471" not in everything(home)  # memory.md, every revision, every table
+    assert "WREN4471" not in everything(home)  # memory.md, every revision, every table
 
     # a summary the person wrote is theirs: never cut
     mine = Memory("My note: 9026 opens the gate.", [Decision("Oak", by=DISTILLED)])
@@ -318,24 +322,26 @@ def test_a_decision_charlie_drew_from_another_message_goes_when_it_holds_the_for
     and in every earlier decision and revision."""
     alice, _ = people
     channel = shared_channel(home, create_project(home, "Hall"))
-    said = conversations.add_message(home, channel, "user", "The alarm code is 4471.", user=alice)
+    said = conversations.add_message(
+        home, channel, "user", "The alarm code is WREN4471.", user=alice
+    )
     later = conversations.add_message(home, channel, "user", "Tell the sitter too.", user=alice)
     tiles = conversations.add_message(home, channel, "user", "Tiles are green, oak.", user=alice)
     retired = Earlier(
-        "The alarm code is 4471 for now", "2026-11-30", DISTILLED, (later.id,), "2026-12-01"
+        "The alarm code is WREN4471 for now", "2026-11-30", DISTILLED, (later.id,), "2026-12-01"
     )
     distilled = Memory(
         "The hall is being redone.",
         [
-            Decision("The sitter gets alarm code 4471", "2026-12-01", DISTILLED, (later.id,)),
+            Decision("The sitter gets alarm code WREN4471", "2026-12-01", DISTILLED, (later.id,)),
             Decision("Green tiles", "2026-12-01", DISTILLED, (tiles.id,)),
         ],
         earlier=[retired],
     )
     memory.save(home, channel, distilled, "distill")
-    assert "4471" in memory.load(home, channel).texts[0]
+    assert "WREN4471" in memory.load(home, channel).texts[0]
     forget.forget(home, channel, alice, said.id)
     held = memory.load(home, channel)
     assert held.texts == ["Green tiles"]
     assert held.earlier == []
-    assert "4471" not in everything(home)  # memory.md, every revision, every table
+    assert "WREN4471" not in everything(home)  # memory.md, every revision, every table
