@@ -506,6 +506,56 @@ def test_accepting_the_assistants_offer_is_no_decision_of_the_household(
     assert distill.distill(home, channel, client).memory.texts == []
 
 
+ENTRY = "Entry is free but we'll ask for a £1 donation for the food bank. Everyone okay?"
+REPLIES = {
+    ENTRY: (steps.SETTLES, "a £1 donation for the food bank"),  # never asked: it asks
+    "Sounds good to me.": (steps.SETTLES, "Entry is free, with a £1 donation for the food bank"),
+    "yes pls": (steps.SETTLES, "a £1 donation for the food bank"),
+}
+
+
+@pytest.mark.parametrize(
+    ("reply", "held"),
+    [
+        ("Sounds good to me. Can you ask Maggie about the urn?", True),
+        ("Yes! Or shall we ask £2 instead?", False),  # a question with a value of its own
+        ("Can you ask Maggie about the urn? Sounds good to me.", False),  # it opens asking
+    ],
+)
+def test_a_reply_that_agrees_then_asks_settles_the_proposal_over_charlies_answer(
+    home: Home,
+    llm: ScriptedLLMServer,
+    client: LLMClient,
+    kitchen: tuple[Channel, User, User],
+    reply: str,
+    held: bool,
+) -> None:
+    """As in a conversation nobody tuned on: the proposal asks if everyone is okay with it,
+    Charlie answers it (as it answers every message), and the reply agrees, then asks
+    something of its own. The reply answers the proposal, two messages up; its question
+    takes nothing back. The reply is judged by what it answers, before the question."""
+    channel, sam, alex = kitchen
+    said = talk(home, channel, (sam, ENTRY), (None, "That sounds fair."), (alex, reply))
+    llm.default = kinds_of(REPLIES)
+    result = distill.distill(home, channel, client)
+    worded = "Entry is free, with a £1 donation for the food bank"
+    assert [(d.text, d.sources) for d in result.memory.decisions] == (
+        [(worded, (said[2].id,))] if held else []
+    )
+    asked = [judged(r) for r in llm.requests if step_of(r) == "decision"]
+    assert asked == (["Sounds good to me."] if held else [])
+
+
+def test_a_reply_to_ones_own_proposal_across_charlies_question_answers_charlie(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    channel, sam, _ = kitchen
+    asking = "Shall I note the £1 donation for the food bank?"
+    talk(home, channel, (sam, ENTRY), (None, asking), (sam, "yes pls"))
+    llm.default = kinds_of(REPLIES)
+    assert distill.distill(home, channel, client).memory.texts == []
+
+
 def test_agreeing_with_an_idea_settles_it_even_when_the_idea_came_in_the_batch_before(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
 ) -> None:

@@ -480,6 +480,29 @@ def test_a_message_copied_into_the_summary_as_it_was_shown_is_taken_out(
     assert {"summary": f"tom: {asked}", "why": "a message copied as it was shown"} in refused
 
 
+def test_a_line_of_the_conversation_under_anyones_name_is_no_summary(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
+) -> None:
+    """As the real model wrote it on a conversation nobody tuned on: Tom's message under
+    Priya's name (a line copied is no summary, and this one says who said it wrongly), and a
+    sentence Priya said in the first person (who is "we"?). The summary that sums up stays."""
+    channel, priya, tom = fair
+    spare = "I need to clear out the spare room anyway, loads of books in there."
+    entry = "Entry is free but we'll ask for a £1 donation for the food bank."
+    say(home, channel, (tom, spare), (priya, f"{entry} Everyone okay with that?"))
+    summed = "Priya and Tom plan a book swap with free entry."
+    llm.default = summary_model([f"priya: {spare} {entry} {summed} Priya: Yes please."])
+    result = distill.distill(home, channel, client)
+    assert result.memory.summary == summed
+    refused = json.loads(
+        home.db.execute("SELECT refused_decisions FROM distillations").fetchone()[0]
+    )
+    assert {"summary": f"priya: {spare}", "why": "a message copied as it was shown"} in refused
+    line = "a line of the conversation, not a summary of it"
+    assert {"summary": entry, "why": line} in refused
+    assert {"summary": "Priya: Yes please.", "why": line} in refused
+
+
 def test_a_question_is_never_a_quote(
     home: Home, llm: ScriptedLLMServer, client: LLMClient, fair: tuple[Channel, User, User]
 ) -> None:
@@ -753,6 +776,39 @@ def test_the_message_copied_in_place_of_a_decision_stands_only_when_it_names_it(
         "superseded": old, "message": "26",
         "why": "the rewrite is the message copied, keeping nothing of the decision",
     }]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("old", "said", "rewrite", "changed"),
+    [  # the first as Qwen2.5-Coder-1.5B judged it, every look agreeing
+        ("Bad news, the hall is booked on the 13th, so we'll have to do Saturday the 12th "
+         "instead.", "Let's set up at 1, an hour before doors.",
+         "Bad news, the hall is booked on the 13th, so we'll have to set up at 1, an hour "
+         "before doors.", False),
+        ("Practice is on Tuesdays at the rec.", "We'll train Thursdays from now on.",
+         "Practice is on Thursdays at the rec.", True),
+        ("Rehearsal at 7pm in the church hall.", "From next week we start at 8, the vicar asked.",
+         "Rehearsal at 8pm in the church hall.", True),
+    ],
+)  # fmt: skip
+def test_a_decision_close_in_meaning_only_changes_by_a_value_of_its_own_sort(
+    old: str, said: str, rewrite: str, changed: bool
+) -> None:
+    """A decision the message shares no word with changes only by a swap (`swaps`): a day
+    for a day, a time for a time — a set-up time is no date, however the judge wrote it."""
+    held = [Decision(old, "2026-12-01", DISTILLED, (7,))]
+    message = Message(25, "user", "nadia", said, "2026-12-06T10:00:00")
+    proposed = [decisions.Proposed(said, (25,))]
+
+    def alike(_text: str, others: list[str]) -> list[float]:
+        return [0.9 for _ in others]  # as near in meaning as can be
+
+    confirmed, refused = decisions.changes(
+        held, proposed, [], [message], lambda _: rewrite, alike=alike
+    )
+    assert [c.now for c in confirmed] == ([rewrite] if changed else [])
+    why = "close in meaning only, and the rewrite swaps in nothing the message says"
+    assert changed or refused == [{"superseded": old, "message": "25", "why": why}]
 
 
 @pytest.mark.parametrize(

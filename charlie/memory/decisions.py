@@ -32,6 +32,7 @@ RELATED = 0.5  # … enough to be about the same thing (a revision, if a value d
 MOST_CANDIDATES = 3  # held decisions checked against each new one
 CLOSEST = 2  # … of which these many may be found by meaning alone (`closest`)
 MEANING = 0.3  # the least cosine of a decision found by meaning: below, nothing is near
+REPLY_WORDS = 3  # fewer words of what it is about: a reply that leans on what came before
 VALUE = re.compile(
     r"^(\d[\d.,:/-]*|\d+(st|nd|rd|th)|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
     r"|january|february|march|april|may|june|july|august|september|october|november|december"
@@ -154,6 +155,36 @@ def _is_value(word: str) -> bool:
     return bool(VALUE.match(word)) or any(c.isdigit() for c in word)
 
 
+DAYS = frozenset(words("monday tuesday wednesday thursday friday saturday sunday"))
+
+
+def _value_kind(value: str, text: str) -> str:
+    """What sort of value `value` (as `words` found it) is in `text`: a day, a month, a date
+    ("the 13th"), an amount ("£5"), a time ("7pm", "7:30", "at 1"), a bare number (a time,
+    an amount or a count), or another."""
+    if value in DAYS:
+        return "day"
+    if value.isalpha():
+        return "month"
+    if value[:1] in "£$€":
+        return "amount"
+    said = re.escape(value)
+    if re.search(rf"(?<![\d.:]){said}(st|nd|rd|th)\b", text, re.I):
+        return "date"
+    timed = rf"(?<![\d.:]){said}\s*(am|pm)\b|\bat\s+{said}(?![\d.:]|st|nd|rd|th)"
+    if re.fullmatch(r"\d{1,2}[:.]\d\d|\d{1,2}(am|pm)", value) or re.search(timed, text, re.I):
+        return "time"
+    return "number" if value.isdigit() else "other"
+
+
+def _same_kind(one: str, other: str) -> bool:
+    """Whether a value of one sort (`_value_kind`) may stand in for one of the other: the
+    same sort, or a bare number or a value of no known sort beside any but a day, a month
+    or a date — a time is no date ("set up at 1" is no "Saturday the 12th")."""
+    kinds = {one, other}
+    return len(kinds) == 1 or not kinds & {"day", "month", "date"} or "other" in kinds
+
+
 CLOCK = re.compile(r"(\d{1,2})(?:[:.](\d\d))?(?:am|pm)?")
 
 
@@ -220,8 +251,41 @@ def ends_asking(text: str) -> bool:
 
 
 def is_question(message: Message) -> bool:
-    """A message that asks rather than states: it never decides or changes a decision."""
+    """A message that asks rather than states: it never changes a decision, and decides
+    nothing unless it first answers what was asked before it (`reply_before_asking`)."""
     return ends_asking(message.content)
+
+
+def reply_before_asking(message: Message) -> str:
+    """What a message that ends asking first answers, or "": a short reply that leans on
+    what was said before it (`leans`), then a question of its own that holds no value
+    ("Sounds good to me. Can you ask Maggie about the urn?" → "Sounds good to me.";
+    "Sunday the 13th works! Shall I do the posters?").
+    The question does not take the answer back. One with a value puts another forward
+    ("Yes! Or Sunday instead?"), and a statement that stands on its own before a question
+    is a proposal, which an answer settles ("… a £1 donation for the food bank. Everyone
+    okay with that?")."""
+    if not is_question(message):
+        return ""
+    parts = re.split(r"(?<=[.!?])\s+", normalise(message.content))
+    answered = list(itertools.takewhile(lambda part: not ends_asking(part), parts))
+    if not answered:
+        return ""
+    reply, asked = " ".join(answered), " ".join(parts[len(answered) :])
+    return reply if leans(reply, message.speaker) and not _values(asked) else ""
+
+
+def leans(text: str, speaker: str) -> bool:
+    """Whether what `speaker` said leans on the messages before it for what it settles: it
+    says fewer than `REPLY_WORDS` words of what it is about ("Yes, let's do that.", "Oak,
+    no question.")."""
+    return len(about(text, frozenset(words(speaker)))) < REPLY_WORDS
+
+
+def states(message: Message) -> bool:
+    """Whether a message may state a decision: it asks nothing, or it answers before it asks
+    (`reply_before_asking`)."""
+    return not is_question(message) or bool(reply_before_asking(message))
 
 
 def closest(text: str, held: list[Decision], alike: Alike | None) -> set[str]:
@@ -427,22 +491,24 @@ def _linked(change: Change, names: frozenset[str]) -> bool:
 
 def swaps(change: Change, now: str) -> bool:
     """Whether a rewrite puts something the message says in place of something of the same
-    kind the old decision held — a value for a value (a number, a day, a month), a word of
-    what it is about for another — and keeps most of the rest: all that may change a
-    decision close in meaning to the message but sharing no word with it ("Fortnightly to
-    start, see how we go." → "Weekly to start, see how we go." for "Let's go weekly from next
-    month"). Never a calling-off, never a decision written anew, never a new word where a
-    value was."""
+    kind the old decision held — a value for a value of its sort (`_same_kind`: a day for a
+    day, a time for a time, whatever its dress), a word of what it is about for another —
+    and keeps most of the rest: all that may change a decision close in meaning to the
+    message but sharing no word with it ("Fortnightly to start, see how we go." → "Weekly to
+    start, see how we go." for "Let's go weekly from next month"). Never a calling-off, never
+    a decision written anew, never a new word where a value was, never a time where a date
+    was ("set up at 1" for "Saturday the 12th")."""
     names = change.names
-    said = forms(change.said, names) | _values(change.said)
-    kept = 0
-    swapped = False
-    for part in (lambda t: about(t, names) - _values(t), _values):
-        was, is_now = part(change.old.text), part(now)
-        kept += len(was & is_now)
-        swapped = swapped or (bool(was - is_now) and bool((is_now - was) & said))
-    whole = about(change.old.text, names) | _values(change.old.text)
-    return swapped and 2 * kept >= len(whole)
+    said = forms(change.said, names)
+    was, is_now = about(change.old.text, names), about(now, names)
+    swapped = bool(was - is_now) and bool((is_now - was) & said)
+    old, told, now_told = change.old.text, _told(change.said), _told(now)
+    values, new_values = _values(old), _values(now)
+    brought = {_value_kind(v, now) for v in new_values if _plain(v) in told - _told(old)}
+    dropped = {_value_kind(v, old) for v in values if _plain(v) not in now_told}
+    swapped = swapped or any(_same_kind(a, b) for a in dropped for b in brought)
+    kept = len(was & is_now) + sum(_plain(v) in now_told for v in values)
+    return swapped and 2 * kept >= len(was | values)
 
 
 def _why_not(change: Change, names: frozenset[str]) -> str:
@@ -602,7 +668,7 @@ def apply(
             merged = tuple(sorted({*whole.sources, *sources}))
             kept[kept.index(whole)] = instead[key(text)] = replace(whole, sources=merged)
             continue
-        if all(is_question(people[i]) for i in sources):
+        if not any(states(people[i]) for i in sources):
             outcome.refused.append({"decision": text, "why": "a question, not a decision"})
             continue
         same = [d for d in kept if said_again(text, d.text)]

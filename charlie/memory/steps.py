@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
@@ -51,7 +51,6 @@ CONTEXT_MESSAGES = 2  # the messages shown before the one judged (a "yes, let's"
 MOST_QUOTES = 1
 QUOTE_WORDS = 5  # a shorter message is not offered as a quote
 QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a word
-OWN_WORDS = 3  # words of what it is about: a message that says what it settles on its own
 ORDINALS = frozenset(
     decisions.words("first second third fourth fifth sixth seventh eighth ninth tenth")
 )  # values in words: "first Sundays mine, third Sundays yours" (`_lost`)
@@ -304,27 +303,45 @@ def _decided(
     earlier = earlier or []
     shown = [*earlier, *messages]
     kinds: dict[int, str] = {}
-    for at, message in enumerate(shown):
-        if at < len(earlier) or message.role != "user" or _asks(message):
+    for at, said in enumerate(shown):
+        if at < len(earlier) or said.role != "user":
             continue
+        message = said
+        if _asks(said):  # judged by the reply it opens with, if any: "Works for me! Can I …?"
+            message = replace(said, content=decisions.reply_before_asking(said))
+            if not message.content:
+                continue
         before = shown[max(0, at - CONTEXT_MESSAGES) : at]
         answer = _kind(asker, message, before)
         kinds[message.id] = answer.kind
         if not answer.decision:
             continue
         taken = {t.message.id: n for n, t in enumerate(found)}
-        if before and _leans(message) and not _own(answer.what or message.content, message):
-            answered = before[-1]
-            if not _opens(asker, answered, shown, kinds, settled | set(taken)):
-                continue
+        answered = _answered(message, shown[:at]) if _leans(message) else None
+        agrees = before and _leans(message) and not _own(answer.what or message.content, message)
+        if agrees and not (answered and _opens(asker, answered, shown, kinds, {*settled, *taken})):
+            continue
         worded = _worded(answer.what, message, before)
-        proposed = taken.get(before[-1].id) if before and _leans(message) else None
+        proposed = taken.get(answered.id) if answered is not None else None
         if proposed is not None and _agrees(asker, found[proposed], message, worded):
             # "Trevarrow is lovely, let's go there." after the proposal: one decision
             found[proposed] = found[proposed]._replace(agreed=(*found[proposed].agreed, message))
             continue
         found.append(Taken(message, worded))
     return found
+
+
+def _answered(reply: Message, before: list[Message]) -> Message | None:
+    """The person's message a reply answers: the last one before it, over what Charlie said
+    in between (Charlie answers every message, so "Works for me!" answers the proposal two
+    messages up) — but not the replier's own across a question of Charlie's: that one
+    answers Charlie ("Shall I add a reminder?" → "yes pls")."""
+    charlie_asked = False
+    for message in reversed(before):
+        if message.role == "user":
+            return None if charlie_asked and message.speaker == reply.speaker else message
+        charlie_asked = charlie_asked or decisions.ends_asking(message.content)
+    return None
 
 
 def _agrees(asker: Asker, proposed: Taken, reply: Message, worded: str) -> bool:
@@ -360,10 +377,8 @@ def _kind(asker: Asker, message: Message, before: list[Message]) -> _Decision:
 
 
 def _leans(message: Message) -> bool:
-    """Whether a message leans on the ones before it for what it settles: it says fewer
-    than `OWN_WORDS` words of what it is about ("Yes, let's do that.", "Oak, no question.")."""
-    speakers = frozenset(decisions.words(message.speaker))
-    return len(decisions.about(message.content, speakers)) < OWN_WORDS
+    """Whether a message leans on the ones before it for what it settles (`decisions.leans`)."""
+    return decisions.leans(message.content, message.speaker)
 
 
 def _own(worded: str, message: Message) -> bool:

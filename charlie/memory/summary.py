@@ -9,7 +9,10 @@ not taken as it is:
 - Charlie's part is at most `MOST_SENTENCES` sentences (fewer beside the person's, one at
   least) and `MOST_WORDS` words (one sentence longer than that is left out too: a list run
   together with commas), and no sentence of the summary says the same as another;
-- a person's message copied as the model was shown it ("Ruth: Can we …?") is taken out;
+- a person's message copied as the model was shown it ("Ruth: Can we …?"), under anyone's
+  name, is taken out, and so is a sentence that opens with a speaker's name and a colon or
+  is a sentence a person said in the first person, word for word: a line of the
+  conversation is no summary;
 - a sentence about the assistant itself (its tools, its notices, "Charlie found that…") or
   naming a tool is left out;
 - a sentence the conversation does not back is left out: a number or a name that appears
@@ -40,6 +43,8 @@ SAME = 0.8  # content words in common: two sentences that say the same
 # two of the summary's own ("planning", "weighing up") is how a summary is written.
 LEAST_UNSAID = 2
 COPIED_CHARS = 20  # "Name: " and this much of their message, word for word: a copied line
+COPIED_WORDS = 4  # a sentence a person said, this long or longer, copied: a line, no summary
+FIRST_PERSON = re.compile(r"\b(i|i'm|i'll|i've|i'd|me|my|we|we're|we'll|we've|we'd|us|our)\b")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“‘(]?[A-Z0-9])")
 CLAIM = re.compile(
     r"\b(agree[sd]?|agreeing|decided?|decides|confirmed|settled|committed|chose|chosen)\b", re.I
@@ -97,6 +102,8 @@ class Backing:
 
 def why_left_out(sentence: str, backing: Backing) -> str:
     """Why a sentence of the model's summary is not kept, or "" when it is."""
+    if _a_line(sentence, backing):
+        return "a line of the conversation, not a summary of it"
     if re.search(rf"\b{re.escape(ASSISTANT)}\b", sentence, re.I) or TOOLISH.search(sentence):
         return "about the assistant or its tools"
     said = backing.said.lower()
@@ -153,15 +160,36 @@ def _unsaid(sentence: str, known: set[str]) -> list[str]:
     return found
 
 
+def _a_line(sentence: str, backing: Backing) -> bool:
+    """Whether a sentence is a line of the conversation rather than a summary of it: it
+    opens with a speaker's name and a colon, as the model was shown the messages ("Nadia:
+    I need to clear out the spare room anyway" — said by Owen), or it is a sentence a person
+    said in the first person, word for word and at least `COPIED_WORDS` words ("Entry is
+    free but we'll ask for a £1 donation for the food bank.": who is "we"?). Told in the
+    third person, a sentence said word for word may sum up well ("The stall opens at 10.")."""
+    opening = re.match(r"\s*([\w'’ -]{1,40}?)\s*:", sentence)
+    if opening and opening.group(1).lower() in backing.speakers:
+        return True
+    plain = _plain(sentence)
+    if len(plain.split()) < COPIED_WORDS or not FIRST_PERSON.search(plain):
+        return False
+    return any(plain == _plain(said) for _, text in backing.lines for said in sentences(text))
+
+
+def _plain(text: str) -> str:
+    return " ".join(re.findall(r"[\w'’£$€%-]+", text.lower()))
+
+
 def _without_copies(answer: str, lines: tuple[tuple[str, str], ...]) -> tuple[str, list[str]]:
     """`answer` without the people's messages it copies as the model was shown them
     ("Ruth: Can we remove the old bench sign while we're there? It's been hanging off for
     months."): a line of the conversation is not a summary of it. Returns what was taken
     out too."""
     copied: list[str] = []
-    for speaker, text in lines:
+    speakers = "|".join(sorted({re.escape(speaker) for speaker, _ in lines}))
+    for _, text in lines:  # under anyone's name: "Nadia: …" for what Owen said
         said = normalise(text)
-        for found in reversed(list(re.finditer(rf"\b{re.escape(speaker)}:\s*", answer, re.I))):
+        for found in reversed(list(re.finditer(rf"\b(?:{speakers}):\s*", answer, re.I))):
             rest = answer[found.end() :]
             same = next(
                 (n for n, (a, b) in enumerate(zip(rest, said, strict=False)) if a != b),
