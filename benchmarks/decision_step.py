@@ -33,8 +33,6 @@ from charlie.conversations import ASSISTANT, Message
 from charlie.llm.client import LLMClient
 from charlie.memory import steps
 
-CONTEXT = 2  # the messages shown before a batch, as a distillation shows them
-
 
 def messages_of(plan: dict[str, Any]) -> list[Message]:
     """The conversation's lines as messages, numbered from 1 (their index + 1)."""
@@ -56,7 +54,7 @@ def taken(plan: dict[str, Any], asker: steps.Asker) -> set[int]:
     found: set[int] = set()
     for start in range(0, len(shown), EVERY):
         batch = shown[start : start + EVERY]
-        earlier = shown[max(0, start - CONTEXT) : start]
+        earlier = steps.context(shown, start)
         settled = frozenset(i + 1 for i in found)
         taken = steps._decided(asker, batch, earlier, settled)
         found |= {m.id - 1 for t in taken for m in (t.message, *t.agreed)}

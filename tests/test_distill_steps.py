@@ -440,6 +440,37 @@ def test_the_first_message_of_a_batch_is_judged_with_the_question_asked_before_i
     assert len(asked) == 2  # the earlier messages are context, never judged again
 
 
+def test_charlies_answers_do_not_crowd_the_peoples_messages_out_of_the_context(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    """Charlie answers every message: two messages back would show one person's. The
+    context reaches back to the second person's message, Charlie's answers among them —
+    across batches too."""
+    channel, sam, alex = kitchen
+    talk(home, channel, (sam, "We decided: the bins go out on Tuesdays."), (None, "Noted."))
+    talk(home, channel, (alex, "Oak or walnut for the worktops?"), (None, "Both wear well."))
+    llm.default = step_answer
+    distill.distill(home, channel, client)
+    llm.requests.clear()
+    talk(home, channel, (sam, "Oak, no question."), (None, "Oak it is."), (alex, "Lovely."))
+    distill.distill(home, channel, client)
+    asked = [str(r["messages"][1]["content"]) for r in llm.requests if step_of(r) == "decision"]
+    assert asked == [
+        "Just before (context only):\n"
+        "sam: We decided: the bins go out on Tuesdays.\n"
+        "Charlie: Noted.\n"
+        "alex: Oak or walnut for the worktops?\n"
+        "Charlie: Both wear well.\n\n"
+        "The message:\nsam: Oak, no question.",
+        "Just before (context only):\n"
+        "alex: Oak or walnut for the worktops?\n"
+        "Charlie: Both wear well.\n"
+        "sam: Oak, no question.\n"
+        "Charlie: Oak it is.\n\n"
+        "The message:\nalex: Lovely.",
+    ]
+
+
 def kinds_of(said: dict[str, tuple[str, str]]) -> Any:
     """A model that answers the decision step from `said` (message → kind, what)."""
 

@@ -1008,8 +1008,9 @@ def distill(
 def _before(home: Home, channel: Channel, window: list[Message]) -> list[Message]:
     """The messages just before `window` (already distilled): the context a first message
     needs ("Outside, under the gazebo." answers a question asked before the batch began)."""
-    shown = conversations.around(home, channel, window[0].id, steps.CONTEXT_MESSAGES, 0)
-    return [m for m in shown if m.id != window[0].id and not m.incomplete]
+    shown = conversations.around(home, channel, window[0].id, 2 * steps.CONTEXT_MESSAGES, 0)
+    earlier = [m for m in shown if m.id != window[0].id and not m.incomplete]
+    return steps.context(earlier, len(earlier))  # Charlie's answers among them
 
 
 def _still_there(home: Home, window: list[Message]) -> list[Message]:

@@ -5,8 +5,10 @@ Qwen2.5-Coder-1.5B it kept 3 of 9 planted decisions, applied none of 3 revisions
 remarks ("Dinner is pasta, as usual.") as decisions (docs/memory.md). Here each request
 asks one small thing, held to a small schema:
 
-1. each person's message on its own, with the two before it (a question is none and is
-   not asked about, nor one that opens with one: "Date? I can do the 6th." offers): what
+1. each person's message on its own, with the two people's messages before it and what
+   Charlie said among them (`context`; a question is none and is not asked about, nor one
+   that opens with one: "Date? I can do the 6th." offers, but a short answer before a
+   question of its own is asked about as that answer: `decisions.reply_before_asking`): what
    kind of message it is — a question, an idea nobody settled, small talk, only news, or
    else it settles something. One that settles something is held as a decision in the
    person's own words, unless it leans on the messages before it ("Yes, let's do that."):
@@ -47,7 +49,7 @@ from charlie.llm.messages import ChatMessage
 from charlie.memory import decisions
 from charlie.memory.layers import Memory, normalise
 
-CONTEXT_MESSAGES = 2  # the messages shown before the one judged (a "yes, let's" needs them)
+CONTEXT_MESSAGES = 2  # people's messages shown before the one judged ("yes, let's" needs them)
 MOST_QUOTES = 1
 QUOTE_WORDS = 5  # a shorter message is not offered as a quote
 QUOTE_CHARS = 300  # a longer message is quoted up to here, at a sentence or a word
@@ -311,7 +313,7 @@ def _decided(
             message = replace(said, content=decisions.reply_before_asking(said))
             if not message.content:
                 continue
-        before = shown[max(0, at - CONTEXT_MESSAGES) : at]
+        before = context(shown, at)
         answer = _kind(asker, message, before)
         kinds[message.id] = answer.kind
         if not answer.decision:
@@ -329,6 +331,17 @@ def _decided(
             continue
         found.append(Taken(message, worded))
     return found
+
+
+def context(shown: list[Message], at: int) -> list[Message]:
+    """The messages shown before `shown[at]` when it is judged: back to the
+    `CONTEXT_MESSAGES`-th person's message, with what Charlie said among them. Charlie
+    answers every message, so two messages back would show one person's."""
+    start, people = at, 0
+    while start > 0 and people < CONTEXT_MESSAGES:
+        start -= 1
+        people += shown[start].role == "user"
+    return shown[start:at]
 
 
 def _answered(reply: Message, before: list[Message]) -> Message | None:
@@ -410,7 +423,7 @@ def _opens(
         return True
     if answered.id not in kinds:  # from before the batch: asked now
         at = shown.index(answered)
-        kinds[answered.id] = _kind(asker, answered, shown[max(0, at - CONTEXT_MESSAGES) : at]).kind
+        kinds[answered.id] = _kind(asker, answered, context(shown, at)).kind
     return kinds[answered.id] in (QUESTION, IDEA)
 
 
