@@ -308,8 +308,8 @@ def _decided(
     for at, said in enumerate(shown):
         if at < len(earlier) or said.role != "user":
             continue
-        message = said
-        if _asks(said):  # judged by the reply it opens with, if any: "Works for me! Can I …?"
+        message, replying = said, _asks(said)
+        if replying:  # judged by the answer it opens with, if any: "Works for me! Can I …?"
             message = replace(said, content=decisions.reply_before_asking(said))
             if not message.content:
                 continue
@@ -321,6 +321,7 @@ def _decided(
         taken = {t.message.id: n for n, t in enumerate(found)}
         answered = _answered(message, shown[:at]) if _leans(message) else None
         agrees = before and _leans(message) and not _own(answer.what or message.content, message)
+        agrees = agrees or replying  # an answer before a question must answer something
         if agrees and not (answered and _opens(asker, answered, shown, kinds, {*settled, *taken})):
             continue
         worded = _worded(answer.what, message, before)
