@@ -54,7 +54,7 @@ def score(plan: dict[str, Any], judge: decisions.Judge) -> dict[str, Any]:
     for revision in plan["revisions"]:
         old, at = held(shown[revision["decided_at"]]), revision["changed_at"]
         change = decisions.Change(
-            old, shown[at], decisions._question_before(shown[at], shown), "", names
+            old, shown[at], decisions.asked_before(shown[at], shown), "", names
         )
         now = judged(judge, change)
         revised.append({"old": old.text, "message": shown[at].content, "now": now})
@@ -65,7 +65,7 @@ def score(plan: dict[str, Any], judge: decisions.Judge) -> dict[str, Any]:
         for old in decisions.candidates(shown[trap].content, before, names):
             pairs += 1  # a decision it would be asked about: sharing a word, or a value moved
             change = decisions.Change(
-                old, shown[trap], decisions._question_before(shown[trap], shown), "", names
+                old, shown[trap], decisions.asked_before(shown[trap], shown), "", names
             )
             now = judged(judge, change)
             if now is not None:

@@ -139,21 +139,24 @@ def test_a_change_of_plan_supersedes_the_decision_it_names(
 
 
 @pytest.mark.parametrize("answers", ["a copy", "no JSON"])
-@pytest.mark.parametrize("look", steps.RECHECKS, ids=["plan now", "plan instead"])
-def test_a_change_holds_only_when_each_second_look_makes_it_too(
+@pytest.mark.parametrize("changing", [(0,), (0, 1), (0, 2), (1, 2), (0, 1, 2)])
+def test_a_change_holds_only_when_every_look_makes_it(
     home: Home,
     llm: ScriptedLLMServer,
     client: LLMClient,
     kitchen: tuple[Channel, User, User],
-    look: str,
+    changing: tuple[int, ...],
     answers: str,
 ) -> None:
-    """The judge rewrites the decision, but one of its second looks, worded otherwise,
-    copies it as it was, or answers nothing usable: one wording's slip retires nothing."""
+    """The judge is asked three ways (`steps.LOOKS`); the looks in `changing` rewrite the
+    decision, the others copy it as it was or answer nothing usable: one wording's slip
+    retires nothing, and a look is asked only while every look before made the change."""
     channel, sam, alex = kitchen
 
     def answer(request: dict[str, Any]) -> str:
-        if request["messages"][0]["content"] != look:
+        if step_of(request) != "change":
+            return step_answer(request)
+        if steps.LOOKS.index(request["messages"][0]["content"]) in changing:
             return step_answer(request)
         return json.dumps({"now": earlier(request)}) if answers == "a copy" else "Hmm, let me see."
 
@@ -166,14 +169,20 @@ def test_a_change_holds_only_when_each_second_look_makes_it_too(
         (alex, "Change of plan: the plumber comes on Thursday 11 December, not Tuesday."),
     )
     result = distill.distill(home, channel, client)
-    assert "the plumber comes on Tuesday 9 December." in result.memory.texts
-    assert result.memory.earlier == []
+    changed = len(changing) == 3
+    assert ("the plumber comes on Tuesday 9 December." in result.memory.texts) is not changed
+    assert len(result.memory.earlier) == changed
     asked = [r["messages"][0]["content"] for r in llm.requests if step_of(r) == "change"]
-    assert look in asked
+    first_kept = next((n for n in range(3) if n not in changing), 2)
+    # asked until a look keeps it (an unusable answer is asked for once more)
+    assert list(dict.fromkeys(asked)) == list(steps.LOOKS[: first_kept + 1])
     refused = last_refused(home)
-    why = {"a copy": "did not change it", "no JSON": "the model's answer about it was unusable"}
-    assert why[answers] in refused  # kept, and the run's refusals say why
-    assert "the plumber comes on Tuesday 9 December." in refused
+    if not changed and first_kept:  # kept after a look changed it: the refusals say why
+        assert f"kept: {first_kept} of the model's {first_kept + 1} looks changed it" in refused
+        why = {"a copy": "Tuesday 9 December", "no JSON": "an answer about it that was unusable"}
+        assert why[answers] in refused
+    elif not changed:  # the judge kept it: its answer, or an unusable one (said)
+        assert ("kept: 0 of the model's 1 looks" in refused) is (answers == "no JSON")
 
 
 def test_a_persons_decision_stays_when_the_model_says_nothing_changes_it(

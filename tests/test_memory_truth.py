@@ -512,7 +512,8 @@ def test_a_line_of_the_conversation_under_anyones_name_is_no_summary(
     entry = "Entry is free but we'll ask for a £1 donation for the food bank."
     say(home, channel, (tom, spare), (priya, f"{entry} Everyone okay with that?"))
     summed = "Priya and Tom plan a book swap with free entry."
-    llm.default = summary_model([f"priya: {spare} {entry} {summed} Priya: Yes please."])
+    asked = "Everyone okay with that?"
+    llm.default = summary_model([f"priya: {spare} {entry} {summed} Priya: Yes please. {asked}"])
     result = distill.distill(home, channel, client)
     assert result.memory.summary == summed
     refused = json.loads(
@@ -522,6 +523,95 @@ def test_a_line_of_the_conversation_under_anyones_name_is_no_summary(
     line = "a line of the conversation, not a summary of it"
     assert {"summary": entry, "why": line} in refused
     assert {"summary": "Priya: Yes please.", "why": line} in refused
+    assert {"summary": asked, "why": line} in refused  # a summary tells what is open
+
+
+SUNDAY = "The school locks the field on Saturdays, so set-up is Sunday at 7am."
+
+
+def moving_setup(summary: str) -> Any:
+    """A model that takes Tom's message for the change of set-up day it is, in both modes,
+    and sums up as `summary`."""
+
+    def respond(request: dict[str, Any]) -> str:
+        step = step_of(request)
+        if step == "change":
+            held = earlier(request)
+            return json.dumps({"now": "Set-up is on Sunday at 7am" if "Set-up" in held else held})
+        if step == "decision":
+            return json.dumps({"kind": steps.SETTLES, "what": judged(request)})
+        if step == "summary":
+            return json.dumps({"summary": summary})
+        if step == "quotes":
+            return json.dumps({"quotes": []})
+        (number,) = re.findall(r"^\[(\d+)\] tom: ", str(request["messages"][-1]["content"]), re.M)
+        change = {"decision": HELD[2].text, "message": int(number)}
+        decided = [{"text": SUNDAY, "messages": [int(number)]}]
+        return json.dumps(
+            {"summary": summary, "decisions": decided, "superseded": [change], "quotes": []}
+        )
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    ("before", "answer", "after"),
+    [  # the model wrote its summary beside the decisions as they were before the change
+        ("Priya and Tom plan a stall.", "Priya and Tom plan a stall, set up on Saturday at 7am.",
+         "Priya and Tom plan a stall."),
+        # it tells the change: the old day beside the new one
+        ("Priya and Tom plan a stall.", "Set-up moves from Saturday to Sunday at 7am.",
+         "Set-up moves from Saturday to Sunday at 7am."),
+        # nothing usable from the model: Charlie's old sentences stay, but for the stale one
+        ("Priya and Tom plan a stall. Set-up is on Saturday at 7am.", f"tom: {SUNDAY}",
+         "Priya and Tom plan a stall."),
+    ],
+)  # fmt: skip
+def test_the_summary_keeps_no_value_that_a_change_of_a_decision_replaced(
+    home: Home,
+    llm: ScriptedLLMServer,
+    client: LLMClient,
+    fair: tuple[Channel, User, User],
+    before: str,
+    answer: str,
+    after: str,
+) -> None:
+    """As the real model left it on a fresh conversation: the date moved to Saturday the
+    12th, the summary still said "Sunday the 13th"."""
+    channel, _, tom = fair
+    memory.save(home, channel, Memory(before, list(HELD)), "distill")
+    say(home, channel, (tom, SUNDAY))
+    llm.default = moving_setup(answer)
+    result = distill.distill(home, channel, client)
+    assert HELD[2].text not in result.memory.texts  # the change was made
+    assert result.memory.summary == after
+    refused = json.loads(last_refused(home))
+    stale = [r for r in refused if r.get("why", "").startswith("says saturday")]
+    assert len(stale) == (after != answer)
+
+
+def test_a_reply_is_judged_beside_the_persons_message_it_answers_over_charlies() -> None:
+    """Charlie answers every message, so the message just before a reply is Charlie's: the
+    judge is shown the person's message the reply leans on, as it is a question a reply
+    answers — and nothing for a reply that says what it settles itself."""
+    held = [Decision("Sunday the 13th, 2 till 5", "2026-12-01", DISTILLED, (3,))]
+    moved = "Bad news, the hall is booked on the 13th, so we'll have to do Saturday the 12th."
+    shown = [
+        Message(15, "user", "owen", moved, "2026-12-06T10:00:00"),
+        Message(16, "assistant", "Charlie", "Sorry to hear it! Shall I note it?", "2026-12-06"),
+        Message(17, "user", "nadia", "Saturday the 12th it is.", "2026-12-06T10:02:00"),
+        Message(18, "assistant", "Charlie", "Noted.", "2026-12-06T10:02:30"),
+        Message(19, "user", "owen", "I'll borrow trestle tables from the scout hut.", "2026-12-06"),
+    ]
+    seen: dict[int, str] = {}
+
+    def judge(change: decisions.Change) -> str | None:
+        seen[change.message.id] = change.asked.content if change.asked else ""
+        return None
+
+    stated = [decisions.Proposed(m.content, (m.id,)) for m in shown[2:] if m.role == "user"]
+    decisions.changes(held, stated, [], shown, judge, alike=lambda _, held: [0.9] * len(held))
+    assert seen == {15: "", 17: moved, 19: ""}
 
 
 def test_a_question_is_never_a_quote(

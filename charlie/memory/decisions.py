@@ -78,6 +78,7 @@ class Outcome:
     decisions: list[Decision]
     earlier: list[Earlier]
     refused: list[dict[str, str]] = field(default_factory=list)
+    moved: list[Moved] = field(default_factory=list)  # the values the changes replaced
 
 
 def words(text: str) -> set[str]:
@@ -203,6 +204,37 @@ def _plain(value: str) -> str:
         return plain
     hour, minutes = clock.groups()
     return hour if minutes in (None, "00") else f"{hour}:{minutes}"
+
+
+@dataclass(frozen=True)
+class Moved:
+    """The values a change took out of a decision (undressed, `_plain`) and those it put in
+    their place: "Sunday the 13th, 2 till 5" → "… Saturday the 12th instead" moved Sunday
+    and the 13th for Saturday and the 12th, not "2 till 5", which no value of their sort
+    replaced."""
+
+    gone: frozenset[str]
+    brought: frozenset[str]
+
+    @classmethod
+    def between(cls, old: str, new: str) -> Moved:
+        was, now = _told(old), _told(new)
+        brought = [v for v in _values(new) if _plain(v) not in was]
+        kinds = {_value_kind(v, new) for v in brought}
+        gone = [v for v in _values(old) if _plain(v) not in now]
+        replaced = {
+            _plain(v) for v in gone if any(_same_kind(_value_kind(v, old), k) for k in kinds)
+        }
+        return cls(frozenset(replaced), frozenset(_plain(v) for v in brought))
+
+    def stale(self, text: str) -> str:
+        """The value that `text` still says as it was before the change, or "" — none, or it
+        says what replaced it too ("the hall is booked on the 13th, so the swap moves to
+        Saturday the 12th" tells the change)."""
+        told = _told(text)
+        if told & self.brought:
+            return ""
+        return min(told & self.gone, default="")
 
 
 def revises(new: str, old: str) -> bool:
@@ -384,9 +416,9 @@ def _gone(old: str, is_now: set[str], names: frozenset[str]) -> list[str]:
 @dataclass(frozen=True)
 class Change:
     """A held decision that a person's message may change: the decision, the message, the
-    message just before it when that one asked the question it answers ("Sunday instead?" —
-    "Fine by me, Sunday it is."), and the new decision the message states ("" when it
-    states none: it cancels)."""
+    person's message it answers when that one asked a question or the message leans on it
+    (`asked_before`: "Sunday instead?" — "Fine by me, Sunday it is."), and the new decision
+    the message states ("" when it states none: it cancels)."""
 
     old: Decision
     message: Message
@@ -429,10 +461,30 @@ def unsaid(change: Change, now: str) -> list[str]:
     return sorted(values | words_)
 
 
-def _question_before(message: Message, messages: list[Message]) -> Message | None:
+def answered(reply: Message, before: list[Message]) -> Message | None:
+    """The person's message a reply answers: the last one before it, over what Charlie said
+    in between (Charlie answers every message, so "Works for me!" answers the proposal two
+    messages up) — but not the replier's own across a question of Charlie's: that one
+    answers Charlie ("Shall I add a reminder?" → "yes pls")."""
+    charlie_asked = False
+    for message in reversed(before):
+        if message.role == "user":
+            return None if charlie_asked and message.speaker == reply.speaker else message
+        charlie_asked = charlie_asked or ends_asking(message.content)
+    return None
+
+
+def asked_before(message: Message, messages: list[Message]) -> Message | None:
+    """The person's message that `message` answers (`answered`), to show the judge beside it,
+    when it asked a question ("Sunday instead?" — "Fine by me, Sunday it is.") or `message`
+    leans on someone else's message for what it settles (`leans`: "Saturday the 12th it
+    is." after "… so we'll have to do Saturday the 12th instead.")."""
     at = next(i for i, m in enumerate(messages) if m.id == message.id)
-    before = messages[at - 1] if at else None
-    return before if before is not None and before.role == "user" and is_question(before) else None
+    before = answered(message, messages[:at])
+    if before is None or is_question(before):
+        return before
+    replies = before.speaker != message.speaker and leans(message.content, message.speaker)
+    return before if replies else None
 
 
 def anchored(change: Change, now: str) -> bool:
@@ -570,13 +622,13 @@ def changes(
             continue
         told = stated.get(changer.id, [])
         new = max(told, key=lambda t: overlap(t, target.text), default="")
-        before = _question_before(changer, shown)
+        before = asked_before(changer, shown)
         asked.append((Change(target, changer, before, new, names), True))
     for source, told in stated.items():
         for text in told:
             close = closest(text, held, alike)
             for old in candidates(text, held, names, close):
-                before = _question_before(people[source], shown)
+                before = asked_before(people[source], shown)
                 near = key(old.text) in close
                 change = Change(old, people[source], before, text, names, close=near)
                 asked.append((change, False))
@@ -584,7 +636,7 @@ def changes(
         if message.id in stated or is_question(message):  # ("… is shut, so it's Sunday now")
             continue
         for old in candidates(message.content, held, names):
-            before = _question_before(message, shown)
+            before = asked_before(message, shown)
             asked.append((Change(old, message, before, "", names), False))
     confirmed: list[Change] = []
     judged: dict[int, int] = {}  # questions asked about each message
@@ -662,6 +714,8 @@ def apply(
             was = old.sources if old.by == DISTILLED else ()
             kept.append(Decision(change.now, _day(by), DISTILLED, tuple(sorted({*was, by.id}))))
             instead[key(change.new)] = kept[-1]
+        if change.now:  # the judge's rewrite: the line may say the old value to explain
+            outcome.moved.append(Moved.between(old.text, change.now))  # ("… on Saturdays, so")
     for offer in proposed:
         text = normalise(offer.text)
         if not text or key(text) in removed or key(text) in retired:

@@ -529,6 +529,7 @@ def _merge(
         ),
         frozenset(v.lower() for v in said_by.values()),  # the batch's speakers among them
         tuple((m.speaker, m.content) for m in people),
+        tuple(changed.moved),
     )
     text, charlies, left_out = summary.rewritten(output.summary, base.summary, written, backing)
     new_quotes, repeated = not_decisions(new_quotes, [d.text for d in changed.decisions])

@@ -97,13 +97,16 @@ beside it changes nothing); rewrite it with the new value only when the message 
 very same thing another value or calls it off.
 Answer with a JSON object only: {"now": "..."}"""
 
-# Two more looks at a change the judge made, each worded its own way: a change holds only
-# when all three rewrite the decision. Qwen2.5-Coder-1.5B, on the tune part's planted
-# revisions and the traps said after a decision (benchmarks/judge_step.py): the judge alone
-# rewrote 18 of 21 revisions and 3 of the 42 trap-and-decision pairs that are no question;
-# with both looks, the same 18 and 1. Asked "is it still the plan, yes or no?", the model
-# said yes to every one, revisions included; the plan "now" asked with the message first
-# refused all three traps' changes, and three revisions told as news from someone else.
+# Two more ways to ask the judge, each worded its own way: a change holds only when all
+# three looks make it (`LOOKS_NEEDED`). Qwen2.5-Coder-1.5B, on the tune part's planted
+# revisions and the traps said after a decision (benchmarks/judge_step.py, 22 and 46): the
+# judge alone rewrote 19 revisions and 5 trap pairs; all three looks, 19 and 1; two of the
+# three would make all 22 and 9 — but end to end (memory_fidelity.py), a revision message
+# is asked about every held decision it shares a word with, and two looks of three let it
+# change the wrong one first ("School just emailed, the field gates don't open till 10…"
+# retired "…the school fair is three weeks on Saturday…", and "Setup is at 9am" stayed);
+# on four tune conversations, 2 of 5 revisions applied and 2 traps retired a decision.
+# Asked "is it still the plan, yes or no?", the model said yes to every one.
 PLAN_NOW_PROMPT = """\
 Someone in a household has just sent a message. Below it is a decision the household made
 earlier. Write what the household's plan for that very thing is now, in one short sentence
@@ -118,6 +121,8 @@ shut or full, a slot is gone) and what happens instead, or settles another value
 very same thing, write the new plan; otherwise the same sentence as the decision.
 Answer with a JSON object only: {"now": "..."}"""
 RECHECKS = (PLAN_NOW_PROMPT, PLAN_INSTEAD_PROMPT)
+LOOKS = (CHANGE_PROMPT, *RECHECKS)
+LOOKS_NEEDED = len(LOOKS)
 
 SUMMARY_PROMPT = """\
 You keep the summary of a household's conversation: what it is about and where it stands,
@@ -319,7 +324,7 @@ def _decided(
         if not answer.decision:
             continue
         taken = {t.message.id: n for n, t in enumerate(found)}
-        answered = _answered(message, shown[:at]) if _leans(message) else None
+        answered = decisions.answered(message, shown[:at]) if _leans(message) else None
         agrees = before and _leans(message) and not _own(answer.what or message.content, message)
         agrees = agrees or replying  # an answer before a question must answer something
         if agrees and not (answered and _opens(asker, answered, shown, kinds, {*settled, *taken})):
@@ -343,19 +348,6 @@ def context(shown: list[Message], at: int) -> list[Message]:
         start -= 1
         people += shown[start].role == "user"
     return shown[start:at]
-
-
-def _answered(reply: Message, before: list[Message]) -> Message | None:
-    """The person's message a reply answers: the last one before it, over what Charlie said
-    in between (Charlie answers every message, so "Works for me!" answers the proposal two
-    messages up) — but not the replier's own across a question of Charlie's: that one
-    answers Charlie ("Shall I add a reminder?" → "yes pls")."""
-    charlie_asked = False
-    for message in reversed(before):
-        if message.role == "user":
-            return None if charlie_asked and message.speaker == reply.speaker else message
-        charlie_asked = charlie_asked or decisions.ends_asking(message.content)
-    return None
 
 
 def _agrees(asker: Asker, proposed: Taken, reply: Message, worded: str) -> bool:
@@ -503,27 +495,41 @@ def _cut(text: str, size: int = DECISION_CHARS) -> str:
 
 def judge(asker: Asker) -> decisions.Judge:
     """The model as the judge of a change (`charlie.memory.decisions.changes`): shown the
-    earlier decision beside the message (and the question it answers), it writes the
+    earlier decision beside the message (and the message it answers), it writes the
     decision as it stands after the message, and Charlie compares that with the decision
     (`decisions.rewritten`). A small model asked "does this change it?" says yes to nearly
     anything, and picks the first of any choices offered; asked to write the decision out,
-    it copies it when nothing changed and puts the new value in when something did. A
-    rewrite that changes it is asked twice more, worded otherwise (`RECHECKS`): a change
-    holds only when every look makes it, so one wording's slip retires nothing."""
+    it copies it when nothing changed and puts the new value in when something did. It is
+    asked three ways (`LOOKS`), each only while every look before made the change, and a
+    change holds when every look makes it: one wording's slip retires nothing."""
 
     def changes(change: decisions.Change) -> str | None:
         old, message, said = change.old.text, change.message, change.message.content
-        now = _rewrite(asker, old, message, change.asked)
-        if not decisions.rewritten(old, now, said, change.names):
-            return None
-        for look, prompt in enumerate(RECHECKS, start=1):  # each must rewrite it too
-            again = _rewrite(asker, old, message, change.asked, prompt)
-            if not decisions.rewritten(old, again, said, change.names):
-                raise decisions.Kept(
-                    f"kept: the model rewrote it as {now!r}, but its second look number "
-                    f"{look} (worded otherwise) did not change it ({again!r})"
-                )
-        return now
+        made: list[str] = []  # the rewrites that change it, in the looks' order
+        others: list[str] = []  # what the other looks answered
+        unusable = False
+        for prompt in LOOKS:
+            try:
+                now = _rewrite(asker, old, message, change.asked, prompt)
+            except DistillationError as exc:
+                unusable = True
+                others.append(f"an answer about it that was unusable ({exc})")
+            else:
+                if decisions.rewritten(old, now, said, change.names):
+                    made.append(now)
+                else:
+                    others.append(repr(now))
+            if len(made) == LOOKS_NEEDED:
+                return made[0]
+            if len(others) > len(LOOKS) - LOOKS_NEEDED:
+                break
+        if not made and not unusable:
+            return None  # the model's answer: no change
+        raise decisions.Kept(
+            f"kept: {len(made)} of the model's {len(made) + len(others)} looks changed it"
+            + (f" (as {made[0]!r})" if made else "")
+            + f"; the others did not ({'; '.join(others)})"
+        )
 
     return changes
 
@@ -540,7 +546,8 @@ def _rewrite(
     the judge's own question, or one of its second looks (`RECHECKS`)."""
     lines = [f"Earlier decision: {old}"]
     if asked is not None:
-        lines.append(f"Just before, {asked.speaker} asked: {asked.content}")
+        how = "asked" if decisions.is_question(asked) else "said"
+        lines.append(f"Just before, {asked.speaker} {how}: {asked.content}")
     lines.append(f"New message from {message.speaker}: {message.content}")
     return asker.ask(_Change, prompt, "\n".join(lines)).now
 

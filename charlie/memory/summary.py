@@ -20,9 +20,13 @@ not taken as it is:
   held decisions do not record — most of what it says is about is in none of them ("Clara
   agrees to bring her reading glasses" beside "I'll bring the snacks this time": a word
   or two in common is not the same thing) — or one it credits to someone who said none of
-  that decision's messages ("Joe agreed to the picnic" when Joe asked and Ruth settled it).
+  that decision's messages ("Joe agreed to the picnic" when Joe asked and Ruth settled it);
+- a sentence that still says a value this distillation's changes replaced ("… on Sunday the
+  13th" once the swap moved to Saturday the 12th) is left out, unless it says the new value
+  too: the model wrote it beside the decisions as they were before the changes were judged.
 
-When nothing of the model's sentences is left, Charlie's sentences of the old summary stay.
+When nothing of the model's sentences is left, Charlie's sentences of the old summary stay,
+but for those saying a replaced value or that are a line of the conversation.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ SAME = 0.8  # content words in common: two sentences that say the same
 # many, were never said: invented ("…asks if they can add a food truck"), where a word or
 # two of the summary's own ("planning", "weighing up") is how a summary is written.
 LEAST_UNSAID = 2
+LINE = "a line of the conversation, not a summary of it"
 COPIED_CHARS = 20  # "Name: " and this much of their message, word for word: a copied line
 FIRST_PERSON = re.compile(  # as written: "US" is no "us"
     r"\b(I|I'm|I'll|I've|I'd|[Mm]e|[Mm]y|[Ww]e|[Ww]e're|[Ww]e'll|[Ww]e've|[Ww]e'd|[Uu]s|[Oo]ur"
@@ -95,6 +100,15 @@ class Backing:
     deciders: tuple[frozenset[str], ...] = ()  # who said each decision's messages (lower case)
     speakers: frozenset[str] = frozenset()  # everyone who spoke (lower case)
     lines: tuple[tuple[str, str], ...] = ()  # the people's messages: (speaker, text)
+    moved: tuple[decisions.Moved, ...] = ()  # the values this run's changes replaced
+
+    def stale(self, sentence: str) -> str:
+        """Why `sentence` no longer holds, or "": it says a value that a change of a decision
+        replaced, and not what replaced it."""
+        for change in self.moved:
+            if value := change.stale(sentence):
+                return f"says {value}, which a change to a decision replaced"
+        return ""
 
     @cached_property
     def words(self) -> set[str]:
@@ -105,7 +119,9 @@ class Backing:
 def why_left_out(sentence: str, backing: Backing) -> str:
     """Why a sentence of the model's summary is not kept, or "" when it is."""
     if _a_line(sentence, backing):
-        return "a line of the conversation, not a summary of it"
+        return LINE
+    if stale := backing.stale(sentence):
+        return stale
     if re.search(rf"\b{re.escape(ASSISTANT)}\b", sentence, re.I) or TOOLISH.search(sentence):
         return "about the assistant or its tools"
     said = backing.said.lower()
@@ -168,10 +184,13 @@ def _a_line(sentence: str, backing: Backing) -> bool:
     I need to clear out the spare room anyway" — said by Owen), or it speaks in the first
     person, as a person does and a summary of the household never does ("Entry is free but
     we'll ask for a £1 donation for the food bank.": who is "we"?; "I need to clear out the
-    spare room anyway", from a message of an earlier batch). Told in the third person, a
+    spare room anyway", from a message of an earlier batch), or it asks ("Everyone okay with
+    that?": a summary tells what is open, it does not ask it). Told in the third person, a
     sentence said word for word may sum up well ("The stall opens at 10.")."""
     opening = re.match(r"\s*([\w'’ -]{1,40}?)\s*:", sentence)
     if opening and opening.group(1).lower() in backing.speakers:
+        return True
+    if decisions.ends_asking(sentence):  # "Everyone okay with that?": asked, not summed up
         return True
     return bool(FIRST_PERSON.search(sentence.replace("’", "'")))
 
@@ -227,7 +246,14 @@ def rewritten(
             continue
         kept.append(sentence)
     kept.sort(key=offered.index)  # in the model's order
-    if not kept:  # nothing usable: Charlie's old sentences stay
+    if not kept:  # nothing usable: Charlie's old sentences stay, those still true
         known = {normalise(s).lower() for s in old}
-        kept = [s for s in sentences(current) if normalise(s).lower() in known]
+        for sentence in sentences(current):
+            if normalise(sentence).lower() not in known:
+                continue
+            why = LINE if _a_line(sentence, backing) else backing.stale(sentence)
+            if why:  # a line an older Charlie let through, or a value just replaced
+                left.append({"summary": sentence, "why": why})
+            else:
+                kept.append(sentence)
     return " ".join([*own, *kept]), kept, left
