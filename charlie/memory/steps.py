@@ -98,7 +98,7 @@ very same thing another value or calls it off.
 Answer with a JSON object only: {"now": "..."}"""
 
 # Two more ways to ask the judge, each worded its own way: a change holds only when all
-# three looks make it (`LOOKS_NEEDED`). Qwen2.5-Coder-1.5B, on the tune part's planted
+# three looks make it (`LOOKS`). Qwen2.5-Coder-1.5B, on the tune part's planted
 # revisions and the traps said after a decision (benchmarks/judge_step.py, 22 and 46): the
 # judge alone rewrote 19 revisions and 5 trap pairs; all three looks, 19 and 1; two of the
 # three would make all 22 and 9 — but end to end (memory_fidelity.py), a revision message
@@ -122,7 +122,6 @@ very same thing, write the new plan; otherwise the same sentence as the decision
 Answer with a JSON object only: {"now": "..."}"""
 RECHECKS = (PLAN_NOW_PROMPT, PLAN_INSTEAD_PROMPT)
 LOOKS = (CHANGE_PROMPT, *RECHECKS)
-LOOKS_NEEDED = len(LOOKS)
 
 SUMMARY_PROMPT = """\
 You keep the summary of a household's conversation: what it is about and where it stands,
@@ -506,29 +505,24 @@ def judge(asker: Asker) -> decisions.Judge:
     def changes(change: decisions.Change) -> str | None:
         old, message, said = change.old.text, change.message, change.message.content
         made: list[str] = []  # the rewrites that change it, in the looks' order
-        others: list[str] = []  # what the other looks answered
-        unusable = False
-        for prompt in LOOKS:
+        for prompt in LOOKS:  # each asked only while every look before made the change
             try:
                 now = _rewrite(asker, old, message, change.asked, prompt)
             except DistillationError as exc:
-                unusable = True
-                others.append(f"an answer about it that was unusable ({exc})")
-            else:
-                if decisions.rewritten(old, now, said, change.names):
-                    made.append(now)
-                else:
-                    others.append(repr(now))
-            if len(made) == LOOKS_NEEDED:
-                return made[0]
-            if len(others) > len(LOOKS) - LOOKS_NEEDED:
+                kept_as = f"an answer about it that was unusable ({exc})"
                 break
-        if not made and not unusable:
-            return None  # the model's answer: no change
+            if not decisions.rewritten(old, now, said, change.names):
+                if not made:
+                    return None  # the model's answer: no change
+                kept_as = repr(now)
+                break
+            made.append(now)
+        else:
+            return made[0]
         raise decisions.Kept(
-            f"kept: {len(made)} of the model's {len(made) + len(others)} looks changed it"
+            f"kept: {len(made)} of the model's {len(made) + 1} looks changed it"
             + (f" (as {made[0]!r})" if made else "")
-            + f"; the others did not ({'; '.join(others)})"
+            + f"; look {len(made) + 1} answered {kept_as}"
         )
 
     return changes
