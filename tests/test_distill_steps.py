@@ -760,3 +760,45 @@ def test_a_time_is_no_place_so_it_changes_the_start_not_the_route(
     assert [(e.text, e.changed_by) for e in result.memory.earlier] == [(START, later[0].id)]
     refused = last_refused(home)
     assert "puts a value where plough was, in a decision that held no value" in refused
+
+
+FARM = "Campsite: I like Trevarrow Farm near St Ives, right by the beach."
+AGREED = "Trevarrow is lovely, let's go there."
+PITCH_FEE = "The pitch fee is £30 a night, paid on arrival."
+FULL = (
+    "Trevarrow emailed: they're full that week. Porthmeor Camping two miles on has space, "
+    "so we've got a pitch there instead."
+)
+
+
+def test_a_message_changes_one_thing_though_two_lines_hold_it(
+    home: Home, llm: ScriptedLLMServer, client: LLMClient, kitchen: tuple[Channel, User, User]
+) -> None:
+    """The campsite was held twice, as the suggestion and as the agreement to it; the news
+    that it is full changes both — the second holds what the first change took out
+    ("trevarrow"). The pitch fee, which the message also touches and a careless model
+    rewrites too, holds nothing of it: one message changes one thing, and that is logged."""
+    channel, sam, alex = kitchen
+    said = {text: (steps.SETTLES, "") for text in (FARM, AGREED, PITCH_FEE, FULL)}
+    rewrites = {
+        FARM: "Campsite: Porthmeor Camping, two miles on from St Ives.",
+        AGREED: "Porthmeor Camping is lovely, let's go there.",
+        PITCH_FEE: "The pitch fee at Porthmeor Camping is £30 a night, paid on arrival.",
+    }
+
+    def model(request: dict[str, Any]) -> str:
+        if step_of(request) == "change":
+            return json.dumps({"now": rewrites[earlier(request)]})
+        return str(kinds_of(said)(request))
+
+    llm.default = model
+    talk(home, channel, (sam, FARM), (alex, AGREED), (sam, PITCH_FEE))
+    distill.distill(home, channel, client)
+    (full,) = talk(home, channel, (alex, FULL))
+    result = distill.distill(home, channel, client)
+    assert result.memory.texts == [PITCH_FEE, FULL]
+    assert sorted((e.text, e.changed_by) for e in result.memory.earlier) == [
+        (FARM, full.id),
+        (AGREED, full.id),
+    ]
+    assert "one message changes one decision at a time" in last_refused(home)

@@ -8,11 +8,12 @@ statement — never a question — about the same thing as the held decision (it
 words of the decision it states, name what the old one is about; or the decision it states
 is among the nearest in meaning, `closest`, and then only a swap counts), judged by the
 model with the old and the new decision side by side (`Judge`); a person's own decision
-changes only when the message names it in its own words; one message changes at most one
-decision. The old one moves to the earlier decisions, with the day it stopped holding and
-that message. A new decision must come from a person's message — a question is none, and
-neither is anything Charlie said — and one that repeats a decision already held is not
-added twice. What was refused, and why, is returned to be logged with the run.
+changes only when the message names it in its own words; one message changes one thing —
+one decision, or a second that holds what the first change took out. The old one moves to
+the earlier decisions, with the day it stopped holding and that message. A new decision
+must come from a person's message — a question is none, and neither is anything Charlie
+said — and one that repeats a decision already held is not added twice. What was refused,
+and why, is returned to be logged with the run.
 """
 
 from __future__ import annotations
@@ -570,6 +571,18 @@ def swaps(change: Change, now: str) -> bool:
     return swapped and 2 * kept >= len(was | values)
 
 
+def took_out(change: Change) -> set[str]:
+    """What a change a message made took out of its decision that the message names: the
+    thing replaced ("trevarrow" of "Trevarrow is lovely, let's go there.", for "Trevarrow
+    emailed: they're full that week … so we've got a pitch there instead"). A message changes
+    one thing, but a thing may be held in two lines ("Campsite: I like Trevarrow Farm near
+    St Ives" too): a second line holding it may be changed by the same message (`changes`),
+    never one that shares only a value ("The blue gazebo and the focaccia slab are £6 each
+    now" changes one price, not two)."""
+    names = change.names
+    return set(_gone(change.old.text, forms(change.now, names), names)) & forms(change.said, names)
+
+
 def _why_not(change: Change, names: frozenset[str]) -> str:
     """Why `change` may not be made whatever the model says, or "" when it may be asked."""
     message = change.message
@@ -597,7 +610,8 @@ def changes(
     shown the old and the new side by side) after the checks no answer can pass: the
     message is a person's statement, not a question; it or the decision it states names
     what the old one is about (a person's decision: by its own words); one message changes
-    at most one decision. Candidates are the ones the model named (`revisions`), then the
+    one thing: a second decision only when it holds what the first change took out
+    (`took_out`). Candidates are the ones the model named (`revisions`), then the
     held decisions most alike each new one (`candidates`). What was refused is returned
     with why, to be logged with the run. `earlier`: the messages just before `messages`,
     where the question a first message answers may be. `alike`: how alike in meaning texts
@@ -646,7 +660,8 @@ def changes(
         if key(old.text) in done:
             continue
         why = _why_not(change, names)
-        if not why and any(c.message.id == message.id for c in confirmed):
+        made = next((c for c in confirmed if c.message.id == message.id), None)
+        if not why and made is not None and not took_out(made) & forms(old.text, names):
             why = "one message changes one decision at a time"
         if not why and judged.get(message.id, 0) >= MOST_CANDIDATES:
             why = f"asked about {MOST_CANDIDATES} decisions for this message already"
